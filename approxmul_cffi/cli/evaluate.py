@@ -1,0 +1,124 @@
+"""``approxmul evaluate``: accuracy of a network under approximate multipliers.
+
+With no arguments it evaluates the bundled digits LeNet on its held-out
+split with the exact multiplier and built-in approximate ones of increasing
+error. User mistakes end with a one-line error on stderr and exit status 2.
+"""
+
+import argparse
+import os
+import sys
+
+import numpy as np
+
+HELP = "evaluate a quantized network with approximate multipliers"
+
+
+def add_parser(subparsers):
+    p = subparsers.add_parser("evaluate", help=HELP, description=HELP + ".")
+    p.add_argument("--multiplier", "-m", metavar="SPEC", action="append", dest="multipliers",
+                   help="multiplier for every layer, one result row each (repeatable); "
+                        "default: exact plus built-in approximate multipliers")
+    p.add_argument("--layer", metavar="NAME=SPEC", action="append", dest="layers", default=[],
+                   help="fixed multiplier for one layer in every row (repeatable)")
+    p.add_argument("--model", metavar="PATH", help="model JSON written by nn.Model.save "
+                   "(default: the bundled digits LeNet)")
+    p.add_argument("--data", metavar="FILE.npz",
+                   help="evaluation data: arrays x (float images) and y (integer labels), "
+                        "optionally calibration (float images); default: the digits held-out split")
+    p.add_argument("--calibration", choices=("minmax", "percentile"), default="minmax",
+                   help="activation range calibration (default: minmax)")
+    p.add_argument("--limit", metavar="N", type=int, help="evaluate the first N samples only")
+    p.add_argument("--threads", metavar="N", type=int, help="library threads")
+    p.add_argument("--json", metavar="FILE", help="also write the table as JSON")
+    p.add_argument("--csv", metavar="FILE", help="also write the table as CSV")
+    p.add_argument("--plot", metavar="FILE.png",
+                   help="plot accuracy against MAE%% with the Pareto front (needs matplotlib)")
+    p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    p.set_defaults(run=run)
+    return p
+
+
+class UsageError(ValueError):
+    pass
+
+
+def _layer_overrides(items):
+    out = {}
+    for item in items:
+        name, eq, spec = item.partition("=")
+        if not eq or not name or not spec:
+            raise UsageError(f"--layer expects NAME=SPEC, got {item!r}")
+        out[name] = spec
+    return out
+
+
+def _load_data(path):
+    try:
+        with np.load(path, allow_pickle=False) as f:
+            arrays = {k: f[k] for k in f.files}
+    except FileNotFoundError:
+        raise UsageError(f"data file not found: {path}") from None
+    except Exception as e:  # numpy raises several types for bad files
+        raise UsageError(f"cannot read data file {path}: {e}") from None
+    missing = {"x", "y"} - set(arrays)
+    if missing:
+        raise UsageError(f"data file {path} lacks array(s) {', '.join(sorted(missing))}")
+    return (arrays["x"], arrays["y"]), arrays.get("calibration", arrays["x"])
+
+
+def _evaluate(args):
+    from approxmul_cffi import quant
+    from approxmul_cffi.evaluate import BUNDLED_MODEL, evaluate, plot_accuracy
+
+    for name in ("limit", "threads"):
+        value = getattr(args, name)
+        if value is not None and value < 1:
+            raise UsageError(f"--{name} must be at least 1, got {value}")
+    if args.plot:  # fail before the run, not after it
+        try:
+            import matplotlib  # noqa: F401
+        except ImportError:
+            raise UsageError("--plot needs matplotlib: pip install 'approxmul-cffi[plot]'") from None
+    if args.data:
+        data, calibration = _load_data(args.data)
+        source = f"{os.path.basename(args.data)}, calibrated on its {len(calibration)} samples"
+    else:
+        from approxmul_cffi.datasets import load_digits
+        data, calibration = load_digits("test"), load_digits("train")[0]
+        source = f"digits held-out split, calibrated on {len(calibration)} training images"
+    model_path = args.model or BUNDLED_MODEL
+    result = evaluate(model_path, data, args.multipliers, layers=_layer_overrides(args.layers),
+                      limit=args.limit, threads=args.threads, progress=not args.no_progress,
+                      calibration=calibration, config=quant.QuantConfig(calibration=args.calibration))
+    n = len(data[1]) if args.limit is None else min(args.limit, len(data[1]))
+    print(f"model {os.path.basename(model_path)}: {n} samples of the {source}")
+    print(result.format_table())
+    if args.json:
+        result.to_json(args.json)
+    if args.csv:
+        result.to_csv(args.csv)
+    if args.plot:
+        plot_accuracy(result, args.plot)
+    return 0
+
+
+def run(args):
+    """Run ``approxmul evaluate``; returns the exit status."""
+    try:
+        return _evaluate(args)
+    except (ValueError, OSError, ImportError) as e:
+        # User mistakes (bad spec, layer, file, data): one line, no traceback.
+        print(f"approxmul evaluate: error: {e}", file=sys.stderr)
+        return 2
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(prog="approxmul")
+    add_parser(parser.add_subparsers(dest="command", required=True))
+    args = parser.parse_args(["evaluate", *(sys.argv[1:] if argv is None else argv)])
+    return args.run(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,461 @@
+"""Network accuracy under approximate multipliers: the project's main job.
+
+:func:`evaluate` quantizes a float model (or takes a quantized one), runs
+the evaluation data through it once per multiplier, and returns an
+:class:`EvalResult` table with the float and exact-quantized baselines.
+
+Example:
+    >>> from approxmul_cffi.evaluate import evaluate, bundled_model
+    >>> from approxmul_cffi.datasets import load_digits
+    >>> result = evaluate(bundled_model(), load_digits("test"),
+    ...                   ["truncated:bits=8,cut=8"], limit=100, progress=False,
+    ...                   calibration=load_digits("train")[0])
+    >>> [row.multiplier for row in result]
+    ['float', 'exact', 'truncated:bits=8,cut=8']
+    >>> result[1].top1 >= 95.0
+    True
+"""
+
+from __future__ import annotations
+
+import csv
+import dataclasses
+import io
+import json
+import os
+import sys
+import time
+from collections.abc import Mapping
+
+import numpy as np
+
+from . import nn
+
+__all__ = ["DEFAULT_MULTIPLIERS", "EvalResult", "EvalRow", "bundled_model", "evaluate",
+           "pareto_front", "plot_accuracy",
+           "multiplier_metrics", "resolve_multiplier"]
+
+BUNDLED_MODEL = os.path.join(os.path.dirname(os.path.abspath(__file__)), "models", "digits_lenet.json")
+
+# Built-in approximate multipliers of increasing error, for `approxmul evaluate`.
+DEFAULT_MULTIPLIERS = (
+    "truncated:bits=8,cut=6",
+    "drum:k=6",
+    "truncated:bits=8,cut=8",
+    "drum:k=4",
+    "truncated:bits=8,cut=10",
+    "drum:k=3",
+)
+
+
+def _core():
+    import approxmul_cffi
+    return approxmul_cffi
+
+
+def bundled_model():
+    """The float LeNet for scikit-learn's digits that ships with the package."""
+    return nn.Model.load(BUNDLED_MODEL)
+
+
+# --------------------------------------------------------------------------
+# Multipliers by spec string
+
+
+def _parse_spec(spec):
+    name, _, rest = spec.partition(":")
+    params = {}
+    for item in filter(None, rest.split(",")):
+        key, eq, value = item.partition("=")
+        try:
+            if not eq:
+                raise ValueError
+            params[key.strip()] = int(value)
+        except ValueError:
+            raise ValueError(f"multiplier spec {spec!r}: expected key=integer, got {item!r}") from None
+    return name.strip(), params
+
+
+def _truncated_table(bits, cut):
+    """Unsigned AND-array multiplier without the partial products of columns < cut."""
+    v = np.arange(1 << bits, dtype=np.int64)
+    table = v[:, None] * v[None, :]
+    for i in range(bits):
+        for j in range(max(0, min(bits, cut - i))):
+            table -= (((v[:, None] >> i) & 1) * ((v[None, :] >> j) & 1)) << (i + j)
+    return table
+
+
+def _drum_table(bits, k):
+    """Unsigned DRUM(k): each operand cut to k significant bits, lowest kept bit set."""
+    v = np.arange(1 << bits, dtype=np.int64)
+    lead = np.floor(np.log2(np.maximum(v, 1))).astype(np.int64)
+    drop = np.maximum(lead - k + 1, 0)
+    f = np.where(drop > 0, ((v >> drop) | 1) << drop, v)
+    return f[:, None] * f[None, :]
+
+
+def _fallback_multiplier(spec):
+    """Specs this module understands while the library has no spec parser."""
+    am = _core()
+    name, p = _parse_spec(spec)
+    bits = p.pop("bits", 8)
+    signed = bool(p.pop("signed", 0))
+    known = {"exact": set(), "truncated": {"cut"}, "drum": {"k"}}
+    if name not in known:
+        raise ValueError(f"unknown multiplier spec {spec!r}; this build understands "
+                         "exact[:bits=B,signed=0|1], truncated:bits=8,cut=C, drum:k=K")
+    if set(p) != known[name]:
+        raise ValueError(f"multiplier spec {spec!r}: {name} takes "
+                         f"{', '.join(sorted(known[name] | {'bits', 'signed'}))}")
+    if name == "exact":
+        return am.Multiplier.exact(bits=bits, signed=signed)
+    if signed or bits != 8:
+        raise ValueError(f"multiplier spec {spec!r}: only unsigned 8-bit {name} is built in")
+    if name == "truncated":
+        if not 0 <= p["cut"] <= 2 * bits:
+            raise ValueError(f"multiplier spec {spec!r}: cut must be in 0..{2 * bits}")
+        table = _truncated_table(bits, p["cut"])
+    else:
+        if not 1 <= p["k"] <= bits:
+            raise ValueError(f"multiplier spec {spec!r}: k must be in 1..{bits}")
+        table = _drum_table(bits, p["k"])
+    return am.Multiplier.from_table(table.astype(np.int32), signed=False)
+
+
+def resolve_multiplier(spec):
+    """A Multiplier from a spec string (or a Multiplier, returned as is).
+
+    Uses the library's ``approxmul_cffi.multiplier`` parser when it exists
+    (table files, vendor C models, every family); otherwise understands
+    ``exact[:bits=B,signed=0|1]``, ``truncated:bits=8,cut=C``, ``drum:k=K``.
+
+    >>> m = resolve_multiplier("exact:bits=8,signed=1")
+    >>> m.bits, bool(m.signed)
+    (8, True)
+    """
+    if not isinstance(spec, str):
+        return spec
+    am = _core()
+    if hasattr(am, "multiplier"):
+        return am.multiplier(spec)
+    return _fallback_multiplier(spec)
+
+
+def _exact_table(bits, signed):
+    v = np.arange(1 << bits, dtype=np.int64)
+    if signed:
+        v = np.where(v >= 1 << (bits - 1), v - (1 << bits), v)
+    return v[:, None] * v[None, :]
+
+
+def multiplier_metrics(m):
+    """{"mae_percent", "wce_percent"} of a multiplier, against the exact product.
+
+    From ``m.metrics()`` when the library provides it, else from the table:
+    mean and worst absolute error over all operand pairs, in percent of
+    2**(2*bits) (EvoApproxLib's normalisation).
+
+    >>> multiplier_metrics(resolve_multiplier("truncated:bits=8,cut=4"))["wce_percent"]
+    0.07476806640625
+    """
+    if hasattr(m, "metrics"):
+        d = m.metrics()
+        return {"mae_percent": float(d["mae_percent"]), "wce_percent": float(d["wce_percent"])}
+    err = np.abs(np.asarray(m.table(), dtype=np.int64) - _exact_table(m.bits, bool(m.signed)))
+    scale = 100.0 / float(1 << (2 * m.bits))
+    return {"mae_percent": float(err.mean() * scale), "wce_percent": float(err.max() * scale)}
+
+
+def _label(m, fallback):
+    for attr in ("spec", "name"):
+        value = getattr(m, attr, None)
+        if isinstance(value, str) and value:
+            return value
+    return fallback
+
+
+# --------------------------------------------------------------------------
+# Result table
+
+
+@dataclasses.dataclass
+class EvalRow:
+    """One evaluated configuration; accuracies in percent."""
+
+    multiplier: str
+    layers: str
+    mae_percent: float | None
+    wce_percent: float | None
+    top1: float
+    delta_vs_exact: float | None
+    images_per_s: float
+    kind: str  # "float", "exact" (quantized baseline) or "approximate"
+
+
+COLUMNS = [f.name for f in dataclasses.fields(EvalRow)]
+
+
+class EvalResult(list):
+    """A list of :class:`EvalRow` with export helpers (no pandas needed).
+
+    ``pandas.DataFrame(result.to_dicts())`` gives a data frame.
+    """
+
+    def to_dicts(self):
+        return [dataclasses.asdict(row) for row in self]
+
+    def to_json(self, path=None):
+        text = json.dumps(self.to_dicts(), indent=1) + "\n"
+        if path is not None:
+            with open(path, "w") as f:
+                f.write(text)
+        return text
+
+    def to_csv(self, path=None):
+        buf = io.StringIO()
+        writer = csv.DictWriter(buf, fieldnames=COLUMNS, lineterminator="\n")
+        writer.writeheader()
+        writer.writerows(self.to_dicts())
+        if path is not None:
+            with open(path, "w", newline="") as f:
+                f.write(buf.getvalue())
+        return buf.getvalue()
+
+    def row(self, multiplier):
+        """The first row whose multiplier label is ``multiplier``."""
+        for r in self:
+            if r.multiplier == multiplier:
+                return r
+        raise KeyError(multiplier)
+
+    def format_table(self):
+        def num(v, fmt):
+            return "-" if v is None else format(v, fmt)
+
+        show_layers = any(r.layers != "all" for r in self)
+        head = ["multiplier"] + (["layers"] if show_layers else []) + [
+            "MAE%", "WCE%", "top-1%", "vs exact", "images/s"]
+        rows = [[r.multiplier] + ([r.layers] if show_layers else []) + [
+            num(r.mae_percent, ".4f"), num(r.wce_percent, ".4f"), f"{r.top1:.2f}",
+            num(r.delta_vs_exact, "+.2f"), f"{r.images_per_s:,.0f}"] for r in self]
+        widths = [max(len(str(c)) for c in col) for col in zip(head, *rows)]
+        lines = []
+        for i, cells in enumerate([head] + rows):
+            lines.append("  ".join(c.ljust(w) if j < 1 + show_layers else c.rjust(w)
+                                   for j, (c, w) in enumerate(zip(cells, widths))))
+            if i == 0:
+                lines.append("  ".join("-" * w for w in widths))
+        return "\n".join(lines)
+
+    __str__ = format_table
+
+
+# --------------------------------------------------------------------------
+# Evaluation
+
+
+def _check_data(model, data, limit):
+    try:
+        x, y = data
+    except (TypeError, ValueError):
+        raise nn.ModelError("data must be a pair (images, labels)") from None
+    x = model.check_input(x)
+    y = np.asarray(y)
+    if y.ndim != 1 or y.dtype.kind not in "iu" or len(y) != len(x):
+        raise nn.ModelError(f"labels must be a 1-d integer array of {len(x)} entries, got "
+                            f"shape {y.shape} dtype {y.dtype}")
+    if limit is not None:
+        if limit < 1:
+            raise nn.ModelError(f"limit must be at least 1, got {limit}")
+        x, y = x[:limit], y[:limit]
+    if len(x) == 0:
+        raise nn.ModelError("no evaluation data")
+    return x, y
+
+
+class _Progress:
+    """tqdm over every batch of every row, shown once a run takes over 1 s."""
+
+    def __init__(self, enabled, total):
+        self.bar = None
+        if enabled:
+            try:
+                from tqdm import tqdm
+            except ImportError:
+                return
+            # disable=None: no bar when stderr is not a terminal.
+            self.bar = tqdm(total=total, unit="batch", delay=1.0, leave=False, file=sys.stderr,
+                            disable=None)
+
+    def update(self, label):
+        if self.bar is not None:
+            self.bar.set_description(label, refresh=False)
+            self.bar.update()
+
+    def close(self):
+        if self.bar is not None:
+            self.bar.close()
+
+
+def _normalise_multipliers(multipliers):
+    if multipliers is None:
+        multipliers = DEFAULT_MULTIPLIERS
+    if isinstance(multipliers, Mapping):
+        items = list(multipliers.items())
+    else:
+        if isinstance(multipliers, str) or not hasattr(multipliers, "__iter__"):
+            multipliers = [multipliers]
+        items = [(None, m) for m in multipliers]
+    out = []
+    for i, (label, m) in enumerate(items):
+        if label is None:
+            label = m if isinstance(m, str) else _label(m, f"multiplier{i}")
+        out.append((label, resolve_multiplier(m)))
+    return out
+
+
+def _is_exact(m):
+    if hasattr(m, "metrics"):
+        return m.metrics()["mae_percent"] == 0 and m.metrics()["wce_percent"] == 0
+    return np.array_equal(np.asarray(m.table(), dtype=np.int64), _exact_table(m.bits, bool(m.signed)))
+
+
+def evaluate(model, data, multipliers=None, *, layers=None, limit=None, threads=None,
+             progress=True, calibration=None, config=None, batch_size=256):
+    """Top-1 accuracy of ``model`` on ``data`` for each multiplier.
+
+    model: an ``nn.Model`` (quantized here, calibrated on ``calibration``
+        inputs, by default the evaluation inputs), an ``nn.QuantizedModel``,
+        or the path of a saved model.
+    data: ``(images, labels)``.
+    multipliers: Multiplier objects or spec strings (a list, or a dict
+        label -> multiplier); each row runs one of them in every layer.
+        None: :data:`DEFAULT_MULTIPLIERS`.
+    layers: {layer name: multiplier or spec} fixed in every row (per-layer
+        assignment); the other layers take the row's multiplier.
+    limit: evaluate the first ``limit`` samples only.
+    threads: library thread count for the run (restored afterwards).
+
+    Returns an :class:`EvalResult`: the float row, the exact quantized
+    baseline of each code domain in use, then one row per multiplier;
+    ``delta_vs_exact`` is in percentage points against the all-exact
+    quantized network of the same domain.
+    """
+    am = _core()
+    if isinstance(model, (str, os.PathLike)):
+        model = nn.Model.load(model)
+    qmodel = model if isinstance(model, nn.QuantizedModel) else None
+    float_model = qmodel.model if qmodel else model
+    x, y = _check_data(float_model, data, limit)
+    if qmodel is None:
+        qmodel = nn.quantize(float_model, x if calibration is None else calibration, config)
+    rows = _normalise_multipliers(multipliers)
+    overrides = {name: resolve_multiplier(m) for name, m in (layers or {}).items()}
+    qmodel.assign(None, overrides)  # unknown layer names fail before any work
+    layers_label = "; ".join(f"{k}={v if isinstance(v, str) else _label(overrides[k], 'table')}"
+                             for k, v in (layers or {}).items()) or "all"
+
+    # The exact baselines of the domains in use, then the requested rows.
+    plan = []
+    for signed in sorted({bool(m.signed) for _, m in rows} or {False}):
+        label = "exact" if not signed else "exact:signed=1"
+        plan.append((label, am.Multiplier.exact(bits=8, signed=signed), {}, "exact"))
+    for label, m in rows:
+        if not overrides and _is_exact(m):
+            continue  # the baseline already is this row
+        plan.append((label, m, overrides, "approximate"))
+    if not rows and overrides:
+        plan.append(("exact", plan[0][1], overrides, "approximate"))
+
+    n_batches = -(-len(x) // batch_size)
+    bar = _Progress(progress, n_batches * len(plan))
+    get_threads = getattr(am, "get_num_threads", None)
+    old_threads = get_threads() if (threads and get_threads) else None
+    if threads and hasattr(am, "set_num_threads"):
+        am.set_num_threads(threads)
+    result = EvalResult()
+    try:
+        start = time.perf_counter()
+        float_top1 = float((float_model.predict(x) == y).mean() * 100)
+        result.append(EvalRow("float", "all", None, None, float_top1, None,
+                              len(x) / (time.perf_counter() - start), "float"))
+        exact_top1 = {}
+        for label, m, layer_ms, kind in plan:
+            assignment = qmodel.assign(m, layer_ms)
+            start = time.perf_counter()
+            correct = 0
+            for i in range(0, len(x), batch_size):
+                out = qmodel.run_codes(x[i:i + batch_size], assignment)
+                scores = out.codes if isinstance(out, nn.QTensor) else out
+                # Codes are monotone in value within one tensor: argmax needs no dequantize.
+                correct += int((scores.argmax(axis=-1) == y[i:i + batch_size]).sum())
+                bar.update(label)
+            speed = len(x) / (time.perf_counter() - start)
+            top1 = correct * 100.0 / len(x)
+            signed = bool(m.signed)
+            if kind == "exact":
+                exact_top1[signed] = top1
+            metrics = multiplier_metrics(m)
+            result.append(EvalRow(label, "all" if not layer_ms else layers_label,
+                                  metrics["mae_percent"], metrics["wce_percent"], top1,
+                                  top1 - exact_top1[signed], speed, kind))
+    finally:
+        bar.close()
+        if old_threads is not None:
+            am.set_num_threads(old_threads)
+    return result
+
+
+def pareto_front(result):
+    """Rows that no other row beats on both approximation and accuracy.
+
+    A larger MAE stands for a cheaper circuit, so the front lists, for each
+    accuracy level, the most approximate multiplier reaching it: no other
+    row has both a MAE at least as large and a higher top-1 (ties in MAE
+    keep the more accurate row). Sorted by MAE.
+
+    >>> rows = EvalResult([EvalRow(n, "all", mae, 0.0, top1, 0.0, 1.0, "approximate")
+    ...                    for n, mae, top1 in [("a", 0.1, 99), ("b", 0.2, 99),
+    ...                                         ("c", 0.3, 90), ("d", 0.4, 95)]])
+    >>> [r.multiplier for r in pareto_front(rows)]
+    ['b', 'd']
+    """
+    rows = sorted((r for r in result if r.mae_percent is not None),
+                  key=lambda r: (-r.mae_percent, -r.top1))
+    front, best = [], -np.inf
+    for r in rows:
+        if r.top1 > best:
+            front.append(r)
+            best = r.top1
+    return front[::-1]
+
+
+def plot_accuracy(result, path):
+    """Save top-1 accuracy against MAE% with the Pareto front (needs matplotlib)."""
+    try:
+        import matplotlib
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        raise ImportError("plotting needs matplotlib: pip install 'approxmul-cffi[plot]'") from None
+    rows = [r for r in result if r.mae_percent is not None]
+    front = pareto_front(result)
+    fig, ax = plt.subplots(figsize=(6.4, 4.2))
+    ax.scatter([r.mae_percent for r in rows], [r.top1 for r in rows], color="tab:blue",
+               label="multipliers")
+    for r in rows:
+        ax.annotate(r.multiplier, (r.mae_percent, r.top1), fontsize=7,
+                    xytext=(3, 3), textcoords="offset points")
+    ax.step([r.mae_percent for r in front], [r.top1 for r in front], where="pre",
+            color="tab:red", marker="o", fillstyle="none", markersize=11,
+            label="Pareto front (most approximate per accuracy)")
+    floats = [r.top1 for r in result if r.kind == "float"]
+    if floats:
+        ax.axhline(floats[0], color="gray", linestyle="--", linewidth=1, label="float")
+    ax.set_xlabel("MAE of the multiplier (% of 2^16)")
+    ax.set_ylabel("top-1 accuracy (%)")
+    ax.legend(loc="best", fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
