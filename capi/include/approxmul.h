@@ -1,0 +1,182 @@
+/*
+ * approxmul.h - the C ABI of approxmul, a simulator of approximate integer
+ * multipliers for neural-network studies.
+ *
+ * This header is the single source of truth for the ABI: the Python binding
+ * (approxmul_cffi) derives its cffi declarations from it mechanically, so
+ * keep declarations on plain C lines that cffi can parse (no macros inside
+ * declarations other than APPROXMUL_API, no function-like macros).
+ *
+ * Conventions (docs/abi.md has the long form):
+ *  - Every function returns an approxmul_status; APPROXMUL_OK is 0. On any
+ *    other status nothing has been written to the outputs, and
+ *    approxmul_last_error() holds a message for the calling thread.
+ *  - Results come back through out-pointers, written only on success.
+ *  - Sizes are int64_t. Strides are int64_t and counted in elements, one row
+ *    stride and one column stride per matrix (BLIS style); they may be zero
+ *    or negative for inputs, never aliasing for outputs.
+ *  - Handles are opaque, immutable after creation and safe to share between
+ *    threads; destroy functions accept NULL.
+ */
+#ifndef APPROXMUL_H
+#define APPROXMUL_H
+
+#include <stdint.h>
+
+#if defined(_WIN32)
+#  if defined(APPROXMUL_BUILDING)
+#    define APPROXMUL_API __declspec(dllexport)
+#  else
+#    define APPROXMUL_API __declspec(dllimport)
+#  endif
+#elif defined(__GNUC__)
+#  define APPROXMUL_API __attribute__((visibility("default")))
+#else
+#  define APPROXMUL_API
+#endif
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Bumped whenever a declaration below changes incompatibly. */
+#define APPROXMUL_ABI_VERSION 1
+
+/* ---------------------------------------------------------------- status */
+
+typedef enum approxmul_status {
+    APPROXMUL_OK = 0,
+    APPROXMUL_ERR_INVALID_ARGUMENT = 1, /* a value that makes no sense */
+    APPROXMUL_ERR_NULL_POINTER = 2,     /* a required pointer was NULL */
+    APPROXMUL_ERR_DTYPE = 3,            /* element type not accepted here */
+    APPROXMUL_ERR_SHAPE = 4,            /* sizes that do not match or are negative */
+    APPROXMUL_ERR_OVERFLOW = 5,         /* a size or an accumulator would overflow */
+    APPROXMUL_ERR_OUT_OF_RANGE = 6,     /* an operand value outside the multiplier's width */
+    APPROXMUL_ERR_ALIASING = 7,         /* an output overlaps an input or itself */
+    APPROXMUL_ERR_OUT_OF_MEMORY = 8,
+    APPROXMUL_ERR_UNSUPPORTED = 9,      /* valid request this build or CPU cannot serve */
+    APPROXMUL_ERR_IO = 10,              /* a file could not be read or written */
+    APPROXMUL_ERR_FORMAT = 11,          /* file or text content is malformed */
+    APPROXMUL_ERR_CALLBACK = 12,        /* a user function failed */
+    APPROXMUL_ERR_INTERNAL = 99         /* a bug in approxmul: please report it */
+} approxmul_status;
+
+/* A static, human-readable name for a status ("invalid argument", ...). */
+APPROXMUL_API const char *approxmul_status_string(approxmul_status status);
+
+/* The detail message of this thread's last call that returned a status:
+ * "" after a success. Valid until the next approxmul call on this thread. */
+APPROXMUL_API const char *approxmul_last_error(void);
+
+/* --------------------------------------------------------------- version */
+
+APPROXMUL_API const char *approxmul_version_string(void);
+APPROXMUL_API int approxmul_abi_version(void);
+
+/* --------------------------------------------------------------- threads */
+
+/* Threads used by approxmul's own parallel regions; 0 means one per
+ * available core. This never changes the caller's OpenMP settings. */
+APPROXMUL_API approxmul_status approxmul_set_num_threads(int num_threads);
+APPROXMUL_API int approxmul_get_num_threads(void);
+
+/* ------------------------------------------------------------------ info */
+
+/* A static description of the build and of the kernels chosen for this CPU,
+ * as "key=value" lines (isa=..., openmp=..., ...). */
+APPROXMUL_API const char *approxmul_build_info(void);
+
+/* --------------------------------------------------------- element types */
+
+typedef enum approxmul_dtype {
+    APPROXMUL_INT8 = 1,
+    APPROXMUL_UINT8 = 2,
+    APPROXMUL_INT16 = 3,
+    APPROXMUL_UINT16 = 4,
+    APPROXMUL_INT32 = 5,
+    APPROXMUL_INT64 = 6
+} approxmul_dtype;
+
+/* ----------------------------------------------------------- multipliers */
+
+/* An n x n bit multiplier: maps two n-bit operands (unsigned, or two's
+ * complement when signed) to an integer product. Immutable. */
+typedef struct approxmul_multiplier approxmul_multiplier;
+
+/* A multiplier from its full product table: 2^bits x 2^bits int32 entries,
+ * row-major, row = first operand's raw bit pattern, column = second's
+ * (for signed 8-bit operands the pattern of -1 is 255). bits in 1..8;
+ * table_len must equal 4^bits. The table is copied. */
+APPROXMUL_API approxmul_status approxmul_multiplier_from_table(
+    const int32_t *table, int64_t table_len, int bits, int is_signed,
+    approxmul_multiplier **out);
+
+/* The exact multiplier, bits in 1..16. */
+APPROXMUL_API approxmul_status approxmul_multiplier_exact(
+    int bits, int is_signed, approxmul_multiplier **out);
+
+APPROXMUL_API void approxmul_multiplier_destroy(approxmul_multiplier *m);
+
+APPROXMUL_API approxmul_status approxmul_multiplier_bits(
+    const approxmul_multiplier *m, int *out);
+APPROXMUL_API approxmul_status approxmul_multiplier_is_signed(
+    const approxmul_multiplier *m, int *out);
+
+/* A static-lifetime name of the multiplier's model ("table", "exact", ...). */
+APPROXMUL_API approxmul_status approxmul_multiplier_name(
+    const approxmul_multiplier *m, const char **out);
+
+/* How the kernels compute this multiplier, e.g. "exact-gemm" or "table";
+ * owned by the handle. */
+APPROXMUL_API approxmul_status approxmul_multiplier_plan(
+    const approxmul_multiplier *m, const char **out);
+
+/* The product table (4^bits int32 entries, layout as in _from_table);
+ * only for bits <= 8, else APPROXMUL_ERR_UNSUPPORTED. */
+APPROXMUL_API approxmul_status approxmul_multiplier_table(
+    const approxmul_multiplier *m, int32_t *out, int64_t out_len);
+
+/* One product, operands given as values (-2^(bits-1)..2^(bits-1)-1 when
+ * signed, 0..2^bits-1 when not). */
+APPROXMUL_API approxmul_status approxmul_multiplier_product(
+    const approxmul_multiplier *m, int64_t a, int64_t b, int64_t *out);
+
+/* Smallest and largest product over all operand pairs. */
+APPROXMUL_API approxmul_status approxmul_multiplier_product_range(
+    const approxmul_multiplier *m, int64_t *min_out, int64_t *max_out);
+
+/* --------------------------------------------------------------- kernels */
+
+/* The accumulator (and output) type a matmul with this inner size and these
+ * zero points needs: APPROXMUL_INT32 when no output can leave int32, else
+ * APPROXMUL_INT64; APPROXMUL_ERR_OVERFLOW if even int64 cannot hold it. */
+APPROXMUL_API approxmul_status approxmul_accumulator_dtype(
+    const approxmul_multiplier *m, int64_t inner, int64_t a_zero_point,
+    int64_t b_zero_point, approxmul_dtype *out);
+
+/* C[i,j] = sum_k mul(A[i,k], B[k,j]) - b_zero * sum_k A[i,k]
+ *          - a_zero * sum_k B[k,j] + k * a_zero * b_zero
+ * Only the code-by-code product goes through the multiplier; the zero-point
+ * cross terms are exact (zero points 0 give the plain approximate matmul).
+ * Operands: int8/uint8 (or int16/uint16) as the multiplier's signedness
+ * says, values within its width. C is int32 or int64; int32 only when
+ * approxmul_accumulator_dtype allows it. C must not overlap A or B. */
+APPROXMUL_API approxmul_status approxmul_matmul(
+    const approxmul_multiplier *m, int64_t rows, int64_t cols, int64_t inner,
+    approxmul_dtype a_dtype, const void *a, int64_t a_row_stride, int64_t a_col_stride,
+    approxmul_dtype b_dtype, const void *b, int64_t b_row_stride, int64_t b_col_stride,
+    int64_t a_zero_point, int64_t b_zero_point,
+    approxmul_dtype c_dtype, void *c, int64_t c_row_stride, int64_t c_col_stride);
+
+/* C[i,j] = mul(A[i,j], B[i,j]) over a rows x cols grid; C int32 or int64. */
+APPROXMUL_API approxmul_status approxmul_multiply(
+    const approxmul_multiplier *m, int64_t rows, int64_t cols,
+    approxmul_dtype a_dtype, const void *a, int64_t a_row_stride, int64_t a_col_stride,
+    approxmul_dtype b_dtype, const void *b, int64_t b_row_stride, int64_t b_col_stride,
+    approxmul_dtype c_dtype, void *c, int64_t c_row_stride, int64_t c_col_stride);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* APPROXMUL_H */

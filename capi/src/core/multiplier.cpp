@@ -1,0 +1,111 @@
+#include "multiplier.hpp"
+
+#include <algorithm>
+#include <limits>
+
+#include "error.hpp"
+
+namespace approxmul {
+
+const char *plan_name(Plan plan) {
+    switch (plan) {
+    case Plan::ExactGemm: return "exact-gemm";
+    case Plan::Table: return "table";
+    case Plan::Function: return "function";
+    }
+    return "unknown";
+}
+
+void check_width(int bits, int max_bits) {
+    if (bits < 1 || bits > max_bits)
+        fail(APPROXMUL_ERR_INVALID_ARGUMENT, "bits: %d is not an operand width in 1..%d", bits,
+             max_bits);
+}
+
+Multiplier::Multiplier(int bits, bool is_signed, std::string name)
+    : bits_(bits), is_signed_(is_signed), name_(std::move(name)) {}
+
+int64_t Multiplier::max_abs_product() const {
+    // |INT64_MIN| is not representable, but products stay far below it
+    return std::max(max_product_, -min_product_);
+}
+
+std::shared_ptr<const Multiplier> Multiplier::from_table(std::vector<int32_t> table, int bits,
+                                                          bool is_signed, std::string name) {
+    check_width(bits, kMaxTableBits);
+    const size_t expected = size_t{1} << (2 * bits);
+    if (table.size() != expected)
+        fail(APPROXMUL_ERR_SHAPE, "table: %zu entries given, a %d-bit table has 4^%d = %zu",
+             table.size(), bits, bits, expected);
+    std::shared_ptr<Multiplier> m(new Multiplier(bits, is_signed, std::move(name)));
+    m->table_ = std::move(table);
+    m->finish();
+    return m;
+}
+
+std::shared_ptr<const Multiplier> Multiplier::from_function(ProductFunction function, int bits,
+                                                             bool is_signed, std::string name) {
+    check_width(bits, kMaxBits);
+    std::shared_ptr<Multiplier> m(new Multiplier(bits, is_signed, std::move(name)));
+    if (bits <= kMaxTableBits) {
+        const int64_t side = int64_t{1} << bits;
+        m->table_.resize(static_cast<size_t>(side * side));
+        for (int64_t a = m->min_operand(); a <= m->max_operand(); ++a)
+            for (int64_t b = m->min_operand(); b <= m->max_operand(); ++b) {
+                const int64_t p = function(a, b);
+                if (p < std::numeric_limits<int32_t>::min() ||
+                    p > std::numeric_limits<int32_t>::max())
+                    fail(APPROXMUL_ERR_OVERFLOW,
+                         "product of %lld and %lld is %lld, outside the int32 table range",
+                         static_cast<long long>(a), static_cast<long long>(b),
+                         static_cast<long long>(p));
+                m->table_[(static_cast<uint32_t>(a) & m->operand_mask()) << bits |
+                          (static_cast<uint32_t>(b) & m->operand_mask())] =
+                    static_cast<int32_t>(p);
+            }
+    } else {
+        m->function_ = std::move(function);
+    }
+    m->finish();
+    return m;
+}
+
+std::shared_ptr<const Multiplier> Multiplier::exact(int bits, bool is_signed) {
+    check_width(bits, kMaxBits);
+    auto m = from_function([](int64_t a, int64_t b) { return a * b; }, bits, is_signed, "exact");
+    auto *mutable_m = const_cast<Multiplier *>(m.get());
+    mutable_m->known_exact_ = true;
+    mutable_m->finish();
+    return m;
+}
+
+void Multiplier::finish() {
+    if (has_table()) {
+        auto [lo, hi] = std::minmax_element(table_.begin(), table_.end());
+        min_product_ = *lo;
+        max_product_ = *hi;
+        // A table that equals a*b everywhere runs as an exact integer GEMM.
+        bool exact = true;
+        for (int64_t a = min_operand(); exact && a <= max_operand(); ++a)
+            for (int64_t b = min_operand(); b <= max_operand(); ++b)
+                if (product(a, b) != a * b) {
+                    exact = false;
+                    break;
+                }
+        known_exact_ = known_exact_ || exact;
+    } else if (known_exact_) {
+        const int64_t corners[] = {min_operand() * min_operand(), min_operand() * max_operand(),
+                                   max_operand() * max_operand()};
+        min_product_ = *std::min_element(std::begin(corners), std::end(corners));
+        max_product_ = *std::max_element(std::begin(corners), std::end(corners));
+    } else {
+        // Wide models are not scanned (2^32 pairs); bound them by the largest
+        // value a 2n-bit product can take, which the kernels then respect.
+        const int64_t limit = int64_t{1} << (2 * bits_);
+        min_product_ = is_signed_ ? -limit : 0;
+        max_product_ = limit;
+    }
+    plan_ = known_exact_ ? Plan::ExactGemm : has_table() ? Plan::Table : Plan::Function;
+}
+
+}  // namespace approxmul

@@ -1,0 +1,84 @@
+// The multiplier model: an n x n bit integer multiplier, unsigned or two's
+// complement, described by a product table (n <= 8) and/or a product
+// function (any n up to 16). Immutable once built, so handles can be shared
+// between threads without locking.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace approxmul {
+
+constexpr int kMaxTableBits = 8;
+constexpr int kMaxBits = 16;
+
+// How the kernels compute a multiplier; chosen once, when it is built.
+enum class Plan {
+    ExactGemm,  // products are a*b: plain integer GEMM
+    Table,      // arbitrary product table, n <= 8
+    Function,   // no table (n > 8): one function call per product
+};
+
+const char *plan_name(Plan plan);
+
+class Multiplier {
+public:
+    // Maps two operand values to their product; must be pure and thread safe.
+    using ProductFunction = std::function<int64_t(int64_t, int64_t)>;
+
+    // table: 4^bits entries, row = first operand's raw bit pattern.
+    static std::shared_ptr<const Multiplier> from_table(std::vector<int32_t> table, int bits,
+                                                        bool is_signed, std::string name);
+    // A model given by a function; tabulated at once when bits <= 8.
+    static std::shared_ptr<const Multiplier> from_function(ProductFunction function, int bits,
+                                                           bool is_signed, std::string name);
+    static std::shared_ptr<const Multiplier> exact(int bits, bool is_signed);
+
+    int bits() const { return bits_; }
+    bool is_signed() const { return is_signed_; }
+    int64_t min_operand() const { return is_signed_ ? -(int64_t{1} << (bits_ - 1)) : 0; }
+    int64_t max_operand() const {
+        return is_signed_ ? (int64_t{1} << (bits_ - 1)) - 1 : (int64_t{1} << bits_) - 1;
+    }
+    uint32_t operand_mask() const { return (uint32_t{1} << bits_) - 1; }
+
+    bool has_table() const { return !table_.empty(); }
+    // Row-major 2^bits x 2^bits table indexed by raw bit patterns, or empty.
+    const std::vector<int32_t> &table() const { return table_; }
+
+    // Product of two in-range operand values.
+    int64_t product(int64_t a, int64_t b) const {
+        if (has_table())
+            return table_[(static_cast<uint32_t>(a) & operand_mask()) << bits_ |
+                          (static_cast<uint32_t>(b) & operand_mask())];
+        return function_(a, b);
+    }
+
+    int64_t min_product() const { return min_product_; }
+    int64_t max_product() const { return max_product_; }
+    int64_t max_abs_product() const;
+
+    Plan plan() const { return plan_; }
+    const std::string &name() const { return name_; }
+
+private:
+    Multiplier(int bits, bool is_signed, std::string name);
+    void finish();  // computes the product range and the plan
+
+    int bits_;
+    bool is_signed_;
+    std::string name_;
+    std::vector<int32_t> table_;
+    ProductFunction function_;
+    bool known_exact_ = false;
+    int64_t min_product_ = 0;
+    int64_t max_product_ = 0;
+    Plan plan_ = Plan::Function;
+};
+
+void check_width(int bits, int max_bits);
+
+}  // namespace approxmul

@@ -1,0 +1,171 @@
+#include "operands.hpp"
+
+#include <algorithm>
+#include <cstdlib>
+#include <limits>
+
+#include "error.hpp"
+
+namespace approxmul {
+
+size_t dtype_size(approxmul_dtype dtype) {
+    switch (dtype) {
+    case APPROXMUL_INT8:
+    case APPROXMUL_UINT8: return 1;
+    case APPROXMUL_INT16:
+    case APPROXMUL_UINT16: return 2;
+    case APPROXMUL_INT32: return 4;
+    case APPROXMUL_INT64: return 8;
+    }
+    return 0;
+}
+
+const char *dtype_name(approxmul_dtype dtype) {
+    switch (dtype) {
+    case APPROXMUL_INT8: return "int8";
+    case APPROXMUL_UINT8: return "uint8";
+    case APPROXMUL_INT16: return "int16";
+    case APPROXMUL_UINT16: return "uint16";
+    case APPROXMUL_INT32: return "int32";
+    case APPROXMUL_INT64: return "int64";
+    }
+    return "unknown";
+}
+
+int64_t checked_mul(int64_t a, int64_t b, const char *what) {
+    int64_t result;
+    if (__builtin_mul_overflow(a, b, &result))
+        fail(APPROXMUL_ERR_OVERFLOW, "%s: size computation overflows 64 bits", what);
+    return result;
+}
+
+int64_t checked_add(int64_t a, int64_t b, const char *what) {
+    int64_t result;
+    if (__builtin_add_overflow(a, b, &result))
+        fail(APPROXMUL_ERR_OVERFLOW, "%s: size computation overflows 64 bits", what);
+    return result;
+}
+
+void check_sizes(int64_t rows, int64_t cols, int64_t inner) {
+    if (rows < 0 || cols < 0 || inner < 0)
+        fail(APPROXMUL_ERR_SHAPE, "sizes must not be negative (rows=%lld, cols=%lld, inner=%lld)",
+             static_cast<long long>(rows), static_cast<long long>(cols),
+             static_cast<long long>(inner));
+    // the work count must be representable, whatever the kernel
+    checked_mul(checked_mul(rows, cols, "rows*cols"), std::max<int64_t>(inner, 1),
+                "rows*cols*inner");
+}
+
+void MatrixView::byte_range(intptr_t &lo, intptr_t &hi) const {
+    lo = hi = reinterpret_cast<intptr_t>(data);
+    if (rows == 0 || cols == 0) return;
+    const int64_t size = static_cast<int64_t>(dtype_size(dtype));
+    int64_t low = 0, high = 0;  // element offsets of the extreme elements
+    for (auto [n, stride] : {std::pair{rows, row_stride}, std::pair{cols, col_stride}}) {
+        const int64_t span = checked_mul(n - 1, stride, name);
+        (span < 0 ? low : high) = checked_add(span < 0 ? low : high, span, name);
+    }
+    const int64_t low_bytes = checked_mul(low, size, name);
+    const int64_t high_bytes = checked_add(checked_mul(high, size, name), size, name);
+    lo += static_cast<intptr_t>(low_bytes);
+    hi += static_cast<intptr_t>(high_bytes);
+}
+
+void check_zero_point(int64_t zero_point, const char *name, const Multiplier &m) {
+    if (zero_point < m.min_operand() || zero_point > m.max_operand())
+        fail(APPROXMUL_ERR_OUT_OF_RANGE, "%s: %lld is not a %d-bit %s code (%lld..%lld)", name,
+             static_cast<long long>(zero_point), m.bits(), m.is_signed() ? "signed" : "unsigned",
+             static_cast<long long>(m.min_operand()), static_cast<long long>(m.max_operand()));
+}
+
+void check_operand(const MatrixView &v, const Multiplier &m) {
+    const bool is_signed_type = v.dtype == APPROXMUL_INT8 || v.dtype == APPROXMUL_INT16;
+    const bool is_operand_type = v.dtype == APPROXMUL_INT8 || v.dtype == APPROXMUL_UINT8 ||
+                                 v.dtype == APPROXMUL_INT16 || v.dtype == APPROXMUL_UINT16;
+    if (!is_operand_type || is_signed_type != m.is_signed())
+        fail(APPROXMUL_ERR_DTYPE, "%s: element type %s does not suit a %d-bit %s multiplier "
+             "(expected %s)", v.name, dtype_name(v.dtype), m.bits(),
+             m.is_signed() ? "signed" : "unsigned",
+             m.bits() <= 8 ? (m.is_signed() ? "int8 or int16" : "uint8 or uint16")
+                           : (m.is_signed() ? "int16" : "uint16"));
+    if (v.rows > 0 && v.cols > 0) require_pointer(v.data, v.name);
+    const int storage_bits = static_cast<int>(dtype_size(v.dtype)) * 8;
+    if (storage_bits < m.bits())
+        fail(APPROXMUL_ERR_DTYPE, "%s: %s cannot hold %d-bit operands", v.name,
+             dtype_name(v.dtype), m.bits());
+    intptr_t lo, hi;
+    v.byte_range(lo, hi);  // rejects strides whose extent overflows
+    if (storage_bits == m.bits()) return;  // every stored value is a valid operand
+    for (int64_t i = 0; i < v.rows; ++i)
+        for (int64_t j = 0; j < v.cols; ++j) {
+            const int64_t value = load(v, i, j);
+            if (value < m.min_operand() || value > m.max_operand())
+                fail(APPROXMUL_ERR_OUT_OF_RANGE,
+                     "%s[%lld, %lld] = %lld is outside the %d-bit %s operand range %lld..%lld",
+                     v.name, static_cast<long long>(i), static_cast<long long>(j),
+                     static_cast<long long>(value), m.bits(),
+                     m.is_signed() ? "signed" : "unsigned",
+                     static_cast<long long>(m.min_operand()),
+                     static_cast<long long>(m.max_operand()));
+        }
+}
+
+namespace {
+
+bool overlaps(const MatrixView &x, const MatrixView &y) {
+    intptr_t xlo, xhi, ylo, yhi;
+    x.byte_range(xlo, xhi);
+    y.byte_range(ylo, yhi);
+    return xlo < xhi && ylo < yhi && xlo < yhi && ylo < xhi;
+}
+
+// True when no two (i, j) map to one element: with the shorter non-trivial
+// stride s1 over n1 elements, the longer one must step past all of them.
+// This rejects exotic interleaved layouts too; outputs never need those.
+bool is_injective(const MatrixView &v) {
+    int64_t s1 = v.cols > 1 ? std::llabs(v.col_stride) : 0;
+    int64_t n1 = v.cols;
+    int64_t s2 = v.rows > 1 ? std::llabs(v.row_stride) : 0;
+    int64_t n2 = v.rows;
+    if (n1 <= 1) return n2 <= 1 || s2 >= 1;
+    if (n2 <= 1) return s1 >= 1;
+    if (s1 > s2) std::swap(s1, s2), std::swap(n1, n2);
+    return s1 >= 1 && s2 / n1 >= s1;
+}
+
+}  // namespace
+
+void check_output(const MatrixView &out, const MatrixView &a, const MatrixView &b) {
+    if (out.dtype != APPROXMUL_INT32 && out.dtype != APPROXMUL_INT64)
+        fail(APPROXMUL_ERR_DTYPE, "%s: element type %s; outputs are int32 or int64", out.name,
+             dtype_name(out.dtype));
+    if (out.rows == 0 || out.cols == 0) return;
+    require_pointer(out.data, out.name);
+    if (!is_injective(out))
+        fail(APPROXMUL_ERR_ALIASING, "%s: strides (%lld, %lld) make elements overlap", out.name,
+             static_cast<long long>(out.row_stride), static_cast<long long>(out.col_stride));
+    for (const MatrixView *input : {&a, &b})
+        if (overlaps(out, *input))
+            fail(APPROXMUL_ERR_ALIASING, "%s overlaps input %s", out.name, input->name);
+}
+
+approxmul_dtype accumulator_dtype(const Multiplier &m, int64_t inner, int64_t a_zero_point,
+                                  int64_t b_zero_point) {
+    if (inner < 0)
+        fail(APPROXMUL_ERR_SHAPE, "inner size %lld is negative", static_cast<long long>(inner));
+    check_zero_point(a_zero_point, "a_zero_point", m);
+    check_zero_point(b_zero_point, "b_zero_point", m);
+    // Bound on one zero-point adjusted term |M(a,b) - zb*a - za*b + za*zb|.
+    const int64_t max_operand = std::max(-m.min_operand(), m.max_operand());
+    const int64_t term = m.max_abs_product() + std::llabs(b_zero_point) * max_operand +
+                         std::llabs(a_zero_point) * max_operand +
+                         std::llabs(a_zero_point * b_zero_point);
+    int64_t bound;
+    if (__builtin_mul_overflow(term, std::max<int64_t>(inner, 1), &bound))
+        fail(APPROXMUL_ERR_OVERFLOW,
+             "inner size %lld: sums of up to %lld-magnitude products can overflow int64",
+             static_cast<long long>(inner), static_cast<long long>(term));
+    return bound <= std::numeric_limits<int32_t>::max() ? APPROXMUL_INT32 : APPROXMUL_INT64;
+}
+
+}  // namespace approxmul

@@ -1,0 +1,60 @@
+// Validation shared by every kernel entry point: element types, strided
+// extents computed without overflow, aliasing between outputs and inputs,
+// and operand values outside the multiplier's width. Everything here runs
+// before a kernel writes its first output element.
+#pragma once
+
+#include <cstdint>
+
+#include "approxmul.h"
+#include "multiplier.hpp"
+
+namespace approxmul {
+
+size_t dtype_size(approxmul_dtype dtype);  // 0 for an unknown value
+const char *dtype_name(approxmul_dtype dtype);
+
+// A strided 2-D view as the C ABI passes it.
+struct MatrixView {
+    const char *name;
+    approxmul_dtype dtype;
+    const void *data;
+    int64_t rows, cols;
+    int64_t row_stride, col_stride;  // in elements
+
+    // Byte range [lo, hi) the view touches; empty (lo == hi) for no elements.
+    void byte_range(intptr_t &lo, intptr_t &hi) const;
+};
+
+int64_t checked_mul(int64_t a, int64_t b, const char *what);
+int64_t checked_add(int64_t a, int64_t b, const char *what);
+
+void check_sizes(int64_t rows, int64_t cols, int64_t inner);
+
+// The operand's dtype suits the multiplier and (when stored wider than the
+// multiplier's width) every value lies within it.
+void check_operand(const MatrixView &view, const Multiplier &m);
+void check_zero_point(int64_t zero_point, const char *name, const Multiplier &m);
+
+// An int32/int64 output that overlaps neither itself nor any input.
+void check_output(const MatrixView &out, const MatrixView &a, const MatrixView &b);
+
+// The accumulator type for inner-size sums of (zero-point adjusted) products.
+approxmul_dtype accumulator_dtype(const Multiplier &m, int64_t inner, int64_t a_zero_point,
+                                  int64_t b_zero_point);
+
+// Read element (i, j) of a validated integer view as int64.
+inline int64_t load(const MatrixView &v, int64_t i, int64_t j) {
+    const int64_t offset = i * v.row_stride + j * v.col_stride;
+    switch (v.dtype) {
+    case APPROXMUL_INT8: return static_cast<const int8_t *>(v.data)[offset];
+    case APPROXMUL_UINT8: return static_cast<const uint8_t *>(v.data)[offset];
+    case APPROXMUL_INT16: return static_cast<const int16_t *>(v.data)[offset];
+    case APPROXMUL_UINT16: return static_cast<const uint16_t *>(v.data)[offset];
+    case APPROXMUL_INT32: return static_cast<const int32_t *>(v.data)[offset];
+    case APPROXMUL_INT64: return static_cast<const int64_t *>(v.data)[offset];
+    }
+    return 0;
+}
+
+}  // namespace approxmul

@@ -1,0 +1,179 @@
+// Portable kernels: correct for every multiplier, operand type and stride,
+// and the reference the instruction-set specific kernels are tested against.
+//
+// The GEMM is tiled: each tile of TileRows x TileCols outputs is computed by
+// one thread, walking the inner dimension in blocks of TileInner. Operands
+// are packed per block into the form the multiplier's "product step" wants
+// (table row pointers and column indices, or plain values), so the inner
+// loop is the same template for every plan. Workspace is per thread and
+// independent of the problem size.
+#include <algorithm>
+#include <vector>
+
+#include "../core/error.hpp"
+#include "../core/threads.hpp"
+#include "kernels.hpp"
+#include "parallel.hpp"
+
+namespace approxmul::kernels {
+
+namespace {
+
+constexpr int64_t TileRows = 32;
+constexpr int64_t TileCols = 256;
+constexpr int64_t TileInner = 256;
+
+// Table plan: the first operand selects a table row, the second a column.
+struct TableStep {
+    const int32_t *table;
+    int bits;
+    uint32_t mask;
+    using A = const int32_t *;
+    using B = uint16_t;
+    A pack_a(int64_t v) const { return table + ((static_cast<uint32_t>(v) & mask) << bits); }
+    B pack_b(int64_t v) const { return static_cast<B>(static_cast<uint32_t>(v) & mask); }
+    int64_t operator()(A a, B b) const { return a[b]; }
+};
+
+// Exact plan: the product is a*b, computed in the accumulator type.
+struct ExactStep {
+    using A = int64_t;
+    using B = int64_t;
+    A pack_a(int64_t v) const { return v; }
+    B pack_b(int64_t v) const { return v; }
+    int64_t operator()(A a, B b) const { return a * b; }
+};
+
+// Function plan: one call of the multiplier's model per product.
+struct FunctionStep {
+    const Multiplier *m;
+    using A = int64_t;
+    using B = int64_t;
+    A pack_a(int64_t v) const { return v; }
+    B pack_b(int64_t v) const { return v; }
+    int64_t operator()(A a, B b) const { return m->product(a, b); }
+};
+
+template <typename Out>
+void store(const MatrixView &c, int64_t i, int64_t j, int64_t value) {
+    static_cast<Out *>(const_cast<void *>(c.data))[i * c.row_stride + j * c.col_stride] =
+        static_cast<Out>(value);
+}
+
+// Sums of each row of a / column of b, for the exact zero-point cross terms.
+std::vector<int64_t> operand_sums(const MatrixView &v, bool along_rows, int64_t zero_point) {
+    if (zero_point == 0) return {};
+    const int64_t n = along_rows ? v.rows : v.cols;
+    const int64_t len = along_rows ? v.cols : v.rows;
+    std::vector<int64_t> sums(static_cast<size_t>(n), 0);
+    for (int64_t x = 0; x < n; ++x)
+        for (int64_t y = 0; y < len; ++y) sums[x] += along_rows ? load(v, x, y) : load(v, y, x);
+    return sums;
+}
+
+// Acc is also the output type: the accumulator check makes int32 safe.
+template <typename Acc, typename Step>
+void tiled_gemm(const MatmulProblem &p, const Step &step) {
+    const int64_t row_tiles = (p.rows + TileRows - 1) / TileRows;
+    const int64_t col_tiles = (p.cols + TileCols - 1) / TileCols;
+    const int64_t tiles = row_tiles * col_tiles;
+    const auto a_sums = operand_sums(p.a, true, p.b_zero_point);
+    const auto b_sums = operand_sums(p.b, false, p.a_zero_point);
+    const int64_t constant = p.inner * p.a_zero_point * p.b_zero_point;
+    const int threads = static_cast<int>(std::max<int64_t>(1, std::min<int64_t>(
+        num_threads(), tiles)));
+
+    struct Workspace {
+        std::vector<typename Step::A> a;
+        std::vector<typename Step::B> b;
+        std::vector<Acc> acc;
+    };
+    std::vector<Workspace> workspaces(static_cast<size_t>(threads));
+    for (auto &w : workspaces) {
+        w.a.resize(TileRows * TileInner);
+        w.b.resize(TileInner * TileCols);
+        w.acc.resize(TileRows * TileCols);
+    }
+    parallel_for(tiles, threads, [&](int64_t tile, int thread) {
+        Workspace &w = workspaces[static_cast<size_t>(thread)];
+        const int64_t i0 = tile / col_tiles * TileRows, j0 = tile % col_tiles * TileCols;
+        const int64_t ni = std::min(TileRows, p.rows - i0), nj = std::min(TileCols, p.cols - j0);
+        std::fill(w.acc.begin(), w.acc.end(), Acc{0});
+        for (int64_t k0 = 0; k0 < p.inner; k0 += TileInner) {
+            const int64_t nk = std::min(TileInner, p.inner - k0);
+            for (int64_t i = 0; i < ni; ++i)
+                for (int64_t k = 0; k < nk; ++k)
+                    w.a[i * TileInner + k] = step.pack_a(load(p.a, i0 + i, k0 + k));
+            for (int64_t k = 0; k < nk; ++k)
+                for (int64_t j = 0; j < nj; ++j)
+                    w.b[k * TileCols + j] = step.pack_b(load(p.b, k0 + k, j0 + j));
+            for (int64_t i = 0; i < ni; ++i) {
+                Acc *acc = &w.acc[i * TileCols];
+                for (int64_t k = 0; k < nk; ++k) {
+                    const auto a = w.a[i * TileInner + k];
+                    const auto *b = &w.b[k * TileCols];
+                    for (int64_t j = 0; j < nj; ++j) acc[j] += static_cast<Acc>(step(a, b[j]));
+                }
+            }
+        }
+        for (int64_t i = 0; i < ni; ++i)
+            for (int64_t j = 0; j < nj; ++j) {
+                int64_t value = w.acc[i * TileCols + j];
+                if (!a_sums.empty()) value -= p.b_zero_point * a_sums[i0 + i];
+                if (!b_sums.empty()) value -= p.a_zero_point * b_sums[j0 + j];
+                store<Acc>(p.c, i0 + i, j0 + j, value + constant);
+            }
+    });
+}
+
+template <typename Step>
+void gemm(const MatmulProblem &p, const Step &step) {
+    if (p.c.dtype == APPROXMUL_INT32)
+        tiled_gemm<int32_t>(p, step);
+    else
+        tiled_gemm<int64_t>(p, step);
+}
+
+}  // namespace
+
+void generic_matmul(const MatmulProblem &p) {
+    const Multiplier &m = *p.multiplier;
+    switch (m.plan()) {
+    case Plan::ExactGemm: return gemm(p, ExactStep{});
+    case Plan::Table:
+        return gemm(p, TableStep{m.table().data(), m.bits(), m.operand_mask()});
+    case Plan::Function: {
+        // A model function may fail part-way: compute into a scratch output
+        // so that the caller's output is written only on success.
+        std::vector<int64_t> scratch(static_cast<size_t>(p.rows * p.cols));
+        MatmulProblem q = p;
+        q.c = MatrixView{p.c.name, APPROXMUL_INT64, scratch.data(), p.rows, p.cols, p.cols, 1};
+        gemm(q, FunctionStep{&m});
+        for (int64_t i = 0; i < p.rows; ++i)
+            for (int64_t j = 0; j < p.cols; ++j) {
+                const int64_t value = scratch[static_cast<size_t>(i * p.cols + j)];
+                if (p.c.dtype == APPROXMUL_INT32)
+                    store<int32_t>(p.c, i, j, value);
+                else
+                    store<int64_t>(p.c, i, j, value);
+            }
+        return;
+    }
+    }
+}
+
+void generic_multiply(const Multiplier &m, const MatrixView &a, const MatrixView &b,
+                      const MatrixView &c) {
+    const int threads = a.rows * a.cols > 65536 ? num_threads() : 1;
+    parallel_for(a.rows, threads, [&](int64_t i, int) {
+        for (int64_t j = 0; j < a.cols; ++j) {
+            const int64_t value = m.product(load(a, i, j), load(b, i, j));
+            if (c.dtype == APPROXMUL_INT32)
+                store<int32_t>(c, i, j, value);
+            else
+                store<int64_t>(c, i, j, value);
+        }
+    });
+}
+
+}  // namespace approxmul::kernels

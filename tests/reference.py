@@ -1,0 +1,25 @@
+"""Plain NumPy references the kernels are checked against, bit for bit."""
+
+import numpy as np  # noqa: I001
+
+
+def codes(values, bits):
+    """Raw bit patterns of operand values (two's complement for negatives)."""
+    return np.asarray(values).astype(np.int64) & ((1 << bits) - 1)
+
+
+def table_matmul(table, a, b, bits, a_zero_point=0, b_zero_point=0):
+    """sum_k table[a[i,k], b[k,j]] with exact zero-point cross terms, in int64."""
+    table = np.asarray(table, dtype=np.int64)
+    products = table[codes(a, bits)[:, :, None], codes(b, bits)[None, :, :]].sum(axis=1)
+    a64, b64 = np.asarray(a, np.int64), np.asarray(b, np.int64)
+    k = a64.shape[1]
+    return (products - b_zero_point * a64.sum(axis=1)[:, None]
+            - a_zero_point * b64.sum(axis=0)[None, :] + k * a_zero_point * b_zero_point)
+
+
+def exact_table(bits, signed):
+    """The exact product table indexed by raw bit patterns."""
+    patterns = np.arange(1 << bits)
+    values = patterns - (1 << bits) * (patterns >= (1 << (bits - 1))) if signed else patterns
+    return np.outer(values, values).astype(np.int64)

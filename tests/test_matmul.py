@@ -1,0 +1,174 @@
+"""Bit-exactness of matmul and multiply against the NumPy table reference."""
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import approxmul_cffi as am
+from reference import exact_table, table_matmul
+
+DTYPE = {(8, True): np.int8, (8, False): np.uint8}
+
+
+def random_operands(rng, shape, bits, signed, dtype=None):
+    low, high = (-(1 << (bits - 1)), 1 << (bits - 1)) if signed else (0, 1 << bits)
+    dtype = dtype or (np.int8 if signed else np.uint8) if bits <= 8 else \
+        (np.int16 if signed else np.uint16)
+    return rng.integers(low, high, size=shape).astype(dtype)
+
+
+def strided_view(rng, array, layout):
+    """The same values laid out contiguously, transposed, sliced or reversed."""
+    if layout == "contiguous":
+        return array
+    if layout == "fortran":
+        return np.asfortranarray(array)
+    if layout == "transposed":
+        return array.T.copy().T
+    if layout == "sliced":
+        big = np.zeros((array.shape[0] * 2, array.shape[1] * 3), array.dtype)
+        big[::2, ::3] = array
+        return big[::2, ::3]
+    if layout == "reversed":
+        return np.ascontiguousarray(array[::-1, ::-1])[::-1, ::-1]
+    raise ValueError(layout)
+
+
+LAYOUTS = ["contiguous", "fortran", "transposed", "sliced", "reversed"]
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(rows=st.integers(0, 40), cols=st.integers(0, 300), inner=st.integers(0, 300),
+       signed=st.booleans(), threads=st.sampled_from([1, 2]),
+       a_layout=st.sampled_from(LAYOUTS), b_layout=st.sampled_from(LAYOUTS),
+       seed=st.integers(0, 2**32 - 1))
+def test_random_table_matmul_is_bit_exact(rows, cols, inner, signed, threads, a_layout,
+                                          b_layout, seed):
+    rng = np.random.default_rng(seed)
+    table = rng.integers(-40000, 40000, size=(256, 256))
+    m = am.Multiplier.from_table(table, signed=signed)
+    a = strided_view(rng, random_operands(rng, (rows, inner), 8, signed), a_layout)
+    b = strided_view(rng, random_operands(rng, (inner, cols), 8, signed), b_layout)
+    am.set_num_threads(threads)
+    try:
+        result = am.matmul(a, b, m)
+    finally:
+        am.set_num_threads(0)
+    assert result.shape == (rows, cols)
+    assert result.dtype == np.dtype(am.accumulator_dtype(m, inner))
+    np.testing.assert_array_equal(result, table_matmul(table, a, b, 8))
+
+
+@pytest.mark.parametrize("bits", [1, 2, 3, 5, 7, 8])
+@pytest.mark.parametrize("signed", [False, True])
+def test_narrow_tables(bits, signed):
+    rng = np.random.default_rng(bits)
+    side = 1 << bits
+    table = rng.integers(-(2**20), 2**20, size=(side, side))
+    m = am.Multiplier.from_table(table, signed=signed)
+    assert (m.bits, m.signed, m.plan) == (bits, signed, "table")
+    np.testing.assert_array_equal(m.table(), table)
+    a = random_operands(rng, (17, 33), bits, signed)
+    b = random_operands(rng, (33, 9), bits, signed)
+    np.testing.assert_array_equal(am.matmul(a, b, m), table_matmul(table, a, b, bits))
+
+
+@pytest.mark.parametrize("bits", [2, 4, 8, 11, 16])
+@pytest.mark.parametrize("signed", [False, True])
+def test_exact_multiplier(bits, signed):
+    rng = np.random.default_rng(bits)
+    m = am.Multiplier.exact(bits=bits, signed=signed)
+    assert m.plan == "exact-gemm"
+    a = random_operands(rng, (13, 70), bits, signed)
+    b = random_operands(rng, (70, 21), bits, signed)
+    expected = a.astype(np.int64) @ b.astype(np.int64)
+    np.testing.assert_array_equal(am.matmul(a, b, m), expected)
+    lo, hi = m.operand_range
+    assert m.product(lo, lo) == lo * lo and m.product(hi, lo) == hi * lo
+
+
+def test_a_table_equal_to_exact_runs_as_exact_gemm():
+    for signed in (False, True):
+        m = am.Multiplier.from_table(exact_table(8, signed), signed=signed)
+        assert m.plan == "exact-gemm"
+        almost = exact_table(8, signed)
+        almost[3, 5] += 1
+        assert am.Multiplier.from_table(almost, signed=signed).plan == "table"
+
+
+@given(a_zero=st.integers(0, 255), b_zero=st.integers(0, 255), seed=st.integers(0, 1000))
+@settings(max_examples=25, deadline=None)
+def test_zero_points_only_cross_terms_exact(a_zero, b_zero, seed):
+    rng = np.random.default_rng(seed)
+    table = rng.integers(0, 65536, size=(256, 256))
+    m = am.Multiplier.from_table(table)
+    a = random_operands(rng, (9, 40), 8, False)
+    b = random_operands(rng, (40, 11), 8, False)
+    result = am.matmul(a, b, m, a_zero_point=a_zero, b_zero_point=b_zero)
+    np.testing.assert_array_equal(result, table_matmul(table, a, b, 8, a_zero, b_zero))
+    # with the exact multiplier this is the product of the centred codes
+    exact = am.matmul(a, b, am.Multiplier.exact(8), a_zero_point=a_zero, b_zero_point=b_zero)
+    np.testing.assert_array_equal(
+        exact, (a.astype(np.int64) - a_zero) @ (b.astype(np.int64) - b_zero))
+
+
+def test_large_inner_size_switches_to_int64_and_stays_exact():
+    # 255*255*40000 > 2^31: an int32 accumulator would wrap
+    inner = 40000
+    a = np.full((2, inner), 255, np.uint8)
+    b = np.full((inner, 3), 255, np.uint8)
+    m = am.Multiplier.exact(8)
+    result = am.matmul(a, b, m)
+    assert result.dtype == np.int64
+    assert (result == 255 * 255 * inner).all()
+    table_m = am.Multiplier.from_table(exact_table(8, False) + (np.arange(256) == 7)[:, None])
+    np.testing.assert_array_equal(am.matmul(a, b, table_m), result)
+
+
+def test_wider_operand_storage_with_narrow_multiplier():
+    rng = np.random.default_rng(3)
+    table = rng.integers(-100, 100, size=(16, 16))
+    m = am.Multiplier.from_table(table, signed=True)
+    a = random_operands(rng, (5, 6), 4, True, np.int16)
+    b = random_operands(rng, (6, 7), 4, True, np.int8)
+    np.testing.assert_array_equal(am.matmul(a, b, m), table_matmul(table, a, b, 4))
+
+
+def test_out_argument_is_filled_and_returned():
+    rng = np.random.default_rng(4)
+    m = am.Multiplier.exact(8, signed=True)
+    a = random_operands(rng, (6, 5), 8, True)
+    b = random_operands(rng, (5, 4), 8, True)
+    out = np.zeros((4, 6), np.int64).T  # strided output
+    assert am.matmul(a, b, m, out=out) is out
+    np.testing.assert_array_equal(out, a.astype(np.int64) @ b.astype(np.int64))
+
+
+def test_multiply_elementwise_and_broadcasting():
+    rng = np.random.default_rng(5)
+    table = rng.integers(-5000, 5000, size=(256, 256))
+    m = am.Multiplier.from_table(table, signed=True)
+    a = random_operands(rng, (3, 4, 5), 8, True)
+    b = random_operands(rng, (4, 1), 8, True)
+    result = am.multiply(a, b, m)
+    expected = table[a.astype(np.int64) & 255, np.broadcast_to(b, a.shape).astype(np.int64) & 255]
+    assert result.shape == (3, 4, 5)
+    np.testing.assert_array_equal(result, expected)
+    assert am.multiply(np.int8(-3), np.int8(5), am.Multiplier.exact(8, True)) == -15
+
+
+def test_concurrent_python_threads_share_a_multiplier():
+    from concurrent.futures import ThreadPoolExecutor
+
+    rng = np.random.default_rng(6)
+    table = rng.integers(-1000, 1000, size=(256, 256))
+    m = am.Multiplier.from_table(table)
+    problems = [(random_operands(rng, (30, 50), 8, False), random_operands(rng, (50, 20), 8,
+                                                                          False))
+                for _ in range(16)]
+    expected = [table_matmul(table, a, b, 8) for a, b in problems]
+    with ThreadPoolExecutor(8) as pool:
+        results = list(pool.map(lambda p: am.matmul(p[0], p[1], m), problems))
+    for got, want in zip(results, expected):
+        np.testing.assert_array_equal(got, want)

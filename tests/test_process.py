@@ -1,0 +1,61 @@
+"""Whole-process behaviour: clean exit after OpenMP work, library lookup errors."""
+
+import pathlib
+import textwrap
+
+ROOT = pathlib.Path(__file__).resolve().parent.parent
+
+
+def test_process_that_used_the_library_exits_cleanly(python_runner):
+    code = textwrap.dedent("""
+        import numpy as np, approxmul_cffi as am
+        am.set_num_threads(2)
+        m = am.Multiplier.from_table(np.arange(65536).reshape(256, 256) % 1000)
+        a = np.ones((256, 300), np.uint8)
+        for _ in range(3):
+            am.matmul(a, a.T, m)
+        print("done")
+    """)
+    for _ in range(3):
+        result = python_runner(code)
+        assert result.returncode == 0, (result.returncode, result.stderr)
+        assert result.stdout.strip() == "done"
+
+
+def test_missing_library_lists_every_path_tried(python_runner, tmp_path):
+    # the source package (no library inside) with a wrong APPROXMUL_LIBRARY
+    code = textwrap.dedent("""
+        try:
+            import approxmul_cffi
+        except ImportError as error:
+            print(type(error).__name__, error)
+    """)
+    missing = tmp_path / "nowhere" / "libapproxmul.so"
+    result = python_runner(code, env={"APPROXMUL_LIBRARY": str(missing),
+                                      "PYTHONPATH": str(ROOT)})
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.startswith("LibraryNotFoundError cannot open the approxmul library")
+    assert f"{missing} (APPROXMUL_LIBRARY): no such file" in result.stdout
+    assert str(ROOT / "approxmul_cffi" / "libapproxmul.so") + " (package directory)" \
+        in result.stdout
+
+
+def test_broken_override_falls_back_with_a_warning(python_runner, tmp_path):
+    bogus = tmp_path / "libapproxmul.so"
+    bogus.write_bytes(b"not an ELF file")
+    code = textwrap.dedent("""
+        import warnings
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            import approxmul_cffi
+        print(approxmul_cffi.library_path())
+        print(caught[0].message)
+    """)
+    result = python_runner(code, env={"APPROXMUL_LIBRARY": str(bogus)})
+    if result.returncode != 0:  # no packaged copy to fall back to (source-tree runs)
+        assert "cannot open the approxmul library" in result.stderr
+        assert str(bogus) in result.stderr
+        return
+    path, message = result.stdout.split("\n", 1)
+    assert path != str(bogus)
+    assert str(bogus) in message and "failing to open" in message
