@@ -25,7 +25,7 @@ def load_digits(split="test"):
         from sklearn.datasets import load_digits as sk_load_digits
     except ImportError:
         raise ImportError(
-            "the digits data comes from scikit-learn: pip install 'approxmul-cffi[evaluate]'"
+            "the digits data comes from scikit-learn: pip install 'approxmul[evaluate]'"
         ) from None
     data = sk_load_digits()
     x = (data.images / 16.0).astype(np.float32)[:, None]

@@ -136,9 +136,10 @@ def resolve_multiplier(spec):
     """
     if not isinstance(spec, str):
         return spec
-    am = _core()
-    if hasattr(am, "multiplier"):
-        return am.multiplier(spec)
+    parse = getattr(_core(), "multiplier", None)
+    # approxmul_cffi.multiplier is a plain module until the spec parser lands.
+    if callable(parse):
+        return parse(spec)
     return _fallback_multiplier(spec)
 
 
@@ -159,7 +160,7 @@ def multiplier_metrics(m):
     >>> multiplier_metrics(resolve_multiplier("truncated:bits=8,cut=4"))["wce_percent"]
     0.07476806640625
     """
-    if hasattr(m, "metrics"):
+    if callable(getattr(m, "metrics", None)):
         d = m.metrics()
         return {"mae_percent": float(d["mae_percent"]), "wce_percent": float(d["wce_percent"])}
     err = np.abs(np.asarray(m.table(), dtype=np.int64) - _exact_table(m.bits, bool(m.signed)))
@@ -167,12 +168,12 @@ def multiplier_metrics(m):
     return {"mae_percent": float(err.mean() * scale), "wce_percent": float(err.max() * scale)}
 
 
-def _label(m, fallback):
-    for attr in ("spec", "name"):
-        value = getattr(m, attr, None)
-        if isinstance(value, str) and value:
-            return value
-    return fallback
+def _label(m, index):
+    spec = getattr(m, "spec", None)
+    if isinstance(spec, str) and spec:
+        return spec
+    kind = "signed" if m.signed else "unsigned"
+    return f"{getattr(m, 'name', 'multiplier')}#{index} ({m.bits}-bit {kind})"
 
 
 # --------------------------------------------------------------------------
@@ -310,14 +311,15 @@ def _normalise_multipliers(multipliers):
     out = []
     for i, (label, m) in enumerate(items):
         if label is None:
-            label = m if isinstance(m, str) else _label(m, f"multiplier{i}")
+            label = m if isinstance(m, str) else _label(m, i)
         out.append((label, resolve_multiplier(m)))
     return out
 
 
 def _is_exact(m):
-    if hasattr(m, "metrics"):
-        return m.metrics()["mae_percent"] == 0 and m.metrics()["wce_percent"] == 0
+    if callable(getattr(m, "metrics", None)):
+        d = m.metrics()
+        return d["mae_percent"] == 0 and d["wce_percent"] == 0
     return np.array_equal(np.asarray(m.table(), dtype=np.int64), _exact_table(m.bits, bool(m.signed)))
 
 
@@ -353,8 +355,8 @@ def evaluate(model, data, multipliers=None, *, layers=None, limit=None, threads=
     rows = _normalise_multipliers(multipliers)
     overrides = {name: resolve_multiplier(m) for name, m in (layers or {}).items()}
     qmodel.assign(None, overrides)  # unknown layer names fail before any work
-    layers_label = "; ".join(f"{k}={v if isinstance(v, str) else _label(overrides[k], 'table')}"
-                             for k, v in (layers or {}).items()) or "all"
+    layers_label = "; ".join(f"{k}={v if isinstance(v, str) else _label(overrides[k], i)}"
+                             for i, (k, v) in enumerate((layers or {}).items())) or "all"
 
     # The exact baselines of the domains in use, then the requested rows.
     plan = []
@@ -383,6 +385,7 @@ def evaluate(model, data, multipliers=None, *, layers=None, limit=None, threads=
         exact_top1 = {}
         for label, m, layer_ms, kind in plan:
             assignment = qmodel.assign(m, layer_ms)
+            qmodel.prepare(assignment)  # keep weight quantization out of images/s
             start = time.perf_counter()
             correct = 0
             for i in range(0, len(x), batch_size):
@@ -438,7 +441,7 @@ def plot_accuracy(result, path):
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt
     except ImportError:
-        raise ImportError("plotting needs matplotlib: pip install 'approxmul-cffi[plot]'") from None
+        raise ImportError("plotting needs matplotlib: pip install 'approxmul[plot]'") from None
     rows = [r for r in result if r.mae_percent is not None]
     front = pareto_front(result)
     fig, ax = plt.subplots(figsize=(6.4, 4.2))

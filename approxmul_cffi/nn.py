@@ -36,6 +36,7 @@ from collections.abc import Mapping
 import numpy as np
 
 from . import quant
+from .errors import ApproxmulError
 
 __all__ = [
     "Add", "AvgPool2d", "BatchNorm2d", "Conv2d", "Flatten", "GlobalAvgPool",
@@ -50,7 +51,7 @@ INPUT = "input"
 _IM2COL_BUDGET = 1 << 24
 
 
-class ModelError(ValueError):
+class ModelError(ApproxmulError, ValueError):
     """A model, its files, its data or a multiplier assignment is invalid."""
 
 
@@ -696,7 +697,8 @@ class _QWeighted(_QNode):
         am = _core()
         if isinstance(self.layer, Linear):
             return am.matmul(x, w.T, multiplier, a_zero_point=x_zp, b_zero_point=w_zp)
-        conv = getattr(am, "conv2d", _conv2d_codes)  # the kernel library's, once it exists
+        conv = getattr(am, "conv2d", None)  # the kernel library's, once it exists
+        conv = conv if callable(conv) else _conv2d_codes
         geom = self.layer.geometry
         return conv(x, w, multiplier, stride=geom["stride"], padding=geom["padding"],
                     dilation=geom["dilation"], groups=geom["groups"],
@@ -913,6 +915,12 @@ class QuantizedModel:
                 raise ModelError(f"layer {name!r}: the quantized layers use 8-bit codes, "
                                  f"got a multiplier of {getattr(m, 'bits', '?')} bits")
         return assignment
+
+    def prepare(self, assignment):
+        """Quantize the weights an assignment needs now (else done on first use)."""
+        for node in self.nodes:
+            if node.multiplier:
+                node.weights(bool(assignment[node.name].signed))
 
     def run_codes(self, x, multiplier=None, *, layers=None):
         """Output QTensor (or float array after a Softmax) for one batch."""

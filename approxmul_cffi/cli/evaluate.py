@@ -11,6 +11,8 @@ import sys
 
 import numpy as np
 
+from . import UsageError
+
 HELP = "evaluate a quantized network with approximate multipliers"
 
 
@@ -35,12 +37,7 @@ def add_parser(subparsers):
     p.add_argument("--plot", metavar="FILE.png",
                    help="plot accuracy against MAE%% with the Pareto front (needs matplotlib)")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
-    p.set_defaults(run=run)
     return p
-
-
-class UsageError(ValueError):
-    pass
 
 
 def _layer_overrides(items):
@@ -79,7 +76,7 @@ def _evaluate(args):
         try:
             import matplotlib  # noqa: F401
         except ImportError:
-            raise UsageError("--plot needs matplotlib: pip install 'approxmul-cffi[plot]'") from None
+            raise UsageError("--plot needs matplotlib: pip install 'approxmul[plot]'") from None
     if args.data:
         data, calibration = _load_data(args.data)
         source = f"{os.path.basename(args.data)}, calibrated on its {len(calibration)} samples"
@@ -107,18 +104,8 @@ def run(args):
     """Run ``approxmul evaluate``; returns the exit status."""
     try:
         return _evaluate(args)
-    except (ValueError, OSError, ImportError) as e:
+    except (UsageError, ValueError, OSError, ImportError) as e:
         # User mistakes (bad spec, layer, file, data): one line, no traceback.
         print(f"approxmul evaluate: error: {e}", file=sys.stderr)
         return 2
 
-
-def main(argv=None):
-    parser = argparse.ArgumentParser(prog="approxmul")
-    add_parser(parser.add_subparsers(dest="command", required=True))
-    args = parser.parse_args(["evaluate", *(sys.argv[1:] if argv is None else argv)])
-    return args.run(args)
-
-
-if __name__ == "__main__":
-    sys.exit(main())
