@@ -922,14 +922,19 @@ class QuantizedModel:
             if node.multiplier:
                 node.weights(bool(assignment[node.name].signed))
 
-    def run_codes(self, x, multiplier=None, *, layers=None):
-        """Output QTensor (or float array after a Softmax) for one batch."""
+    def run_codes(self, x, multiplier=None, *, layers=None, return_all=False):
+        """Output QTensor (or float array after a Softmax) for one batch.
+
+        ``multiplier`` may also be an assignment from :meth:`assign`.
+        ``return_all`` gives every quantized node's output by name (fused
+        BN/ReLU nodes are part of their Conv2d/Linear).
+        """
         assignment = multiplier if isinstance(multiplier, Mapping) else self.assign(multiplier, layers)
         x = self.model.check_input(x)
         values = {INPUT: QTensor(self.input_qparams.quantize(x), self.input_qparams)}
         for node in self.nodes:
             values[node.name] = node.forward([values[s] for s in node.inputs], assignment)
-        return values[self.output]
+        return values if return_all else values[self.output]
 
     def run(self, x, multiplier=None, *, layers=None, batch_size=256):
         """Integer inference; returns the dequantized output (float64).
