@@ -614,7 +614,7 @@ class Model:
                                      f"known: {', '.join(sorted(_OPS))}")
                 try:
                     layer = op(**spec.get("config", {}))
-                except TypeError as e:
+                except (TypeError, ModelError) as e:
                     raise ModelError(f"layer {spec['name']!r}: bad config: {e}") from None
                 for pname in layer.param_shapes():
                     key = f"{spec['name']}.{pname}"
