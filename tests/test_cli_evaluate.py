@@ -1,0 +1,93 @@
+"""`approxmul evaluate` run as a subprocess, including its error exits."""
+
+import json
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from approxmul_cffi.evaluate import bundled_model
+
+MAIN = "import sys; from approxmul_cffi.cli import main; sys.exit(main())"
+
+
+def approxmul(*args, cwd):
+    return subprocess.run([sys.executable, "-c", MAIN, *args], capture_output=True, text=True,
+                          cwd=cwd, timeout=300)
+
+
+def assert_user_error(proc, *words):
+    assert proc.returncode == 2, proc.stderr
+    assert "Traceback" not in proc.stderr
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("approxmul evaluate: error:"), proc.stderr
+    for word in words:
+        assert word in lines[0]
+
+
+def test_default_run_prints_the_table(tmp_path):
+    proc = approxmul("evaluate", "--no-progress", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    lines = proc.stdout.splitlines()
+    assert "450 samples" in lines[0]
+    assert lines[1].split()[:3] == ["multiplier", "MAE%", "WCE%"]
+    rows = {line.split()[0]: line.split() for line in lines[3:]}
+    assert list(rows)[:2] == ["float", "exact"] and len(rows) >= 6
+    assert rows["exact"][3] == rows["float"][3] == "99.56"  # top-1 of the bundled model
+    maes = [float(r[1]) for name, r in rows.items() if name not in ("float",)]
+    assert maes == sorted(maes)  # built-ins listed by increasing error
+
+
+def test_options_and_outputs(tmp_path):
+    proc = approxmul("evaluate", "--limit", "40", "-m", "drum:k=4", "--multiplier",
+                     "exact:bits=8,signed=1", "--layer", "conv1=truncated:bits=8,cut=6",
+                     "--threads", "1", "--json", "r.json", "--csv", "r.csv", "--plot", "r.png",
+                     "--calibration", "percentile", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert "40 samples" in proc.stdout and "conv1=truncated:bits=8,cut=6" in proc.stdout
+    rows = json.loads((tmp_path / "r.json").read_text())
+    assert [r["multiplier"] for r in rows] == [
+        "float", "exact", "exact:signed=1", "drum:k=4", "exact:bits=8,signed=1"]
+    assert rows[3]["layers"] == "conv1=truncated:bits=8,cut=6"
+    assert (tmp_path / "r.csv").read_text().startswith("multiplier,layers,mae_percent")
+    assert (tmp_path / "r.png").read_bytes()[:4] == b"\x89PNG"
+
+
+def test_own_model_and_data_files(tmp_path):
+    model = bundled_model()
+    model.save(tmp_path / "mine")
+    rng = np.random.default_rng(0)
+    x = rng.uniform(0, 1, (20, 1, 8, 8)).astype(np.float32)
+    np.savez(tmp_path / "data.npz", x=x, y=model.predict(x))
+    proc = approxmul("evaluate", "--model", "mine.json", "--data", "data.npz", "-m", "exact",
+                     cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert "20 samples of the data.npz" in proc.stdout
+    float_row = [line for line in proc.stdout.splitlines() if line.startswith("float")][0]
+    assert "100.00" in float_row  # labels are the float model's own predictions
+
+
+@pytest.mark.parametrize("args, words", [
+    (["--layer", "conv9=exact"], ["unknown layer name", "conv9", "conv1, conv2, fc1, fc2"]),
+    (["--layer", "conv1"], ["NAME=SPEC"]),
+    (["-m", "wallace:k=2"], ["unknown multiplier spec", "wallace:k=2"]),
+    (["-m", "drum:k=99"], ["k must be"]),
+    (["--model", "missing.json"], ["model file not found", "missing.json"]),
+    (["--data", "missing.npz"], ["data file not found"]),
+    (["--limit", "0"], ["--limit must be at least 1"]),
+    (["--threads", "0"], ["--threads must be at least 1"]),
+])
+def test_user_errors_exit_2_with_one_line(tmp_path, args, words):
+    assert_user_error(approxmul("evaluate", *args, cwd=tmp_path), *words)
+
+
+def test_truncated_model_and_wrong_data(tmp_path):
+    path = bundled_model().save(tmp_path / "m")
+    (tmp_path / "m.npz").write_bytes((tmp_path / "m.npz").read_bytes()[:1000])
+    assert_user_error(approxmul("evaluate", "--model", path, cwd=tmp_path), "truncated or corrupt")
+    np.savez(tmp_path / "bad.npz", x=np.zeros((5, 8, 8), np.float32), y=np.zeros(5, int))
+    assert_user_error(approxmul("evaluate", "--data", "bad.npz", cwd=tmp_path),
+                      "shape (5, 8, 8)", "(N, 1, 8, 8)")
+    np.savez(tmp_path / "nolabels.npz", x=np.zeros((5, 1, 8, 8), np.float32))
+    assert_user_error(approxmul("evaluate", "--data", "nolabels.npz", cwd=tmp_path), "lacks", "y")
