@@ -59,6 +59,17 @@ def info():
     return facts
 
 
+# NumPy-based parts load on first use, so importing the package never needs NumPy.
+_LAZY = ("datasets", "evaluate", "nn", "quant")
+
+
+def __getattr__(name):
+    if name in _LAZY:
+        import importlib
+        return importlib.import_module(f".{name}", __name__)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
 __all__ = [
     "AccumulatorOverflowError", "AliasingError", "ApproxmulError", "CallbackError",
     "DTypeError", "FormatError", "InternalError", "InvalidArgumentError", "LibraryIOError",

@@ -339,7 +339,8 @@ def quantize_multiplier(real):
 
 def _trunc_shift(x, n):
     """x / 2**n truncated toward zero, like C integer division."""
-    return np.where(x >= 0, x >> n, -((-x) >> n))
+    # Negative x: adding 2**n - 1 before the flooring shift makes it truncate.
+    return (x + ((x >> 63) & ((1 << n) - 1))) >> n
 
 
 def _saturate_int32(x):

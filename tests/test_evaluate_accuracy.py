@@ -117,3 +117,28 @@ def test_pareto_front_and_plot(tmp_path):
     assert [r.multiplier for r in ev.pareto_front(rows)] == ["b", "d"]
     ev.plot_accuracy(rows, tmp_path / "p.png")
     assert (tmp_path / "p.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_package_level_api():
+    import approxmul_cffi
+    assert approxmul_cffi.nn is nn and approxmul_cffi.quant is quant
+    result = approxmul_cffi.evaluate(ev.bundled_model(), load_digits("test"), [], limit=5,
+                                     progress=False)
+    assert [r.kind for r in result] == ["float", "exact"]
+
+
+def test_network_benchmark_smoke(tmp_path):
+    """A tiny run of benchmarks/bench_network.py so it cannot rot (not a timing test)."""
+    import pathlib
+    import subprocess
+    import sys
+    script = pathlib.Path(__file__).resolve().parent.parent / "benchmarks" / "bench_network.py"
+    if not script.exists():
+        pytest.skip("benchmarks/ not present (installed package only)")
+    proc = subprocess.run([sys.executable, str(script), "--threads", "1", "--images", "64",
+                           "--batch", "32", "--repeat", "1", "--json", str(tmp_path / "b.json")],
+                          capture_output=True, text=True, timeout=300, cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    doc = json.loads((tmp_path / "b.json").read_text())
+    assert doc["images"] == 64 and doc["images_per_s"]["approx_table"] > 0
+    assert "approx_table" in proc.stdout
