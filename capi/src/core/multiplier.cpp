@@ -10,6 +10,7 @@ namespace approxmul {
 const char *plan_name(Plan plan) {
     switch (plan) {
     case Plan::ExactGemm: return "exact-gemm";
+    case Plan::Factorized: return "factorized-gemm";
     case Plan::Table: return "table";
     case Plan::Function: return "function";
     }
@@ -44,9 +45,16 @@ std::shared_ptr<const Multiplier> Multiplier::from_table(std::vector<int32_t> ta
 }
 
 std::shared_ptr<const Multiplier> Multiplier::from_function(ProductFunction function, int bits,
-                                                             bool is_signed, std::string name) {
+                                                             bool is_signed, std::string name,
+                                                             Factorization factorization) {
     check_width(bits, kMaxBits);
     std::shared_ptr<Multiplier> m(new Multiplier(bits, is_signed, std::move(name)));
+    const size_t factor_size = static_cast<size_t>(factorization.rank) << bits;
+    if (factorization.rank < 0 || factorization.u.size() != factor_size ||
+        factorization.v.size() != factor_size)
+        fail(APPROXMUL_ERR_INTERNAL, "factorization of %s: factor sizes do not match its rank",
+             m->name_.c_str());
+    m->factorization_ = std::move(factorization);
     if (bits <= kMaxTableBits) {
         const int64_t side = int64_t{1} << bits;
         m->table_.resize(static_cast<size_t>(side * side));
@@ -105,7 +113,10 @@ void Multiplier::finish() {
         min_product_ = is_signed_ ? -limit : 0;
         max_product_ = limit;
     }
-    plan_ = known_exact_ ? Plan::ExactGemm : has_table() ? Plan::Table : Plan::Function;
+    plan_ = known_exact_                 ? Plan::ExactGemm
+            : factorization_.rank > 0   ? Plan::Factorized
+            : has_table()               ? Plan::Table
+                                        : Plan::Function;
 }
 
 }  // namespace approxmul

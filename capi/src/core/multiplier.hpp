@@ -17,9 +17,20 @@ constexpr int kMaxBits = 16;
 
 // How the kernels compute a multiplier; chosen once, when it is built.
 enum class Plan {
-    ExactGemm,  // products are a*b: plain integer GEMM
-    Table,      // arbitrary product table, n <= 8
-    Function,   // no table (n > 8): one function call per product
+    ExactGemm,   // products are a*b: plain integer GEMM
+    Factorized,  // a short sum of exact GEMMs on transformed operands (see Factorization)
+    Table,       // arbitrary product table, n <= 8
+    Function,    // no table (n > 8): one function call per product
+};
+
+// An exact integer decomposition M(a, b) = sum_r u[r][a] * v[r][b] over every
+// operand pair, a and b indexed by raw bit pattern. Families with such
+// structure (DRUM: rank 1; truncation: 1 + cut) provide one, and kernels
+// then compute `rank` exact integer GEMMs instead of looking up products.
+struct Factorization {
+    int rank = 0;
+    std::vector<int64_t> u;  // rank x 2^bits
+    std::vector<int64_t> v;  // rank x 2^bits
 };
 
 const char *plan_name(Plan plan);
@@ -34,7 +45,8 @@ public:
                                                         bool is_signed, std::string name);
     // A model given by a function; tabulated at once when bits <= 8.
     static std::shared_ptr<const Multiplier> from_function(ProductFunction function, int bits,
-                                                           bool is_signed, std::string name);
+                                                           bool is_signed, std::string name,
+                                                           Factorization factorization = {});
     static std::shared_ptr<const Multiplier> exact(int bits, bool is_signed);
 
     int bits() const { return bits_; }
@@ -61,6 +73,9 @@ public:
     int64_t max_product() const { return max_product_; }
     int64_t max_abs_product() const;
 
+    // Present (rank > 0) when the model supplied an exact decomposition.
+    const Factorization &factorization() const { return factorization_; }
+
     Plan plan() const { return plan_; }
     const std::string &name() const { return name_; }
 
@@ -73,6 +88,7 @@ private:
     std::string name_;
     std::vector<int32_t> table_;
     ProductFunction function_;
+    Factorization factorization_;
     bool known_exact_ = false;
     int64_t min_product_ = 0;
     int64_t max_product_ = 0;

@@ -138,28 +138,23 @@ void gemm(const MatmulProblem &p, const Step &step) {
 
 void generic_matmul(const MatmulProblem &p) {
     const Multiplier &m = *p.multiplier;
-    switch (m.plan()) {
-    case Plan::ExactGemm: return gemm(p, ExactStep{});
-    case Plan::Table:
-        return gemm(p, TableStep{m.table().data(), m.bits(), m.operand_mask()});
-    case Plan::Function: {
-        // A model function may fail part-way: compute into a scratch output
-        // so that the caller's output is written only on success.
-        std::vector<int64_t> scratch(static_cast<size_t>(p.rows * p.cols));
-        MatmulProblem q = p;
-        q.c = MatrixView{p.c.name, APPROXMUL_INT64, scratch.data(), p.rows, p.cols, p.cols, 1};
-        gemm(q, FunctionStep{&m});
-        for (int64_t i = 0; i < p.rows; ++i)
-            for (int64_t j = 0; j < p.cols; ++j) {
-                const int64_t value = scratch[static_cast<size_t>(i * p.cols + j)];
-                if (p.c.dtype == APPROXMUL_INT32)
-                    store<int32_t>(p.c, i, j, value);
-                else
-                    store<int64_t>(p.c, i, j, value);
-            }
-        return;
-    }
-    }
+    if (m.plan() == Plan::ExactGemm) return gemm(p, ExactStep{});
+    // Other plans are computed from the products themselves on this path.
+    if (m.has_table()) return gemm(p, TableStep{m.table().data(), m.bits(), m.operand_mask()});
+    // A model function may fail part-way: compute into a scratch output so
+    // that the caller's output is written only on success.
+    std::vector<int64_t> scratch(static_cast<size_t>(p.rows * p.cols));
+    MatmulProblem q = p;
+    q.c = MatrixView{p.c.name, APPROXMUL_INT64, scratch.data(), p.rows, p.cols, p.cols, 1};
+    gemm(q, FunctionStep{&m});
+    for (int64_t i = 0; i < p.rows; ++i)
+        for (int64_t j = 0; j < p.cols; ++j) {
+            const int64_t value = scratch[static_cast<size_t>(i * p.cols + j)];
+            if (p.c.dtype == APPROXMUL_INT32)
+                store<int32_t>(p.c, i, j, value);
+            else
+                store<int64_t>(p.c, i, j, value);
+        }
 }
 
 void generic_multiply(const Multiplier &m, const MatrixView &a, const MatrixView &b,
