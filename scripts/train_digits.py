@@ -1,6 +1,6 @@
 """Train the bundled LeNet-style digits model, reproducibly, on CPU.
 
-    python scripts/train_digits.py [--out approxmul_cffi/models/digits_lenet]
+    pip install '.[evaluate]' && python scripts/train_digits.py [--out approxmul_cffi/models/digits_lenet]
 
 Trains on the "train" split of approxmul_cffi.datasets.load_digits with a
 fixed seed and single-threaded deterministic PyTorch, then writes the float
@@ -10,15 +10,12 @@ float held-out accuracy in its metadata. Needs torch and scikit-learn.
 
 import argparse
 import os
-import sys
 
-import numpy as np
 import torch
 from torch import nn as tnn
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
-from approxmul_cffi import nn  # noqa: E402
-from approxmul_cffi.datasets import load_digits  # noqa: E402
+from approxmul_cffi import nn
+from approxmul_cffi.datasets import load_digits
 
 SEED = 0
 EPOCHS = 40
@@ -104,6 +101,7 @@ def main():
         torch_acc = float((net(torch.from_numpy(x_test)).argmax(1).numpy() == y_test).mean())
     model = to_model(net, torch_acc)
     numpy_acc = float((model.predict(x_test) == y_test).mean())
+    os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)
     path = model.save(args.out)
     print(f"float held-out accuracy: torch {torch_acc:.4f}, numpy {numpy_acc:.4f}; wrote {path}")
 
