@@ -186,6 +186,8 @@ class Layer:
         value = np.asarray(value)
         if value.dtype.kind not in "fiu":
             raise ModelError(f"parameter {name!r} must be numeric, got dtype {value.dtype}")
+        if not np.all(np.isfinite(value)):
+            raise ModelError(f"parameter {name!r} contains NaN or infinity")
         if value.shape != shapes[name]:
             raise ModelError(
                 f"parameter {name!r} has shape {value.shape}, {type(self).__name__} "
@@ -597,7 +599,9 @@ class Model:
             raise ModelError(f"{path} is not an approxmul model (format {FORMAT!r})")
         if doc.get("version") != FORMAT_VERSION:
             raise ModelError(f"{path}: unsupported model format version {doc.get('version')!r}")
-        weights_path = os.path.join(os.path.dirname(path), str(doc.get("weights", "")))
+        if not isinstance(doc.get("weights"), str) or not doc["weights"]:
+            raise ModelError(f"{path} names no weights file")
+        weights_path = os.path.join(os.path.dirname(path), doc["weights"])
         try:
             with np.load(weights_path, allow_pickle=False) as npz:
                 weights = {k: npz[k] for k in npz.files}

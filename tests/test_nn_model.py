@@ -242,6 +242,7 @@ def test_file_errors(saved, tmp_path):
     (lambda d: d["nodes"][0]["config"].pop("kernel_size"), "bad config"),
     (lambda d: d.pop("nodes"), "malformed"),
     (lambda d: d.update(format="other"), "not an approxmul model"),
+    (lambda d: d.pop("weights"), "names no weights file"),
     (lambda d: d["input"].update(shape=[3, 8, 8]), "'conv1'.*1 input channels, got 3"),
 ])
 def test_inconsistent_models_are_rejected(saved, change, message):
@@ -279,6 +280,8 @@ def test_graph_and_data_errors():
         model.forward(np.zeros((2, 8, 8)))
     with pytest.raises(nn.ModelError, match="floating-point.*uint8"):
         model.forward(np.zeros((2, 1, 8, 8), np.uint8))
+    with pytest.raises(nn.ModelError, match="NaN"):
+        nn.Linear(2, 1, weight=[[1.0, np.nan]])
     with pytest.raises(nn.ModelError, match="parameter 'weight' has shape"):
         nn.Linear(3, 2, weight=np.zeros((3, 2)))
     with pytest.raises(nn.ModelError, match="must be the only reader"):

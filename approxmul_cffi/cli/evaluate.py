@@ -5,7 +5,6 @@ split with the exact multiplier and built-in approximate ones of increasing
 error. User mistakes end with a one-line error on stderr and exit status 2.
 """
 
-import argparse
 import os
 import sys
 
