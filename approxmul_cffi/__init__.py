@@ -60,13 +60,17 @@ def info():
 
 
 # NumPy-based parts load on first use, so importing the package never needs NumPy.
-_LAZY = ("datasets", "evaluate", "nn", "quant")
+_LAZY_MODULES = ("datasets", "evaluation", "nn", "quant")
+_LAZY_FUNCTIONS = {"evaluate": "evaluation"}
 
 
 def __getattr__(name):
-    if name in _LAZY:
-        import importlib
+    import importlib
+
+    if name in _LAZY_MODULES:
         return importlib.import_module(f".{name}", __name__)
+    if name in _LAZY_FUNCTIONS:
+        return getattr(importlib.import_module(f".{_LAZY_FUNCTIONS[name]}", __name__), name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 

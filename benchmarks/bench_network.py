@@ -38,7 +38,7 @@ import numpy as np  # noqa: E402
 import approxmul_cffi as am  # noqa: E402
 from approxmul_cffi import nn  # noqa: E402
 from approxmul_cffi.datasets import load_digits  # noqa: E402
-from approxmul_cffi.evaluate import bundled_model  # noqa: E402
+from approxmul_cffi.evaluation import bundled_model  # noqa: E402
 
 
 def best_rate(fn, x, repeat):

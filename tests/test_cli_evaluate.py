@@ -7,7 +7,7 @@ import sys
 import numpy as np
 import pytest
 
-from approxmul_cffi.evaluate import bundled_model
+from approxmul_cffi.evaluation import bundled_model
 
 MAIN = "import sys; from approxmul_cffi.cli import main; sys.exit(main())"
 

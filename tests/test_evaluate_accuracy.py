@@ -1,4 +1,4 @@
-"""approxmul_cffi.evaluate: accuracy targets, result table, metrics, built-in multipliers."""
+"""approxmul_cffi.evaluation: accuracy targets, result table, metrics, built-in multipliers."""
 
 import csv
 import io
@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 import approxmul_cffi as am
-from approxmul_cffi import evaluate as ev
+from approxmul_cffi import evaluation as ev
 from approxmul_cffi import nn, quant
 from approxmul_cffi.datasets import load_digits
 

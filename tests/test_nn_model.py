@@ -10,7 +10,7 @@ import approxmul_cffi as am
 import reference
 from approxmul_cffi import nn
 from approxmul_cffi.datasets import load_digits
-from approxmul_cffi.evaluate import bundled_model
+from approxmul_cffi.evaluation import bundled_model
 
 CONV_CASES = [  # in, out, kernel, stride, padding, dilation, groups
     (3, 4, 3, 1, 1, 1, 1),

@@ -13,7 +13,7 @@ import approxmul_cffi as am
 import nn_reference as ref
 from approxmul_cffi import nn
 from approxmul_cffi.datasets import load_digits
-from approxmul_cffi.evaluate import bundled_model
+from approxmul_cffi.evaluation import bundled_model
 
 N_IMAGES = 60
 

@@ -65,7 +65,7 @@ def _load_data(path):
 
 def _evaluate(args):
     from approxmul_cffi import quant
-    from approxmul_cffi.evaluate import BUNDLED_MODEL, evaluate, plot_accuracy
+    from approxmul_cffi.evaluation import BUNDLED_MODEL, evaluate, plot_accuracy
 
     for name in ("limit", "threads"):
         value = getattr(args, name)

@@ -5,7 +5,7 @@ the evaluation data through it once per multiplier, and returns an
 :class:`EvalResult` table with the float and exact-quantized baselines.
 
 Example:
-    >>> from approxmul_cffi.evaluate import evaluate, bundled_model
+    >>> from approxmul_cffi.evaluation import evaluate, bundled_model
     >>> from approxmul_cffi.datasets import load_digits
     >>> result = evaluate(bundled_model(), load_digits("test"),
     ...                   ["truncated:bits=8,cut=8"], limit=100, progress=False,
@@ -463,13 +463,3 @@ def plot_accuracy(result, path):
     fig.tight_layout()
     fig.savefig(path, dpi=120)
     plt.close(fig)
-
-
-class _CallableModule(type(sys)):
-    """Lets ``approxmul_cffi.evaluate(...)`` call the function of this module's name."""
-
-    def __call__(self, *args, **kwargs):
-        return evaluate(*args, **kwargs)
-
-
-sys.modules[__name__].__class__ = _CallableModule
