@@ -70,4 +70,14 @@ approxmul_status approxmul_multiply(
     approxmul_dtype a_dtype, const void *a, int64_t a_row_stride, int64_t a_col_stride,
     approxmul_dtype b_dtype, const void *b, int64_t b_row_stride, int64_t b_col_stride,
     approxmul_dtype c_dtype, void *c, int64_t c_row_stride, int64_t c_col_stride);
+typedef enum approxmul_rounding {
+    APPROXMUL_ROUND_DOUBLE = 1,
+    APPROXMUL_ROUND_SINGLE = 2
+} approxmul_rounding;
+approxmul_status approxmul_requantize(
+    int64_t outer, int64_t channels, int64_t inner,
+    approxmul_dtype acc_dtype, const void *acc,
+    const int32_t *bias, const int32_t *mantissa, const int32_t *shift,
+    int32_t zero_point, int32_t qmin, int32_t qmax, approxmul_rounding rounding,
+    approxmul_dtype out_dtype, void *out);
 """

@@ -393,6 +393,61 @@ def requantize(acc, bias, mantissa, shift, zero_point, qmin, qmax, *, axis=1,
     where MBQM is :func:`multiply_by_quantized_multiplier`; ``bias``,
     ``mantissa`` and ``shift`` are scalars or per channel along ``axis``.
     A fused ReLU/ReLU6 is only a tighter ``qmin``/``qmax``
+    (:func:`activation_bounds`). Runs in the C library
+    (``approxmul_requantize``); :func:`requantize_reference` is the same
+    arithmetic in NumPy.
+
+    >>> m, s = quantize_multiplier(0.1)
+    >>> requantize(np.array([[100, -100, 5000]]), 0, m, s, 3, -128, 127).tolist()
+    [[13, -7, 127]]
+    """
+    from . import _library
+    from ._buffers import DTYPES
+
+    acc = np.asarray(acc)
+    if acc.dtype not in (np.int32, np.int64) or acc.ndim < 2 or rounding not in ROUNDINGS:
+        return requantize_reference(acc, bias, mantissa, shift, zero_point, qmin, qmax,
+                                    axis=axis, signed=signed, rounding=rounding)
+    axis = axis % acc.ndim
+    acc = np.ascontiguousarray(np.moveaxis(acc, axis, 1)) if axis != 1 else \
+        np.ascontiguousarray(acc)
+    channels = acc.shape[1]
+
+    def per_channel(v, name):
+        v = np.asarray(v, dtype=np.int64)
+        if v.ndim and v.shape != (channels,):
+            raise ValueError(f"{name}: {v.shape[0]} values for {channels} channels")
+        if np.any(v < INT32_MIN) or np.any(v > INT32_MAX):
+            raise ValueError(f"{name}: values must fit int32")
+        return np.ascontiguousarray(np.broadcast_to(v, (channels,)), dtype=np.int32)
+
+    bias, mantissa, shift = (per_channel(v, n) for v, n in
+                             ((bias, "bias"), (mantissa, "mantissa"), (shift, "shift")))
+    out_dtype = np.int8 if signed else np.uint8
+    out = np.empty(acc.shape, dtype=out_dtype)
+    ffi, lib = _library.ffi, _library.lib
+    rounding_code = {"double": lib.APPROXMUL_ROUND_DOUBLE,
+                     "single": lib.APPROXMUL_ROUND_SINGLE}[rounding]
+    _library.check(lib.approxmul_requantize(
+        acc.shape[0], channels, acc[0, 0].size if acc.size else 0,
+        DTYPES[acc.dtype.name], ffi.from_buffer(acc),
+        ffi.from_buffer("int32_t[]", bias), ffi.from_buffer("int32_t[]", mantissa),
+        ffi.from_buffer("int32_t[]", shift), int(zero_point), int(qmin), int(qmax),
+        rounding_code, DTYPES[out.dtype.name], ffi.from_buffer(out, require_writable=True)))
+    return np.moveaxis(out, 1, axis) if axis != 1 else out
+
+
+def requantize_reference(acc, bias, mantissa, shift, zero_point, qmin, qmax, *, axis=1,
+               signed=True, rounding="double"):
+    """NumPy statement of :func:`requantize`: the arithmetic, spelled out.
+
+    :func:`requantize` runs the same arithmetic in the C library; the two
+    are tested to agree bit for bit. Use this one to read or to check.
+
+    ``codes = clamp(zero_point + MBQM(sat32(acc + bias), mantissa, shift), qmin, qmax)``
+    where MBQM is :func:`multiply_by_quantized_multiplier`; ``bias``,
+    ``mantissa`` and ``shift`` are scalars or per channel along ``axis``.
+    A fused ReLU/ReLU6 is only a tighter ``qmin``/``qmax``
     (:func:`activation_bounds`).
 
     >>> m, s = quantize_multiplier(0.1)

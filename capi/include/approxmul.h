@@ -175,6 +175,29 @@ APPROXMUL_API approxmul_status approxmul_multiply(
     approxmul_dtype b_dtype, const void *b, int64_t b_row_stride, int64_t b_col_stride,
     approxmul_dtype c_dtype, void *c, int64_t c_row_stride, int64_t c_col_stride);
 
+/* --------------------------------------------------- quantized inference */
+
+/* How a requantization rounds (docs/quantization.md has the arithmetic). */
+typedef enum approxmul_rounding {
+    APPROXMUL_ROUND_DOUBLE = 1, /* gemmlowp: rounding doubling high multiply, then
+                                   rounding divide by a power of two (TFLite default) */
+    APPROXMUL_ROUND_SINGLE = 2  /* one rounding: (x*m + 2^(30-shift)) >> (31-shift) */
+} approxmul_rounding;
+
+/* Accumulators to output codes, as integer inference hardware does:
+ *   out[o,c,i] = clamp(zero_point + round(sat32(acc[o,c,i] + bias[c])
+ *                      * mantissa[c] * 2^(shift[c] - 31)), qmin, qmax)
+ * acc is int32 or int64 and out int8 or uint8, both contiguous
+ * [outer, channels, inner] (NCHW: outer = N, inner = H*W; a linear layer:
+ * inner = 1). bias may be NULL (zero); mantissa in 0..2^31-1; shift in
+ * -31..30; qmin <= qmax within out's type. */
+APPROXMUL_API approxmul_status approxmul_requantize(
+    int64_t outer, int64_t channels, int64_t inner,
+    approxmul_dtype acc_dtype, const void *acc,
+    const int32_t *bias, const int32_t *mantissa, const int32_t *shift,
+    int32_t zero_point, int32_t qmin, int32_t qmax, approxmul_rounding rounding,
+    approxmul_dtype out_dtype, void *out);
+
 #ifdef __cplusplus
 }
 #endif

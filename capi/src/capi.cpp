@@ -1,11 +1,13 @@
-// The C ABI boundary: every exported function is here, noexcept, and runs
-// its body through guarded(), the one place where C++ exceptions become
-// status codes and the calling thread's error message.
+// The C ABI of the core: versions, threads, multipliers and kernels. Every
+// exported function is noexcept and runs its body through guarded()
+// (core/boundary.hpp), the one place where C++ exceptions become status
+// codes and the calling thread's error message.
 #include <cstring>
 #include <new>
 #include <string>
 
 #include "approxmul.h"
+#include "core/boundary.hpp"
 #include "core/error.hpp"
 #include "core/multiplier.hpp"
 #include "core/operands.hpp"
@@ -20,32 +22,18 @@ struct approxmul_multiplier {
     std::shared_ptr<const approxmul::Multiplier> impl;
 };
 
+namespace approxmul {
+
+std::string &last_error_message() {
+    thread_local std::string message;
+    return message;
+}
+
+}  // namespace approxmul
+
 namespace {
 
 using namespace approxmul;
-
-thread_local std::string last_error_message;
-
-template <typename Body>
-approxmul_status guarded(Body &&body) noexcept {
-    try {
-        last_error_message.clear();
-        body();
-        return APPROXMUL_OK;
-    } catch (const Error &e) {
-        last_error_message = e.what();
-        return e.status();
-    } catch (const std::bad_alloc &) {
-        last_error_message = "out of memory";
-        return APPROXMUL_ERR_OUT_OF_MEMORY;
-    } catch (const std::exception &e) {
-        last_error_message = std::string("internal error: ") + e.what();
-        return APPROXMUL_ERR_INTERNAL;
-    } catch (...) {
-        last_error_message = "internal error: unknown exception";
-        return APPROXMUL_ERR_INTERNAL;
-    }
-}
 
 const Multiplier &get(const approxmul_multiplier *m) {
     require_pointer(m, "multiplier");
@@ -103,7 +91,7 @@ const char *approxmul_status_string(approxmul_status status) {
     return "unknown status";
 }
 
-const char *approxmul_last_error(void) { return last_error_message.c_str(); }
+const char *approxmul_last_error(void) { return last_error_message().c_str(); }
 
 const char *approxmul_version_string(void) { return APPROXMUL_VERSION; }
 

@@ -1,0 +1,27 @@
+// Integer requantization of accumulators into 8-bit codes, bit-exact with
+// approxmul_cffi.quant.requantize (the NumPy reference it is tested against).
+#pragma once
+
+#include <cstdint>
+
+#include "approxmul.h"
+
+namespace approxmul::quant {
+
+struct RequantizeProblem {
+    int64_t outer, channels, inner;
+    approxmul_dtype acc_dtype;
+    const void *acc;
+    const int32_t *bias;  // may be null
+    const int32_t *mantissa;
+    const int32_t *shift;
+    int32_t zero_point, qmin, qmax;
+    approxmul_rounding rounding;
+    approxmul_dtype out_dtype;
+    void *out;
+};
+
+void check(const RequantizeProblem &p);  // throws Error; call before requantize
+void requantize(const RequantizeProblem &p);
+
+}  // namespace approxmul::quant

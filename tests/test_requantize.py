@@ -1,0 +1,73 @@
+"""The C requantization agrees bit for bit with the NumPy statement of it."""
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from approxmul_cffi import quant
+
+
+@settings(max_examples=80, deadline=None)
+@given(seed=st.integers(0, 2**32 - 1), rounding=st.sampled_from(quant.ROUNDINGS),
+       signed=st.booleans(), per_channel=st.booleans(), acc_dtype=st.sampled_from(["int32",
+                                                                                   "int64"]),
+       shape=st.sampled_from([(3, 4), (2, 5, 3, 3), (1, 1, 1), (4, 2, 7)]))
+def test_c_requantize_matches_reference(seed, rounding, signed, per_channel, acc_dtype, shape):
+    rng = np.random.default_rng(seed)
+    channels = shape[1]
+    span = 2**40 if acc_dtype == "int64" else 2**31
+    acc = rng.integers(-span, span, size=shape).astype(acc_dtype)
+    # realistic and extreme factors: tiny, around 1, up to 2^29
+    reals = np.exp2(rng.uniform(-35, 29, size=channels if per_channel else 1))
+    mantissa, shift = quant.quantize_multiplier(reals if per_channel else reals[0])
+    bias = rng.integers(-2**31, 2**31, size=channels) if per_channel else \
+        int(rng.integers(-1000, 1000))
+    lo, hi = (-128, 127) if signed else (0, 255)
+    qmin = int(rng.integers(lo, hi + 1))
+    qmax = int(rng.integers(qmin, hi + 1))
+    zero_point = int(rng.integers(-300, 300))
+    args = (acc, bias, mantissa, shift, zero_point, qmin, qmax)
+    got = quant.requantize(*args, signed=signed, rounding=rounding)
+    want = quant.requantize_reference(*args, signed=signed, rounding=rounding)
+    assert got.dtype == want.dtype
+    np.testing.assert_array_equal(got, want)
+
+
+def test_rounding_ties_worked_example():
+    # x * 0.25 for x = -6, -2, 2, 6: gemmlowp's double rounding takes -1.5 to
+    # -2 and -0.5 to -1 (its final divide rounds ties away from zero);
+    # single rounding rounds every tie up.
+    mantissa, shift = quant.quantize_multiplier(0.25)
+    x = np.array([[-6, -2, 2, 6]])
+    assert quant.requantize(x, 0, mantissa, shift, 0, -128, 127).tolist() == [[-2, -1, 1, 2]]
+    assert quant.requantize(x, 0, mantissa, shift, 0, -128, 127, rounding="single").tolist() == \
+        [[-1, 0, 1, 2]]
+
+
+def test_bad_requantize_arguments_leave_out_untouched():
+    from approxmul_cffi._library import ffi, lib
+
+    acc = np.zeros((2, 3), np.int32)
+    out = np.full((2, 3), 77, np.int8)
+    ones = np.ones(3, np.int32)
+    bad_shift = np.array([0, 31, 0], np.int32)
+
+    def call(shift=ones, qmin=-128, qmax=127, rounding=lib.APPROXMUL_ROUND_DOUBLE,
+             out_dtype=lib.APPROXMUL_INT8, target=out):
+        return lib.approxmul_requantize(
+            2, 3, 1, lib.APPROXMUL_INT32, ffi.from_buffer(acc), ffi.NULL,
+            ffi.from_buffer("int32_t[]", ones), ffi.from_buffer("int32_t[]", shift), 0, qmin,
+            qmax, rounding, out_dtype, ffi.from_buffer(target))
+
+    assert call(shift=bad_shift) == lib.APPROXMUL_ERR_OUT_OF_RANGE
+    assert b"shift[1]" in ffi.string(lib.approxmul_last_error())
+    assert call(qmin=5, qmax=4) == lib.APPROXMUL_ERR_OUT_OF_RANGE
+    assert call(qmax=200) == lib.APPROXMUL_ERR_OUT_OF_RANGE
+    assert call(rounding=7) == lib.APPROXMUL_ERR_INVALID_ARGUMENT
+    assert call(out_dtype=lib.APPROXMUL_INT32) == lib.APPROXMUL_ERR_DTYPE
+    assert call(target=acc) == lib.APPROXMUL_ERR_ALIASING
+    assert (out == 77).all()
+    assert call() == lib.APPROXMUL_OK and (out == 0).all()
+    with pytest.raises(ValueError, match="bias: 2 values for 3 channels"):
+        quant.requantize(acc, np.ones(2), 1 << 30, 0, 0, -128, 127)
