@@ -127,7 +127,7 @@ const char *approxmul_build_info(void) {
 #else
                                     "\nopenmp=no" +
 #endif
-                                    "\nisa=" + kernels::active_isa() + "\n";
+                                    "\n" + kernels::dispatch_info();
     return info.c_str();
 }
 

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
 
 #include "../core/multiplier.hpp"
 #include "../core/operands.hpp"
@@ -15,6 +16,7 @@ struct MatmulProblem {
     int64_t rows, cols, inner;
     MatrixView a, b, c;  // a: rows x inner, b: inner x cols, c: rows x cols
     int64_t a_zero_point, b_zero_point;
+    int threads = 0;  // 0: approxmul's thread setting; callers that parallelise outside say 1
 };
 
 void matmul(const MatmulProblem &problem);
@@ -25,5 +27,9 @@ void multiply(const Multiplier &m, const MatrixView &a, const MatrixView &b,
 
 // Name of the instruction set the kernels were chosen for ("generic", ...).
 const char *active_isa();
+
+// "key=value" lines: the instruction set, CPU features, and the kernel
+// each plan runs on (for approxmul_build_info).
+std::string dispatch_info();
 
 }  // namespace approxmul::kernels
