@@ -3,7 +3,7 @@
 from ._buffers import (DTYPE_NAMES, as_matrix, as_tensor, is_ndarray, new_output, new_tensor,
                        numpy_module)
 from ._library import check, ffi, lib
-from .errors import DTypeError, InvalidArgumentError, ShapeError
+from .errors import DTypeError, InvalidArgumentError, OperandRangeError, ShapeError
 from .multiplier import Multiplier
 
 
@@ -212,6 +212,11 @@ def conv2d(x, w, multiplier, *, stride=1, padding=0, dilation=1, groups=1, x_zer
                              f"kernel span {span}")
         spatial.append((room - span) // s + 1)
     shape = (n, o, spatial[0], spatial[1])
+    low, high = multiplier.operand_range
+    for zname, zero in (("x_zero_point", x_zero_point), ("w_zero_point", w_zero_point)):
+        if not low <= zero <= high:
+            raise OperandRangeError(f"{zname}: {zero} is not a {multiplier.bits}-bit code "
+                                    f"({low}..{high})")
     dtype = accumulator_dtype(multiplier, cg * kh * kw, x_zero_point, w_zero_point)
     result, ot = _out_tensor(out, shape, dtype, is_ndarray(x) or is_ndarray(w))
     arrays = [ffi.new("int64_t[4]", list(v)) for v in (xt.shape, xt.strides, wt.shape,
