@@ -125,15 +125,17 @@ bool int16_gemm(const KernelTable &kt, const MatmulProblem &p) {
                 }
             });
             with_codes(p.b, mask, [&](auto code) {
-                for (int64_t k = 0; k < nk; ++k)
-                    for (int r = 0; r < rank; ++r) {
-                        const int64_t t = k * rank + r;
-                        for (int64_t j = 0; j < nj; ++j) {
-                            int16_t *panel = w.b.data() + (j / NR) * kpairs * NR * 2;
-                            panel[((t >> 1) * NR + j % NR) * 2 + (t & 1)] =
-                                v[r * side + code(k0 + k, j0 + j)];
+                for (int64_t jp = 0; jp < ceil_div(nj, NR); ++jp) {
+                    int16_t *panel = w.b.data() + jp * kpairs * NR * 2;
+                    const int64_t jn = std::min(NR, nj - jp * NR), jb = j0 + jp * NR;
+                    for (int64_t k = 0; k < nk; ++k)
+                        for (int r = 0; r < rank; ++r) {
+                            const int64_t t = k * rank + r;
+                            int16_t *dst = panel + (t >> 1) * NR * 2 + (t & 1);
+                            const int16_t *lut = v.data() + r * side;
+                            for (int64_t j = 0; j < jn; ++j) dst[2 * j] = lut[code(k0 + k, jb + j)];
                         }
-                    }
+                }
             });
             const bool accumulate = kb % blocks_per_flush != 0;
             for (int64_t jp = 0; jp < jp_count; ++jp)
