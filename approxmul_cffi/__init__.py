@@ -30,7 +30,7 @@ from .errors import (
     UnsupportedError,
 )
 from .multiplier import Multiplier
-from .ops import accumulator_dtype, matmul, multiply
+from .ops import accumulator_dtype, bmm, conv2d, linear, matmul, multiply
 
 __version__ = _c_string(_lib.approxmul_version_string())
 
@@ -51,7 +51,17 @@ def get_num_threads():
 
 
 def info():
-    """Build and CPU dispatch facts as a dict: version, abi, openmp, isa, library."""
+    """Build and CPU dispatch facts as a dict.
+
+    Keys: version, abi, openmp, isa (the instruction set the kernels run on,
+    or "unavailable" with isa_error when APPROXMUL_ISA forces one the CPU
+    lacks), cpu_features, kernel.<plan> (the kernel each plan runs on),
+    library, threads.
+
+    >>> import approxmul_cffi as am
+    >>> am.info()["isa"] in ("generic", "avx2", "avx512", "unavailable")
+    True
+    """
     text = _c_string(_lib.approxmul_build_info())
     facts = dict(line.split("=", 1) for line in text.splitlines() if "=" in line)
     facts["library"] = _LIBRARY_PATH
@@ -78,6 +88,6 @@ __all__ = [
     "AccumulatorOverflowError", "AliasingError", "ApproxmulError", "CallbackError",
     "DTypeError", "FormatError", "InternalError", "InvalidArgumentError", "LibraryIOError",
     "LibraryNotFoundError", "Multiplier", "OperandRangeError", "OutOfMemoryError",
-    "ShapeError", "UnsupportedError", "accumulator_dtype", "get_num_threads", "info",
-    "library_path", "matmul", "multiply", "set_num_threads",
+    "ShapeError", "UnsupportedError", "accumulator_dtype", "bmm", "conv2d", "get_num_threads",
+    "info", "library_path", "linear", "matmul", "multiply", "set_num_threads",
 ]

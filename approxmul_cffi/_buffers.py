@@ -157,3 +157,88 @@ def new_output(rows, cols, dtype, like_numpy):
     if rows * cols == 0:
         return memoryview(data).cast(FORMATS[dtype])
     return memoryview(data).cast(FORMATS[dtype], shape=[rows, cols])
+
+
+class Tensor:
+    """An N-D view in C terms: pointer, shape and strides in elements."""
+
+    __slots__ = ("name", "dtype", "pointer", "shape", "strides", "keepalive")
+
+    def __init__(self, name, dtype, pointer, shape, strides, keepalive):
+        self.name = name
+        self.dtype = dtype
+        self.pointer = pointer
+        self.shape = tuple(shape)
+        self.strides = tuple(strides)
+        self.keepalive = keepalive
+
+    @property
+    def code(self):
+        return DTYPES[self.dtype]
+
+
+def as_tensor(obj, name, ndim, writable=False):
+    """An ndim-D Tensor of an ndarray (any strides, no copy) or of a C-contiguous buffer."""
+    if is_ndarray(obj):
+        np = numpy_module()
+        array = np.asanyarray(obj)
+        if array.dtype.name not in DTYPES or not array.dtype.isnative:
+            raise DTypeError(f"{name}: dtype {array.dtype} is not supported "
+                             f"(expected one of {', '.join(DTYPES)})")
+        if array.ndim != ndim:
+            raise ShapeError(f"{name}: expected a {ndim}-D array, got {array.ndim}-D "
+                             f"with shape {array.shape}")
+        if writable and not array.flags.writeable:
+            raise InvalidArgumentError(f"{name}: the array is read-only")
+        itemsize = array.itemsize
+        if any(s % itemsize for s in array.strides):
+            if writable:
+                raise InvalidArgumentError(f"{name}: strides are not a multiple of the item size")
+            array = np.ascontiguousarray(array)
+        strides = [s // itemsize for s in array.strides]
+        if array.size == 0:
+            return Tensor(name, array.dtype.name, ffi.NULL, array.shape, strides, array)
+        low = sum((n - 1) * s for n, s in zip(array.shape, strides) if s < 0)
+        high = sum((n - 1) * s for n, s in zip(array.shape, strides) if s > 0)
+        first = array[tuple(slice(n - 1, n) if s < 0 else slice(0, 1)
+                            for n, s in zip(array.shape, strides))]
+        span = np.lib.stride_tricks.as_strided(first, shape=(high - low + 1,),
+                                               strides=(itemsize,), writeable=writable)
+        base = ffi.from_buffer(array.dtype.name + "_t[]", span, require_writable=writable)
+        return Tensor(name, array.dtype.name, base - low, array.shape, strides,
+                      (array, span, base))
+    try:
+        view = memoryview(obj)
+    except TypeError:
+        raise DTypeError(f"{name}: expected a NumPy array or a buffer-protocol object, "
+                         f"got {type(obj).__name__}") from None
+    dtype = _buffer_dtype(view)
+    if dtype is None:
+        raise DTypeError(f"{name}: buffer format {view.format!r} is not supported")
+    if view.ndim != ndim:
+        raise ShapeError(f"{name}: expected a {ndim}-D buffer, got {view.ndim}-D; give the "
+                         f"shape with memoryview(buffer).cast(format, shape=[...])")
+    if writable and view.readonly:
+        raise InvalidArgumentError(f"{name}: the buffer is read-only")
+    if not view.c_contiguous:
+        if writable:
+            raise InvalidArgumentError(f"{name}: output buffers must be C-contiguous")
+        view = memoryview(view.tobytes()).cast(FORMATS[dtype], shape=list(view.shape))
+    strides = [s // view.itemsize for s in view.strides]
+    if 0 in view.shape:
+        return Tensor(name, dtype, ffi.NULL, view.shape, strides, view)
+    pointer = ffi.from_buffer(dtype + "_t[]", view, require_writable=writable)
+    return Tensor(name, dtype, pointer, view.shape, strides, (view, pointer))
+
+
+def new_tensor(shape, dtype, like_numpy):
+    """A fresh output of this shape: an ndarray, or a memoryview without NumPy."""
+    if like_numpy:
+        return numpy_module().empty(shape, dtype=dtype)
+    count = 1
+    for n in shape:
+        count *= n
+    data = memoryview(bytearray(count * ITEMSIZE[dtype]))
+    if count == 0:
+        return data.cast(FORMATS[dtype])
+    return data.cast(FORMATS[dtype], shape=list(shape))

@@ -65,6 +65,19 @@ approxmul_status approxmul_matmul(
     approxmul_dtype b_dtype, const void *b, int64_t b_row_stride, int64_t b_col_stride,
     int64_t a_zero_point, int64_t b_zero_point,
     approxmul_dtype c_dtype, void *c, int64_t c_row_stride, int64_t c_col_stride);
+approxmul_status approxmul_bmm(
+    const approxmul_multiplier *m, int64_t batch, int64_t rows, int64_t cols, int64_t inner,
+    approxmul_dtype a_dtype, const void *a, int64_t a_batch_stride, int64_t a_row_stride, int64_t a_col_stride,
+    approxmul_dtype b_dtype, const void *b, int64_t b_batch_stride, int64_t b_row_stride, int64_t b_col_stride,
+    int64_t a_zero_point, int64_t b_zero_point,
+    approxmul_dtype c_dtype, void *c, int64_t c_batch_stride, int64_t c_row_stride, int64_t c_col_stride);
+approxmul_status approxmul_conv2d(
+    const approxmul_multiplier *m,
+    approxmul_dtype x_dtype, const void *x, const int64_t *x_shape, const int64_t *x_strides,
+    approxmul_dtype w_dtype, const void *w, const int64_t *w_shape, const int64_t *w_strides,
+    const int64_t *stride, const int64_t *padding, const int64_t *dilation, int64_t groups,
+    int64_t x_zero_point, int64_t w_zero_point,
+    approxmul_dtype out_dtype, void *out, const int64_t *out_shape, const int64_t *out_strides);
 approxmul_status approxmul_multiply(
     const approxmul_multiplier *m, int64_t rows, int64_t cols,
     approxmul_dtype a_dtype, const void *a, int64_t a_row_stride, int64_t a_col_stride,

@@ -1,8 +1,9 @@
 """Operations whose every multiplication goes through a :class:`Multiplier`."""
 
-from ._buffers import DTYPE_NAMES, as_matrix, is_ndarray, new_output, numpy_module
+from ._buffers import (DTYPE_NAMES, as_matrix, as_tensor, is_ndarray, new_output, new_tensor,
+                       numpy_module)
 from ._library import check, ffi, lib
-from .errors import DTypeError, ShapeError
+from .errors import DTypeError, InvalidArgumentError, OperandRangeError, ShapeError
 from .multiplier import Multiplier
 
 
@@ -110,4 +111,159 @@ def multiply(a, b, multiplier, out=None):
         if cv is None:
             cv = as_matrix(out, "out", writable=True)
     check(lib.approxmul_multiply(handle, av.rows, av.cols, *av.args(), *bv.args(), *cv.args()))
+    return out
+
+
+def _out_tensor(out, shape, dtype, like_numpy):
+    if out is None:
+        result = new_tensor(shape, dtype, like_numpy)
+    else:
+        result = out
+    view = as_tensor(result, "out", len(shape), writable=True)
+    if view.shape != tuple(shape):
+        raise ShapeError(f"out: shape {view.shape}, expected {tuple(shape)}")
+    return result, view
+
+
+def bmm(a, b, multiplier, out=None, *, a_zero_point=0, b_zero_point=0):
+    """Batched approximate matmul: ``out[t] = matmul(a[t], b[t])`` for each batch entry t.
+
+    ``a`` is batch x rows x inner, ``b`` batch x inner x cols (as in
+    attention); any strides, including a zero batch stride (a broadcast
+    input), go to C without a copy. Zero points and the output type follow
+    :func:`matmul`: only the code-by-code product goes through the
+    multiplier.
+
+    >>> import numpy as np, approxmul_cffi as am
+    >>> m = am.Multiplier.exact(bits=8)
+    >>> a = np.ones((2, 1, 3), np.uint8); b = np.full((2, 3, 2), 4, np.uint8)
+    >>> am.bmm(a, b, m).tolist()
+    [[[12, 12]], [[12, 12]]]
+    """
+    handle = _multiplier(multiplier)
+    at, bt = as_tensor(a, "a", 3), as_tensor(b, "b", 3)
+    (batch, rows, inner), (batch_b, inner_b, cols) = at.shape, bt.shape
+    if batch != batch_b or inner != inner_b:
+        raise ShapeError(f"a is {at.shape} and b is {bt.shape}: batch sizes and inner sizes "
+                         f"must match")
+    dtype = accumulator_dtype(multiplier, inner, a_zero_point, b_zero_point)
+    result, ct = _out_tensor(out, (batch, rows, cols), dtype, is_ndarray(a) or is_ndarray(b))
+    check(lib.approxmul_bmm(handle, batch, rows, cols, inner,
+                            at.code, at.pointer, *at.strides,
+                            bt.code, bt.pointer, *bt.strides,
+                            a_zero_point, b_zero_point,
+                            ct.code, ct.pointer, *ct.strides))
+    return result
+
+
+def _pair(value, name, minimum):
+    if isinstance(value, int) and not isinstance(value, bool):
+        value = (value, value)
+    try:
+        pair = tuple(int(v) for v in value)
+    except TypeError:
+        raise InvalidArgumentError(f"{name}: expected an int or a pair of ints") from None
+    if len(pair) != 2:
+        raise InvalidArgumentError(f"{name}: expected an int or a pair of ints, got {value!r}")
+    if any(v < minimum for v in pair):
+        raise InvalidArgumentError(f"{name}: {value!r}; each must be >= {minimum}")
+    return pair
+
+
+def conv2d(x, w, multiplier, *, stride=1, padding=0, dilation=1, groups=1, x_zero_point=0,
+           w_zero_point=0, out=None):
+    """Approximate 2-D convolution, PyTorch's layout and semantics (cross-correlation).
+
+    ``x`` is N x C x H x W activation codes, ``w`` O x C/groups x KH x KW
+    weight codes; ``stride``, ``padding``, ``dilation`` are ints or
+    (height, width) pairs; ``groups`` includes depthwise (groups = C).
+    Every product is ``mul(activation, weight)``, activation first.
+    Padded taps hold ``x_zero_point`` and pass through the multiplier like
+    any code; the zero-point cross terms are exact (docs/semantics.md).
+    Returns N x O x OH x OW, int32 when no sum can overflow it, else int64.
+
+    >>> import numpy as np, approxmul_cffi as am
+    >>> m = am.Multiplier.exact(bits=8)
+    >>> x = np.ones((1, 1, 3, 3), np.uint8); w = np.full((1, 1, 2, 2), 2, np.uint8)
+    >>> am.conv2d(x, w, m)[0, 0].tolist()
+    [[8, 8], [8, 8]]
+    """
+    handle = _multiplier(multiplier)
+    xt, wt = as_tensor(x, "x", 4), as_tensor(w, "w", 4)
+    stride, padding = _pair(stride, "stride", 1), _pair(padding, "padding", 0)
+    dilation = _pair(dilation, "dilation", 1)
+    if isinstance(groups, bool) or not isinstance(groups, int) or groups < 1:
+        raise InvalidArgumentError(f"groups: {groups!r}; must be an int >= 1")
+    n, c, h, width = xt.shape
+    o, cg, kh, kw = wt.shape
+    if c % groups or o % groups:
+        raise ShapeError(f"groups: {groups} does not divide the input channels ({c}) and "
+                         f"output channels ({o})")
+    if cg != c // groups:
+        raise ShapeError(f"w: {cg} input channels per group, x has {c} / {groups} = {c // groups}")
+    if kh < 1 or kw < 1:
+        raise ShapeError(f"w: kernel {kh} x {kw} is empty")
+    spatial = []
+    for axis, size, k, s, p, d in (("height", h, kh, stride[0], padding[0], dilation[0]),
+                                   ("width", width, kw, stride[1], padding[1], dilation[1])):
+        room, span = size + 2 * p, d * (k - 1) + 1
+        if room < span:
+            raise ShapeError(f"the {axis} leaves no output: padded size {room} < dilated "
+                             f"kernel span {span}")
+        spatial.append((room - span) // s + 1)
+    shape = (n, o, spatial[0], spatial[1])
+    low, high = multiplier.operand_range
+    for zname, zero in (("x_zero_point", x_zero_point), ("w_zero_point", w_zero_point)):
+        if not low <= zero <= high:
+            raise OperandRangeError(f"{zname}: {zero} is not a {multiplier.bits}-bit code "
+                                    f"({low}..{high})")
+    dtype = accumulator_dtype(multiplier, cg * kh * kw, x_zero_point, w_zero_point)
+    result, ot = _out_tensor(out, shape, dtype, is_ndarray(x) or is_ndarray(w))
+    arrays = [ffi.new("int64_t[4]", list(v)) for v in (xt.shape, xt.strides, wt.shape,
+                                                        wt.strides, ot.shape, ot.strides)]
+    pairs = [ffi.new("int64_t[2]", list(v)) for v in (stride, padding, dilation)]
+    check(lib.approxmul_conv2d(handle, xt.code, xt.pointer, arrays[0], arrays[1],
+                               wt.code, wt.pointer, arrays[2], arrays[3],
+                               pairs[0], pairs[1], pairs[2], groups, x_zero_point, w_zero_point,
+                               ot.code, ot.pointer, arrays[4], arrays[5]))
+    return result
+
+
+def linear(x, w, multiplier, *, x_zero_point=0, w_zero_point=0):
+    """A linear layer's approximate product ``x @ w.T``, every product ``mul(x, w)``.
+
+    ``x`` is ... x in_features (any leading dimensions, NumPy), ``w`` is
+    out_features x in_features as in PyTorch. Zero points as in
+    :func:`matmul`; add the bias and rescale outside.
+
+    >>> import numpy as np, approxmul_cffi as am
+    >>> m = am.Multiplier.exact(bits=8, signed=True)
+    >>> x = np.array([[1, 2, 3]], np.int8); w = np.array([[1, 0, -1], [2, 2, 2]], np.int8)
+    >>> am.linear(x, w, m).tolist()
+    [[-2, 12]]
+    """
+    if is_ndarray(x):
+        np = numpy_module()
+        x = np.asanyarray(x)
+        if x.ndim < 1:
+            raise ShapeError("x: expected at least 1 dimension (in_features)")
+        lead = x.shape[:-1]
+        x2 = x.reshape(-1, x.shape[-1]) if x.ndim != 2 else x
+        w2 = np.asanyarray(w)
+        if w2.ndim != 2:
+            raise ShapeError(f"w: expected out_features x in_features, got shape {w2.shape}")
+        result = matmul(x2, w2.T, multiplier, a_zero_point=x_zero_point,
+                        b_zero_point=w_zero_point)
+        return result.reshape(lead + (w2.shape[0],))
+    wv = as_matrix(w, "w")
+    # buffers: 2-D x only; w.T is expressed by swapping strides in C terms
+    xv = as_matrix(x, "x")
+    if xv.cols != wv.cols:
+        raise ShapeError(f"x has {xv.cols} features and w has {wv.cols}")
+    dtype = accumulator_dtype(multiplier, xv.cols, x_zero_point, w_zero_point)
+    out = new_output(xv.rows, wv.rows, dtype, False)
+    cv = as_matrix(out, "out", writable=True)
+    check(lib.approxmul_matmul(_multiplier(multiplier), xv.rows, wv.rows, xv.cols, *xv.args(),
+                               wv.code, wv.pointer, wv.col_stride, wv.row_stride,
+                               x_zero_point, w_zero_point, *cv.args()))
     return out

@@ -168,6 +168,39 @@ APPROXMUL_API approxmul_status approxmul_matmul(
     int64_t a_zero_point, int64_t b_zero_point,
     approxmul_dtype c_dtype, void *c, int64_t c_row_stride, int64_t c_col_stride);
 
+/* Batched matmul (attention-style): for t < batch,
+ * C[t] = approxmul_matmul(A[t], B[t]) with the same zero points and output
+ * rule. Each operand is pointer + batch stride + row stride + column
+ * stride, in elements; a zero batch stride shares one input matrix across
+ * the batch. C must not overlap A or B or itself. */
+APPROXMUL_API approxmul_status approxmul_bmm(
+    const approxmul_multiplier *m, int64_t batch, int64_t rows, int64_t cols, int64_t inner,
+    approxmul_dtype a_dtype, const void *a, int64_t a_batch_stride, int64_t a_row_stride, int64_t a_col_stride,
+    approxmul_dtype b_dtype, const void *b, int64_t b_batch_stride, int64_t b_row_stride, int64_t b_col_stride,
+    int64_t a_zero_point, int64_t b_zero_point,
+    approxmul_dtype c_dtype, void *c, int64_t c_batch_stride, int64_t c_row_stride, int64_t c_col_stride);
+
+/* 2-D convolution (cross-correlation, as in PyTorch) with every product
+ * code-by-code through the multiplier, activation first:
+ *   out[n,o,y,x] = sum_{c,i,j} mul(X, W[o,c,i,j]) - w_zero * sum X
+ *                  - x_zero * sum W + K * x_zero * w_zero,
+ * X = x[n, g*C/groups + c, y*stride[0] - padding[0] + i*dilation[0],
+ *       x*stride[1] - padding[1] + j*dilation[1]], g = o / (O/groups),
+ * K = C/groups*KH*KW. Taps outside the image hold the code x_zero_point
+ * and pass through the multiplier like any other (docs/semantics.md).
+ * Shapes and strides (elements) are 4 entries each: x N,C,H,W; w
+ * O,C/groups,KH,KW; out N,O,OH,OW with OH = (H + 2 padding[0] -
+ * dilation[0] (KH - 1) - 1) / stride[0] + 1 (likewise OW), which must be
+ * >= 1. stride, padding, dilation: 2 entries (height, width). The output
+ * type follows approxmul_accumulator_dtype(m, K, x_zero_point, w_zero_point). */
+APPROXMUL_API approxmul_status approxmul_conv2d(
+    const approxmul_multiplier *m,
+    approxmul_dtype x_dtype, const void *x, const int64_t *x_shape, const int64_t *x_strides,
+    approxmul_dtype w_dtype, const void *w, const int64_t *w_shape, const int64_t *w_strides,
+    const int64_t *stride, const int64_t *padding, const int64_t *dilation, int64_t groups,
+    int64_t x_zero_point, int64_t w_zero_point,
+    approxmul_dtype out_dtype, void *out, const int64_t *out_shape, const int64_t *out_strides);
+
 /* C[i,j] = mul(A[i,j], B[i,j]) over a rows x cols grid; C int32 or int64. */
 APPROXMUL_API approxmul_status approxmul_multiply(
     const approxmul_multiplier *m, int64_t rows, int64_t cols,

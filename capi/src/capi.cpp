@@ -2,6 +2,7 @@
 // exported function is noexcept and runs its body through guarded()
 // (core/boundary.hpp), the one place where C++ exceptions become status
 // codes and the calling thread's error message.
+#include <algorithm>
 #include <cstring>
 #include <new>
 #include <string>
@@ -67,6 +68,21 @@ void check_operation(const Multiplier &m, const MatrixView &a, const MatrixView 
     check_output(c, a, b);
 }
 
+void check_output_type(const Multiplier &m, approxmul_dtype c_dtype, int64_t inner,
+                       int64_t a_zero, int64_t b_zero) {
+    const approxmul_dtype needed = accumulator_dtype(m, inner, a_zero, b_zero);
+    if (c_dtype == APPROXMUL_INT32 && needed == APPROXMUL_INT64)
+        fail(APPROXMUL_ERR_OVERFLOW,
+             "out: int32 can overflow summing %lld products of up to %lld in magnitude "
+             "(with the zero points); use an int64 output",
+             static_cast<long long>(inner), static_cast<long long>(m.max_abs_product()));
+}
+
+void copy4(const int64_t *values, const char *name, int64_t *out, int count = 4) {
+    require_pointer(values, name);
+    for (int d = 0; d < count; ++d) out[d] = values[d];
+}
+
 }  // namespace
 
 extern "C" {
@@ -115,7 +131,7 @@ const char *approxmul_build_info(void) {
 #else
                                     "\nopenmp=no" +
 #endif
-                                    "\nisa=" + kernels::active_isa() + "\n";
+                                    "\n" + kernels::dispatch_info();
     return info.c_str();
 }
 
@@ -241,6 +257,127 @@ approxmul_status approxmul_matmul(const approxmul_multiplier *m, int64_t rows, i
         check_operation(impl, av, bv, cv, inner, a_zero_point, b_zero_point);
         if (rows == 0 || cols == 0) return;
         kernels::matmul({&impl, rows, cols, inner, av, bv, cv, a_zero_point, b_zero_point});
+    });
+}
+
+approxmul_status approxmul_bmm(const approxmul_multiplier *m, int64_t batch, int64_t rows,
+                               int64_t cols, int64_t inner, approxmul_dtype a_dtype, const void *a,
+                               int64_t a_batch_stride, int64_t a_row_stride, int64_t a_col_stride,
+                               approxmul_dtype b_dtype, const void *b, int64_t b_batch_stride,
+                               int64_t b_row_stride, int64_t b_col_stride, int64_t a_zero_point,
+                               int64_t b_zero_point, approxmul_dtype c_dtype, void *c,
+                               int64_t c_batch_stride, int64_t c_row_stride,
+                               int64_t c_col_stride) {
+    return guarded([&] {
+        const Multiplier &impl = get(m);
+        if (batch < 0)
+            fail(APPROXMUL_ERR_SHAPE, "batch: %lld is negative", static_cast<long long>(batch));
+        check_sizes(rows, cols, inner);
+        checked_mul(checked_mul(batch, rows, "batch*rows"), checked_mul(cols, std::max<int64_t>(inner, 1), "cols*inner"),
+                    "batch*rows*cols*inner");
+        for (approxmul_dtype d : {a_dtype, b_dtype, c_dtype}) check_dtype_value(d, "dtype");
+        const TensorView at{"a", a_dtype, a, 3, {batch, rows, inner, 1},
+                            {a_batch_stride, a_row_stride, a_col_stride, 0}};
+        const TensorView bt{"b", b_dtype, b, 3, {batch, inner, cols, 1},
+                            {b_batch_stride, b_row_stride, b_col_stride, 0}};
+        const TensorView ct{"c", c_dtype, c, 3, {batch, rows, cols, 1},
+                            {c_batch_stride, c_row_stride, c_col_stride, 0}};
+        check_tensor_operand(at, impl);
+        check_tensor_operand(bt, impl);
+        check_output_type(impl, c_dtype, inner, a_zero_point, b_zero_point);
+        check_tensor_output(ct, at, bt);
+        if (batch == 0 || rows == 0 || cols == 0) return;
+        const MatrixView av{"a", a_dtype, a, rows, inner, a_row_stride, a_col_stride};
+        const MatrixView bv{"b", b_dtype, b, inner, cols, b_row_stride, b_col_stride};
+        const MatrixView cv{"c", c_dtype, c, rows, cols, c_row_stride, c_col_stride};
+        kernels::bmm({{&impl, rows, cols, inner, av, bv, cv, a_zero_point, b_zero_point, 0},
+                      batch, a_batch_stride, b_batch_stride, c_batch_stride});
+    });
+}
+
+approxmul_status approxmul_conv2d(const approxmul_multiplier *m, approxmul_dtype x_dtype,
+                                  const void *x, const int64_t *x_shape, const int64_t *x_strides,
+                                  approxmul_dtype w_dtype, const void *w, const int64_t *w_shape,
+                                  const int64_t *w_strides, const int64_t *stride,
+                                  const int64_t *padding, const int64_t *dilation, int64_t groups,
+                                  int64_t x_zero_point, int64_t w_zero_point,
+                                  approxmul_dtype out_dtype, void *out, const int64_t *out_shape,
+                                  const int64_t *out_strides) {
+    return guarded([&] {
+        const Multiplier &impl = get(m);
+        kernels::Conv2dProblem p{&impl, {"x", x_dtype, x, 4, {}, {}}, {"w", w_dtype, w, 4, {}, {}},
+                                 {"out", out_dtype, out, 4, {}, {}}, {}, {}, {}, groups,
+                                 x_zero_point, w_zero_point};
+        copy4(x_shape, "x_shape", p.x.shape);
+        copy4(x_strides, "x_strides", p.x.strides);
+        copy4(w_shape, "w_shape", p.w.shape);
+        copy4(w_strides, "w_strides", p.w.strides);
+        copy4(out_shape, "out_shape", p.out.shape);
+        copy4(out_strides, "out_strides", p.out.strides);
+        copy4(stride, "stride", p.stride, 2);
+        copy4(padding, "padding", p.padding, 2);
+        copy4(dilation, "dilation", p.dilation, 2);
+        for (approxmul_dtype d : {x_dtype, w_dtype, out_dtype}) check_dtype_value(d, "dtype");
+        for (const TensorView *t : {&p.x, &p.w, &p.out}) t->size();  // negative sizes, overflow
+        const char *axis[2] = {"height", "width"};
+        for (int d = 0; d < 2; ++d) {
+            if (p.stride[d] < 1)
+                fail(APPROXMUL_ERR_INVALID_ARGUMENT, "stride: %lld along %s; must be >= 1",
+                     static_cast<long long>(p.stride[d]), axis[d]);
+            if (p.dilation[d] < 1)
+                fail(APPROXMUL_ERR_INVALID_ARGUMENT, "dilation: %lld along %s; must be >= 1",
+                     static_cast<long long>(p.dilation[d]), axis[d]);
+            if (p.padding[d] < 0)
+                fail(APPROXMUL_ERR_INVALID_ARGUMENT, "padding: %lld along %s is negative",
+                     static_cast<long long>(p.padding[d]), axis[d]);
+        }
+        if (groups < 1)
+            fail(APPROXMUL_ERR_INVALID_ARGUMENT, "groups: %lld; must be >= 1",
+                 static_cast<long long>(groups));
+        const int64_t C = p.x.shape[1], O = p.w.shape[0];
+        if (C % groups != 0 || O % groups != 0)
+            fail(APPROXMUL_ERR_SHAPE,
+                 "groups: %lld does not divide the input channels (%lld) and output channels (%lld)",
+                 static_cast<long long>(groups), static_cast<long long>(C),
+                 static_cast<long long>(O));
+        if (p.w.shape[1] != C / groups)
+            fail(APPROXMUL_ERR_SHAPE, "w: %lld input channels per group, x has %lld / %lld = %lld",
+                 static_cast<long long>(p.w.shape[1]), static_cast<long long>(C),
+                 static_cast<long long>(groups), static_cast<long long>(C / groups));
+        if (p.w.shape[2] < 1 || p.w.shape[3] < 1)
+            fail(APPROXMUL_ERR_SHAPE, "w: kernel %lld x %lld is empty",
+                 static_cast<long long>(p.w.shape[2]), static_cast<long long>(p.w.shape[3]));
+        int64_t expected[4] = {p.x.shape[0], O, 0, 0};
+        for (int d = 0; d < 2; ++d) {
+            const int64_t size = p.x.shape[2 + d], kernel = p.w.shape[2 + d];
+            const int64_t span = checked_add(
+                checked_mul(p.dilation[d], kernel - 1, "dilation*(kernel-1)"), 1, "kernel span");
+            const int64_t room = checked_add(size, checked_mul(2, p.padding[d], "2*padding"),
+                                             "padded size");
+            if (room < span)
+                fail(APPROXMUL_ERR_SHAPE,
+                     "the %s leaves no output: padded size %lld < dilated kernel span %lld",
+                     axis[d], static_cast<long long>(room), static_cast<long long>(span));
+            expected[2 + d] = (room - span) / p.stride[d] + 1;
+        }
+        for (int d = 0; d < 4; ++d)
+            if (p.out.shape[d] != expected[d])
+                fail(APPROXMUL_ERR_SHAPE,
+                     "out_shape: (%lld, %lld, %lld, %lld), the convolution gives (%lld, %lld, %lld, %lld)",
+                     static_cast<long long>(p.out.shape[0]), static_cast<long long>(p.out.shape[1]),
+                     static_cast<long long>(p.out.shape[2]), static_cast<long long>(p.out.shape[3]),
+                     static_cast<long long>(expected[0]), static_cast<long long>(expected[1]),
+                     static_cast<long long>(expected[2]), static_cast<long long>(expected[3]));
+        const int64_t inner = checked_mul(p.w.shape[1], checked_mul(p.w.shape[2], p.w.shape[3], "w"), "w");
+        check_sizes(checked_mul(p.out.shape[0], checked_mul(expected[2], expected[3], "out"), "out"),
+                    O, inner);
+        check_tensor_operand(p.x, impl);
+        check_tensor_operand(p.w, impl);
+        check_zero_point(x_zero_point, "x_zero_point", impl);
+        check_zero_point(w_zero_point, "w_zero_point", impl);
+        check_output_type(impl, out_dtype, inner, x_zero_point, w_zero_point);
+        check_tensor_output(p.out, p.x, p.w);
+        kernels::conv2d(p);
     });
 }
 

@@ -93,10 +93,68 @@ static void test_matmul(void) {
     approxmul_multiplier_destroy(m);
 }
 
+static void test_bmm_and_conv2d(void) {
+    approxmul_multiplier *m = NULL;
+    uint8_t a[2 * 2 * 3] = {1, 2, 3, 4, 5, 6, 1, 1, 1, 2, 2, 2};
+    uint8_t b[3 * 2] = {1, 0, 0, 1, 1, 1};
+    int32_t c[2 * 2 * 2];
+    int i;
+    CHECK(approxmul_multiplier_exact(8, 0, &m) == APPROXMUL_OK);
+    /* b shared by both batch entries (batch stride 0) */
+    CHECK(approxmul_bmm(m, 2, 2, 2, 3, APPROXMUL_UINT8, a, 6, 3, 1, APPROXMUL_UINT8, b, 0, 2, 1,
+                        0, 0, APPROXMUL_INT32, c, 4, 2, 1) == APPROXMUL_OK);
+    CHECK(c[0] == 4 && c[1] == 5 && c[2] == 10 && c[3] == 11 && c[4] == 2 && c[7] == 4);
+    for (i = 0; i < 8; ++i) c[i] = -1;
+    CHECK(approxmul_bmm(m, -1, 2, 2, 3, APPROXMUL_UINT8, a, 6, 3, 1, APPROXMUL_UINT8, b, 0, 2, 1,
+                        0, 0, APPROXMUL_INT32, c, 4, 2, 1) == APPROXMUL_ERR_SHAPE);
+    CHECK(approxmul_bmm(m, 2, 2, 2, 3, APPROXMUL_UINT8, NULL, 6, 3, 1, APPROXMUL_UINT8, b, 0, 2,
+                        1, 0, 0, APPROXMUL_INT32, c, 4, 2, 1) == APPROXMUL_ERR_NULL_POINTER);
+    CHECK(approxmul_bmm(m, 2, 2, 2, 3, APPROXMUL_UINT8, a, 6, 3, 1, APPROXMUL_UINT8, b, 0, 2, 1,
+                        0, 0, APPROXMUL_INT32, c, 0, 2, 1) == APPROXMUL_ERR_ALIASING);
+    CHECK(approxmul_bmm(m, INT64_MAX, 2, 2, 3, APPROXMUL_UINT8, a, 6, 3, 1, APPROXMUL_UINT8, b, 0,
+                        2, 1, 0, 0, APPROXMUL_INT32, c, 4, 2, 1) == APPROXMUL_ERR_OVERFLOW);
+    for (i = 0; i < 8; ++i) CHECK(c[i] == -1);
+
+    {
+        /* 1 x 2 x 3 x 3 input, 2 x 1 x 2 x 2 weights, groups 2 (depthwise) */
+        uint8_t x[18], w[8];
+        int32_t out[2 * 2 * 2];
+        const int64_t xs[4] = {1, 2, 3, 3}, xst[4] = {18, 9, 3, 1};
+        const int64_t ws[4] = {2, 1, 2, 2}, wst[4] = {4, 4, 2, 1};
+        const int64_t os[4] = {1, 2, 2, 2}, ost[4] = {8, 4, 2, 1};
+        const int64_t one[2] = {1, 1}, zero[2] = {0, 0}, huge[2] = {5, 5};
+        for (i = 0; i < 18; ++i) x[i] = 1;
+        for (i = 0; i < 8; ++i) w[i] = (uint8_t)(i + 1);
+        CHECK(approxmul_conv2d(m, APPROXMUL_UINT8, x, xs, xst, APPROXMUL_UINT8, w, ws, wst, one,
+                               zero, one, 2, 0, 0, APPROXMUL_INT32, out, os, ost) == APPROXMUL_OK);
+        CHECK(out[0] == 10 && out[3] == 10 && out[4] == 26 && out[7] == 26);
+        for (i = 0; i < 8; ++i) out[i] = -1;
+        CHECK(approxmul_conv2d(m, APPROXMUL_UINT8, x, xs, xst, APPROXMUL_UINT8, w, ws, wst, one,
+                               zero, one, 3, 0, 0, APPROXMUL_INT32, out, os, ost) ==
+              APPROXMUL_ERR_SHAPE);
+        CHECK(strstr(approxmul_last_error(), "groups") != NULL);
+        CHECK(approxmul_conv2d(m, APPROXMUL_UINT8, x, xs, xst, APPROXMUL_UINT8, w, ws, wst, zero,
+                               zero, one, 2, 0, 0, APPROXMUL_INT32, out, os, ost) ==
+              APPROXMUL_ERR_INVALID_ARGUMENT);
+        CHECK(approxmul_conv2d(m, APPROXMUL_UINT8, x, xs, xst, APPROXMUL_UINT8, w, ws, wst, one,
+                               zero, huge, 2, 0, 0, APPROXMUL_INT32, out, os, ost) ==
+              APPROXMUL_ERR_SHAPE);
+        CHECK(approxmul_conv2d(m, APPROXMUL_UINT8, x, NULL, xst, APPROXMUL_UINT8, w, ws, wst, one,
+                               zero, one, 2, 0, 0, APPROXMUL_INT32, out, os, ost) ==
+              APPROXMUL_ERR_NULL_POINTER);
+        CHECK(approxmul_conv2d(m, APPROXMUL_UINT8, x, xs, xst, APPROXMUL_UINT8, w, ws, wst, one,
+                               zero, one, 2, 0, 0, APPROXMUL_INT32, out, xs, ost) ==
+              APPROXMUL_ERR_SHAPE);
+        for (i = 0; i < 8; ++i) CHECK(out[i] == -1);
+    }
+    approxmul_multiplier_destroy(m);
+}
+
 int main(void) {
     test_version();
     test_errors();
     test_matmul();
+    test_bmm_and_conv2d();
     if (failures) {
         fprintf(stderr, "%d check(s) failed\n", failures);
         return 1;

@@ -4,6 +4,7 @@
 #include <limits>
 
 #include "error.hpp"
+#include "structure.hpp"
 
 namespace approxmul {
 
@@ -113,10 +114,28 @@ void Multiplier::finish() {
         min_product_ = is_signed_ ? -limit : 0;
         max_product_ = limit;
     }
-    plan_ = known_exact_                 ? Plan::ExactGemm
-            : factorization_.rank > 0   ? Plan::Factorized
-            : has_table()               ? Plan::Table
-                                        : Plan::Function;
+    // A supplied factorization is kept for its owner; the kernels use one
+    // (supplied or found in the table) only when it is cheap and fits them.
+    const Factorization *factors = &factorization_;
+    Factorization found;
+    if (!known_exact_ && has_table() &&
+        !(factorization_.rank > 0 && factorization_.rank <= kMaxFactorizedRank &&
+          fits_int16_kernels(factorization_))) {
+        found = find_factorization(table_, bits_, kMaxFactorizedRank);
+        if (found.rank > 0) factors = &found;
+    }
+    const bool factorized = factors->rank > 0 && factors->rank <= kMaxFactorizedRank &&
+                            fits_int16_kernels(*factors);
+    if (factorized && factors == &found) factorization_ = std::move(found);
+    plan_ = known_exact_   ? Plan::ExactGemm
+            : factorized   ? Plan::Factorized
+            : has_table()  ? Plan::Table
+                           : Plan::Function;
+    if (plan_ == Plan::Table) {
+        const auto offset = static_cast<int32_t>(min_product_);
+        planes_ = approxmul::byte_planes(table_, bits_, offset, false);
+        if (!planes_.empty()) planes_transposed_ = approxmul::byte_planes(table_, bits_, offset, true);
+    }
 }
 
 }  // namespace approxmul

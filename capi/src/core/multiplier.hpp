@@ -77,6 +77,14 @@ public:
     const Factorization &factorization() const { return factorization_; }
 
     Plan plan() const { return plan_; }
+
+    // Table kernel data (see structure.hpp): M - byte_plane_offset() split
+    // into byte planes, per stationary operand; empty unless plan() is Table
+    // and the products span at most 16 bits.
+    const std::vector<uint8_t> &byte_planes(bool transposed) const {
+        return transposed ? planes_transposed_ : planes_;
+    }
+    int32_t byte_plane_offset() const { return static_cast<int32_t>(min_product_); }
     const std::string &name() const { return name_; }
 
 private:
@@ -93,6 +101,7 @@ private:
     int64_t min_product_ = 0;
     int64_t max_product_ = 0;
     Plan plan_ = Plan::Function;
+    std::vector<uint8_t> planes_, planes_transposed_;
 };
 
 void check_width(int bits, int max_bits);

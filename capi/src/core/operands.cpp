@@ -149,6 +149,92 @@ void check_output(const MatrixView &out, const MatrixView &a, const MatrixView &
             fail(APPROXMUL_ERR_ALIASING, "%s overlaps input %s", out.name, input->name);
 }
 
+int64_t TensorView::size() const {
+    int64_t n = 1;
+    for (int d = 0; d < ndim; ++d) {
+        if (shape[d] < 0)
+            fail(APPROXMUL_ERR_SHAPE, "%s: dimension %d has negative size %lld", name, d,
+                 static_cast<long long>(shape[d]));
+        n = checked_mul(n, shape[d], name);
+    }
+    return n;
+}
+
+void TensorView::byte_range(intptr_t &lo, intptr_t &hi) const {
+    lo = hi = reinterpret_cast<intptr_t>(data);
+    if (size() == 0) return;
+    const int64_t item = static_cast<int64_t>(dtype_size(dtype));
+    int64_t low = 0, high = 0;
+    for (int d = 0; d < ndim; ++d) {
+        const int64_t span = checked_mul(shape[d] - 1, strides[d], name);
+        (span < 0 ? low : high) = checked_add(span < 0 ? low : high, span, name);
+    }
+    lo += static_cast<intptr_t>(checked_mul(low, item, name));
+    hi += static_cast<intptr_t>(checked_add(checked_mul(high, item, name), item, name));
+}
+
+void check_tensor_operand(const TensorView &v, const Multiplier &m) {
+    const int64_t n = v.size();
+    check_operand(MatrixView{v.name, v.dtype, v.data, 0, 0, 0, 0}, m);  // element type
+    if (n == 0) return;
+    require_pointer(v.data, v.name);
+    intptr_t lo, hi;
+    v.byte_range(lo, hi);  // rejects strides whose extent overflows
+    if (static_cast<int>(dtype_size(v.dtype)) * 8 == m.bits()) return;
+    // every value, walking the tensor's own strides
+    int64_t index[4] = {0, 0, 0, 0};
+    for (int64_t e = 0; e < n; ++e) {
+        int64_t offset = 0;
+        for (int d = 0; d < v.ndim; ++d) offset += index[d] * v.strides[d];
+        const MatrixView one{v.name, v.dtype, static_cast<const char *>(v.data) +
+                                                  offset * static_cast<int64_t>(dtype_size(v.dtype)),
+                             1, 1, 0, 0};
+        const int64_t value = load(one, 0, 0);
+        if (value < m.min_operand() || value > m.max_operand())
+            fail(APPROXMUL_ERR_OUT_OF_RANGE,
+                 "%s: element %lld (in storage order) = %lld is outside the %d-bit %s operand "
+                 "range %lld..%lld", v.name, static_cast<long long>(e),
+                 static_cast<long long>(value), m.bits(), m.is_signed() ? "signed" : "unsigned",
+                 static_cast<long long>(m.min_operand()), static_cast<long long>(m.max_operand()));
+        for (int d = v.ndim - 1; d >= 0; --d) {
+            if (++index[d] < v.shape[d]) break;
+            index[d] = 0;
+        }
+    }
+}
+
+void check_tensor_output(const TensorView &out, const TensorView &a, const TensorView &b) {
+    if (out.dtype != APPROXMUL_INT32 && out.dtype != APPROXMUL_INT64)
+        fail(APPROXMUL_ERR_DTYPE, "%s: element type %s; outputs are int32 or int64", out.name,
+             dtype_name(out.dtype));
+    if (out.size() == 0) return;
+    require_pointer(out.data, out.name);
+    // Injective when, sorted by |stride|, each stride steps past everything
+    // the smaller ones reach (what every ordinary strided layout satisfies).
+    int order[4] = {0, 1, 2, 3};
+    std::sort(order, order + out.ndim, [&](int x, int y) {
+        return std::llabs(out.strides[x]) < std::llabs(out.strides[y]);
+    });
+    int64_t reach = 0;  // largest element offset the smaller dimensions cover
+    for (int o = 0; o < out.ndim; ++o) {
+        const int d = order[o];
+        if (out.shape[d] <= 1) continue;
+        const int64_t s = std::llabs(out.strides[d]);
+        if (s <= reach)
+            fail(APPROXMUL_ERR_ALIASING, "%s: stride %lld of dimension %d makes elements overlap",
+                 out.name, static_cast<long long>(out.strides[d]), d);
+        reach = checked_add(reach, checked_mul(s, out.shape[d] - 1, out.name), out.name);
+    }
+    intptr_t olo, ohi;
+    out.byte_range(olo, ohi);
+    for (const TensorView *input : {&a, &b}) {
+        intptr_t lo, hi;
+        input->byte_range(lo, hi);
+        if (lo < hi && olo < hi && lo < ohi)
+            fail(APPROXMUL_ERR_ALIASING, "%s overlaps input %s", out.name, input->name);
+    }
+}
+
 approxmul_dtype accumulator_dtype(const Multiplier &m, int64_t inner, int64_t a_zero_point,
                                   int64_t b_zero_point) {
     if (inner < 0)

@@ -43,6 +43,24 @@ void check_output(const MatrixView &out, const MatrixView &a, const MatrixView &
 approxmul_dtype accumulator_dtype(const Multiplier &m, int64_t inner, int64_t a_zero_point,
                                   int64_t b_zero_point);
 
+// A strided tensor of up to 4 dimensions (batched matrices, NCHW images).
+struct TensorView {
+    const char *name;
+    approxmul_dtype dtype;
+    const void *data;
+    int ndim;
+    int64_t shape[4];
+    int64_t strides[4];  // in elements
+
+    int64_t size() const;  // element count (overflow-checked)
+    void byte_range(intptr_t &lo, intptr_t &hi) const;
+};
+
+// Shapes not negative, dtype suits the multiplier, every value in range.
+void check_tensor_operand(const TensorView &v, const Multiplier &m);
+// int32/int64, no two elements at one address, no overlap with the inputs.
+void check_tensor_output(const TensorView &out, const TensorView &a, const TensorView &b);
+
 // Read element (i, j) of a validated integer view as int64.
 inline int64_t load(const MatrixView &v, int64_t i, int64_t j) {
     const int64_t offset = i * v.row_stride + j * v.col_stride;

@@ -1,5 +1,17 @@
-// Chooses, per call, the kernel for a multiplier's plan. Only the portable
-// kernels exist so far; instruction-set specific ones register here.
+// Run-time dispatch: which instruction set's kernels this process uses, and
+// which kernel computes each plan.
+//
+// The instruction set is chosen once, at first use: APPROXMUL_ISA
+// (generic|avx2|avx512) when set, else the best the CPU supports. Forcing a
+// set the CPU lacks, or an unknown name, is not a crash: every kernel call
+// then fails with APPROXMUL_ERR_UNSUPPORTED and a message saying why, and
+// approxmul_build_info() reports isa=unavailable with the reason.
+#include <cstdlib>
+#include <cstring>
+#include <string>
+
+#include "../core/error.hpp"
+#include "isa.hpp"
 #include "kernels.hpp"
 
 namespace approxmul::kernels {
@@ -7,14 +19,139 @@ namespace approxmul::kernels {
 void generic_matmul(const MatmulProblem &problem);
 void generic_multiply(const Multiplier &m, const MatrixView &a, const MatrixView &b,
                       const MatrixView &c);
+bool int16_gemm(const KernelTable &kernels, const MatmulProblem &problem);
+bool table_gemm(const KernelTable &kernels, const MatmulProblem &problem);
 
-void matmul(const MatmulProblem &problem) { generic_matmul(problem); }
+namespace {
+
+struct Cpu {
+    bool avx2 = false;
+    bool avx512 = false;  // F, BW, VL, DQ, VNNI and VBMI: the set the avx512 kernels use
+    std::string features;
+};
+
+Cpu detect_cpu() {
+    Cpu cpu;
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+    __builtin_cpu_init();
+    struct Feature {
+        const char *name;
+        bool present;
+    };
+    // __builtin_cpu_supports also checks that the OS saves the wide registers
+    const Feature features[] = {
+        {"avx2", __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")},
+        {"avx512f", __builtin_cpu_supports("avx512f") != 0},
+        {"avx512bw", __builtin_cpu_supports("avx512bw") != 0},
+        {"avx512vl", __builtin_cpu_supports("avx512vl") != 0},
+        {"avx512dq", __builtin_cpu_supports("avx512dq") != 0},
+        {"avx512vnni", __builtin_cpu_supports("avx512vnni") != 0},
+        {"avx512vbmi", __builtin_cpu_supports("avx512vbmi") != 0},
+    };
+    cpu.avx512 = true;
+    for (const Feature &f : features) {
+        if (f.present) cpu.features += std::string(cpu.features.empty() ? "" : ",") + f.name;
+        if (std::strncmp(f.name, "avx512", 6) == 0) cpu.avx512 = cpu.avx512 && f.present;
+    }
+    cpu.avx2 = features[0].present;
+    cpu.avx512 = cpu.avx512 && cpu.avx2;
+#endif
+    return cpu;
+}
+
+struct Choice {
+    const KernelTable *table = nullptr;  // nullptr: error says why
+    std::string error;
+    std::string cpu_features;
+};
+
+Choice choose() {
+    Choice choice;
+    const Cpu cpu = detect_cpu();
+    choice.cpu_features = cpu.features.empty() ? "none" : cpu.features;
+    const KernelTable *avx2 = avx2_kernel_table();      // nullptr when not built
+    const KernelTable *avx512 = avx512_kernel_table();  // nullptr when not built
+    const char *forced = std::getenv("APPROXMUL_ISA");
+    if (forced == nullptr || *forced == '\0') {
+        choice.table = cpu.avx512 && avx512 ? avx512
+                       : cpu.avx2 && avx2   ? avx2
+                                            : generic_kernel_table();
+        return choice;
+    }
+    const std::string name(forced);
+    if (name == "generic") {
+        choice.table = generic_kernel_table();
+    } else if (name == "avx2" || name == "avx512") {
+        const bool is512 = name == "avx512";
+        const KernelTable *table = is512 ? avx512 : avx2;
+        if (table == nullptr)
+            choice.error = "APPROXMUL_ISA=" + name + ": this build has no " + name + " kernels";
+        else if (!(is512 ? cpu.avx512 : cpu.avx2))
+            choice.error = "APPROXMUL_ISA=" + name + ": this CPU lacks it (" +
+                           (is512 ? "needs avx512f,bw,vl,dq,vnni,vbmi" : "needs avx2,fma") +
+                           "; the CPU has " + choice.cpu_features + ")";
+        else
+            choice.table = table;
+    } else {
+        choice.error = "APPROXMUL_ISA=" + name + " is not one of generic, avx2, avx512";
+    }
+    return choice;
+}
+
+const Choice &choice() {
+    static const Choice c = choose();
+    return c;
+}
+
+}  // namespace
+
+#if !APPROXMUL_HAVE_AVX2
+const KernelTable *avx2_kernel_table() { return nullptr; }
+#endif
+#if !APPROXMUL_HAVE_AVX512
+const KernelTable *avx512_kernel_table() { return nullptr; }
+#endif
+
+const KernelTable &selected_kernels() {
+    const Choice &c = choice();
+    if (c.table == nullptr) fail(APPROXMUL_ERR_UNSUPPORTED, "%s", c.error.c_str());
+    return *c.table;
+}
+
+void matmul(const MatmulProblem &problem) {
+    const KernelTable &kernels = selected_kernels();
+    // The generic set runs the portable reference kernels for every plan.
+    if (std::strcmp(kernels.name, "generic") != 0) {
+        if (int16_gemm(kernels, problem)) return;
+        if (table_gemm(kernels, problem)) return;
+    }
+    generic_matmul(problem);
+}
 
 void multiply(const Multiplier &m, const MatrixView &a, const MatrixView &b,
               const MatrixView &c) {
+    selected_kernels();  // a forced, unavailable instruction set fails every call alike
     generic_multiply(m, a, b, c);
 }
 
-const char *active_isa() { return "generic"; }
+const char *active_isa() {
+    const Choice &c = choice();
+    return c.table ? c.table->name : "unavailable";
+}
+
+std::string dispatch_info() {
+    const Choice &c = choice();
+    std::string info = std::string("isa=") + active_isa() + "\ncpu_features=" + c.cpu_features;
+    if (c.table == nullptr) return info + "\nisa_error=" + c.error + "\n";
+    const bool portable = std::strcmp(c.table->name, "generic") == 0;
+    info += std::string("\nkernel.exact-gemm=") +
+            (portable ? "tiled reference (generic.cpp)" : c.table->gemm_kernel);
+    info += std::string("\nkernel.factorized-gemm=") +
+            (portable ? "tiled reference over the table" : c.table->gemm_kernel);
+    info += std::string("\nkernel.table=") +
+            (portable ? "tiled reference (generic.cpp)" : c.table->table_kernel);
+    info += "\nkernel.function=tiled reference, one call per product\n";
+    return info;
+}
 
 }  // namespace approxmul::kernels

@@ -12,6 +12,7 @@
 
 #include "../core/error.hpp"
 #include "../core/threads.hpp"
+#include "common.hpp"
 #include "kernels.hpp"
 #include "parallel.hpp"
 
@@ -54,23 +55,6 @@ struct FunctionStep {
     int64_t operator()(A a, B b) const { return m->product(a, b); }
 };
 
-template <typename Out>
-void store(const MatrixView &c, int64_t i, int64_t j, int64_t value) {
-    static_cast<Out *>(const_cast<void *>(c.data))[i * c.row_stride + j * c.col_stride] =
-        static_cast<Out>(value);
-}
-
-// Sums of each row of a / column of b, for the exact zero-point cross terms.
-std::vector<int64_t> operand_sums(const MatrixView &v, bool along_rows, int64_t zero_point) {
-    if (zero_point == 0) return {};
-    const int64_t n = along_rows ? v.rows : v.cols;
-    const int64_t len = along_rows ? v.cols : v.rows;
-    std::vector<int64_t> sums(static_cast<size_t>(n), 0);
-    for (int64_t x = 0; x < n; ++x)
-        for (int64_t y = 0; y < len; ++y) sums[x] += along_rows ? load(v, x, y) : load(v, y, x);
-    return sums;
-}
-
 // Acc is also the output type: the accumulator check makes int32 safe.
 template <typename Acc, typename Step>
 void tiled_gemm(const MatmulProblem &p, const Step &step) {
@@ -81,7 +65,7 @@ void tiled_gemm(const MatmulProblem &p, const Step &step) {
     const auto b_sums = operand_sums(p.b, false, p.a_zero_point);
     const int64_t constant = p.inner * p.a_zero_point * p.b_zero_point;
     const int threads = static_cast<int>(std::max<int64_t>(1, std::min<int64_t>(
-        num_threads(), tiles)));
+        p.threads > 0 ? p.threads : num_threads(), tiles)));
 
     struct Workspace {
         std::vector<typename Step::A> a;

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
 
 #include "../core/multiplier.hpp"
 #include "../core/operands.hpp"
@@ -15,9 +16,30 @@ struct MatmulProblem {
     int64_t rows, cols, inner;
     MatrixView a, b, c;  // a: rows x inner, b: inner x cols, c: rows x cols
     int64_t a_zero_point, b_zero_point;
+    int threads = 0;  // 0: approxmul's thread setting; callers that parallelise outside say 1
 };
 
 void matmul(const MatmulProblem &problem);
+
+// c[t] = matmul(a[t], b[t]) for t < batch; the views in `matrices` are those
+// of t = 0, the batch strides (elements) step to the others.
+struct BmmProblem {
+    MatmulProblem matrices;
+    int64_t batch;
+    int64_t a_batch_stride, b_batch_stride, c_batch_stride;
+};
+void bmm(const BmmProblem &problem);
+
+// out[n, o, y, x] = sum over c, i, j of mul(x[n, g*C/groups + c, y*stride0 -
+// padding0 + i*dilation0, ...], w[o, c, i, j]) with zero-point cross terms,
+// g = o / (O / groups); taps outside the image hold x_zero_point.
+struct Conv2dProblem {
+    const Multiplier *multiplier;
+    TensorView x, w, out;  // N C H W, O C/groups KH KW, N O OH OW
+    int64_t stride[2], padding[2], dilation[2], groups;
+    int64_t x_zero_point, w_zero_point;
+};
+void conv2d(const Conv2dProblem &problem);
 
 // c[i, j] = mul(a[i, j], b[i, j])
 void multiply(const Multiplier &m, const MatrixView &a, const MatrixView &b,
@@ -25,5 +47,9 @@ void multiply(const Multiplier &m, const MatrixView &a, const MatrixView &b,
 
 // Name of the instruction set the kernels were chosen for ("generic", ...).
 const char *active_isa();
+
+// "key=value" lines: the instruction set, CPU features, and the kernel
+// each plan runs on (for approxmul_build_info).
+std::string dispatch_info();
 
 }  // namespace approxmul::kernels

@@ -1,0 +1,37 @@
+// Structure found in plain product tables, so that a multiplier given only
+// as a table still runs on the fastest bit-exact kernel: an exact integer
+// factorization M(a,b) = sum_r u_r(a) v_r(b) of small rank, and the byte
+// planes the table kernel looks products up in.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "multiplier.hpp"
+
+namespace approxmul {
+
+// Largest rank computed as a sum of exact GEMMs rather than by table lookups:
+// each rank term costs about one int16 GEMM (docs/benchmarks.md).
+constexpr int kMaxFactorizedRank = 6;
+
+// A factorization of the 2^bits x 2^bits table (raw bit patterns) with rank
+// <= max_rank, or rank 0 when none is found. Cheap checks, O(4^bits * bits):
+//  - separable: M(a,b) = f(a) g(b) (DRUM and other operand-rounding designs);
+//  - linear in the bits of one operand: M(a,b) = M(0,b) + sum_i a_i d_i(b)
+//    (AND-array multipliers with removed partial products, e.g. truncation),
+//    with terms whose d_i are integer multiples of one vector merged.
+Factorization find_factorization(const std::vector<int32_t> &table, int bits, int max_rank);
+
+// True when every u and v fits int16 and sum_r |u_r v_r| <= 2^31 - 1: the
+// int16 GEMM kernels compute it exactly.
+bool fits_int16_kernels(const Factorization &f);
+
+// Byte planes for the table kernel: for each stationary code s, 512 bytes:
+// the low then the high bytes of M - offset over the 256 streamed codes x,
+// M(s, x) when !transposed, M(x, s) when transposed. Empty when the
+// products span more than 16 bits.
+std::vector<uint8_t> byte_planes(const std::vector<int32_t> &table, int bits, int32_t offset,
+                                 bool transposed);
+
+}  // namespace approxmul

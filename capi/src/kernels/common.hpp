@@ -1,0 +1,75 @@
+// Pieces every GEMM driver shares: operand codes, the exact zero-point cross
+// terms, and writing one output element in the output's type.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "../core/operands.hpp"
+
+namespace approxmul::kernels {
+
+template <typename Out>
+inline void store(const MatrixView &c, int64_t i, int64_t j, int64_t value) {
+    static_cast<Out *>(const_cast<void *>(c.data))[i * c.row_stride + j * c.col_stride] =
+        static_cast<Out>(value);
+}
+
+inline void store_value(const MatrixView &c, int64_t i, int64_t j, int64_t value) {
+    if (c.dtype == APPROXMUL_INT32)
+        store<int32_t>(c, i, j, value);
+    else
+        store<int64_t>(c, i, j, value);
+}
+
+// Sums of each row of a / column of b, for the exact zero-point cross terms.
+inline std::vector<int64_t> operand_sums(const MatrixView &v, bool along_rows,
+                                         int64_t zero_point) {
+    if (zero_point == 0) return {};
+    const int64_t n = along_rows ? v.rows : v.cols;
+    const int64_t len = along_rows ? v.cols : v.rows;
+    std::vector<int64_t> sums(static_cast<size_t>(n), 0);
+    for (int64_t x = 0; x < n; ++x)
+        for (int64_t y = 0; y < len; ++y) sums[x] += along_rows ? load(v, x, y) : load(v, y, x);
+    return sums;
+}
+
+// The zero-point terms of one output: added to sum_k M(a, b).
+struct CrossTerms {
+    std::vector<int64_t> a_sums, b_sums;
+    int64_t a_zero, b_zero, constant;
+    CrossTerms(const MatrixView &a, const MatrixView &b, int64_t inner, int64_t a_zero_point,
+               int64_t b_zero_point)
+        : a_sums(operand_sums(a, true, b_zero_point)),
+          b_sums(operand_sums(b, false, a_zero_point)),
+          a_zero(a_zero_point),
+          b_zero(b_zero_point),
+          constant(inner * a_zero_point * b_zero_point) {}
+    int64_t operator()(int64_t i, int64_t j) const {
+        int64_t value = constant;
+        if (!a_sums.empty()) value -= b_zero * a_sums[static_cast<size_t>(i)];
+        if (!b_sums.empty()) value -= a_zero * b_sums[static_cast<size_t>(j)];
+        return value;
+    }
+};
+
+// Raw bit pattern (table index) of element (i, j) of a validated operand view.
+template <typename T>
+inline uint32_t code_at(const MatrixView &v, int64_t i, int64_t j, uint32_t mask) {
+    return static_cast<uint32_t>(static_cast<const T *>(v.data)[i * v.row_stride + j * v.col_stride]) &
+           mask;
+}
+
+// Calls f(code_loader) with a loader specialised for the view's storage type.
+template <typename F>
+inline void with_codes(const MatrixView &v, uint32_t mask, const F &f) {
+    switch (v.dtype) {
+    case APPROXMUL_INT8:
+    case APPROXMUL_UINT8:
+        return f([&](int64_t i, int64_t j) { return code_at<uint8_t>(v, i, j, mask); });
+    default:
+        return f([&](int64_t i, int64_t j) { return code_at<uint16_t>(v, i, j, mask); });
+    }
+}
+
+}  // namespace approxmul::kernels

@@ -1,0 +1,191 @@
+// Batched matmul and conv2d, both as sequences of 2-D matmuls through the
+// dispatch point, so every plan and instruction set serves them.
+//
+// conv2d is an implicit im2col: for one image, group and block of output
+// pixels, the receptive fields are gathered into a bounded buffer (pixels x
+// C/groups*KH*KW, padded taps holding the input zero point) and multiplied
+// by the group's weights, activations as the multiplier's first operand.
+// Workspace per worker: one such block and its pixels x O/groups outputs,
+// independent of the batch size.
+#include <algorithm>
+#include <cstring>
+#include <vector>
+
+#include "../core/error.hpp"
+#include "../core/threads.hpp"
+#include "common.hpp"
+#include "kernels.hpp"
+#include "parallel.hpp"
+
+namespace approxmul::kernels {
+
+namespace {
+
+const char *offset_ptr(const void *data, int64_t elements, approxmul_dtype dtype) {
+    return static_cast<const char *>(data) + elements * static_cast<int64_t>(dtype_size(dtype));
+}
+
+// A model function may fail part-way (a user callback): such multipliers
+// compute into a scratch copy of the output, written out only on success.
+bool needs_staging(const Multiplier &m) { return m.plan() == Plan::Function; }
+
+}  // namespace
+
+void bmm(const BmmProblem &p) {
+    const MatmulProblem &base = p.matrices;
+    std::vector<int64_t> scratch;
+    MatmulProblem first = base;
+    int64_t c_batch_stride = p.c_batch_stride;
+    const bool staged = needs_staging(*base.multiplier);
+    if (staged) {
+        scratch.resize(static_cast<size_t>(p.batch * base.rows * base.cols));
+        first.c = MatrixView{base.c.name, APPROXMUL_INT64, scratch.data(), base.rows, base.cols,
+                             base.cols, 1};
+        c_batch_stride = base.rows * base.cols;
+    }
+    // Many small matrices: one per thread; few large ones: threads inside each.
+    const int threads = num_threads();
+    const bool outer = p.batch >= 2 * threads &&
+                       base.rows * base.cols * std::max<int64_t>(base.inner, 1) < (int64_t{1} << 22);
+    auto one = [&](int64_t t, int inner_threads) {
+        MatmulProblem q = first;
+        q.a.data = offset_ptr(base.a.data, t * p.a_batch_stride, base.a.dtype);
+        q.b.data = offset_ptr(base.b.data, t * p.b_batch_stride, base.b.dtype);
+        q.c.data = offset_ptr(first.c.data, t * c_batch_stride, first.c.dtype);
+        q.threads = inner_threads;
+        matmul(q);
+    };
+    if (outer)
+        parallel_for(p.batch, threads, [&](int64_t t, int) { one(t, 1); });
+    else
+        for (int64_t t = 0; t < p.batch; ++t) one(t, 0);
+    if (staged)
+        for (int64_t t = 0; t < p.batch; ++t)
+            for (int64_t i = 0; i < base.rows; ++i)
+                for (int64_t j = 0; j < base.cols; ++j) {
+                    MatrixView c = base.c;
+                    c.data = offset_ptr(base.c.data, t * p.c_batch_stride, base.c.dtype);
+                    store_value(c, i, j, scratch[static_cast<size_t>((t * base.rows + i) *
+                                                                     base.cols + j)]);
+                }
+}
+
+void conv2d(const Conv2dProblem &p) {
+    const Multiplier &m = *p.multiplier;
+    const int64_t N = p.x.shape[0], C = p.x.shape[1], H = p.x.shape[2], W = p.x.shape[3];
+    const int64_t O = p.w.shape[0], KH = p.w.shape[2], KW = p.w.shape[3];
+    const int64_t OH = p.out.shape[2], OW = p.out.shape[3];
+    const int64_t G = p.groups, Cg = C / G, Og = O / G;
+    const int64_t K = Cg * KH * KW, P = OH * OW;
+    if (N == 0 || O == 0 || P == 0) return;
+    const size_t item = dtype_size(p.x.dtype);
+    const approxmul_dtype out_dtype = needs_staging(m) ? APPROXMUL_INT64 : p.out.dtype;
+
+    // Weights per group as K x Og (inner x cols), copied once: B of every matmul.
+    std::vector<char> weights(static_cast<size_t>(G * K * Og) * item);
+    for (int64_t g = 0; g < G; ++g)
+        for (int64_t o = 0; o < Og; ++o)
+            for (int64_t c = 0; c < Cg; ++c)
+                for (int64_t i = 0; i < KH; ++i)
+                    for (int64_t j = 0; j < KW; ++j) {
+                        const int64_t src = (g * Og + o) * p.w.strides[0] + c * p.w.strides[1] +
+                                            i * p.w.strides[2] + j * p.w.strides[3];
+                        const int64_t dst = (g * K + (c * KH + i) * KW + j) * Og + o;
+                        std::memcpy(weights.data() + dst * item,
+                                    offset_ptr(p.w.data, src, p.w.dtype), item);
+                    }
+    // The zero point in the input's storage type, for padded taps.
+    char zero_code[2];
+    if (item == 1) {
+        const auto z = static_cast<uint8_t>(p.x_zero_point);
+        std::memcpy(zero_code, &z, 1);
+    } else {
+        const auto z = static_cast<uint16_t>(p.x_zero_point);
+        std::memcpy(zero_code, &z, 2);
+    }
+
+    // Pixel blocks of about 1 MiB of gathered codes.
+    const int64_t block = std::clamp<int64_t>((int64_t{1} << 20) / std::max<int64_t>(K, 1) /
+                                                  static_cast<int64_t>(item),
+                                              16, P);
+    const int64_t pixel_blocks = (P + block - 1) / block;
+    const int64_t jobs = N * G * pixel_blocks;
+    const int threads = num_threads();
+    const bool outer = jobs >= 2 * threads;  // else each matmul uses the threads
+
+    std::vector<int64_t> staged;  // the whole output, for failing-capable models only
+    if (needs_staging(m)) staged.resize(static_cast<size_t>(N * O * P));
+
+    struct Workspace {
+        std::vector<char> col;
+        std::vector<int64_t> out;
+    };
+    std::vector<Workspace> workspaces(static_cast<size_t>(outer ? threads : 1));
+    auto run_job = [&](int64_t job, int thread, int inner_threads) {
+        Workspace &ws = workspaces[static_cast<size_t>(thread)];
+        ws.col.resize(static_cast<size_t>(block * K) * item);
+        ws.out.resize(static_cast<size_t>(block * Og));
+        const int64_t n = job / (G * pixel_blocks), g = job / pixel_blocks % G;
+        const int64_t p0 = job % pixel_blocks * block, np = std::min(block, P - p0);
+        for (int64_t q = 0; q < np; ++q) {
+            const int64_t oy = (p0 + q) / OW, ox = (p0 + q) % OW;
+            char *row = ws.col.data() + static_cast<size_t>(q * K) * item;
+            for (int64_t c = 0; c < Cg; ++c)
+                for (int64_t i = 0; i < KH; ++i) {
+                    const int64_t y = oy * p.stride[0] - p.padding[0] + i * p.dilation[0];
+                    for (int64_t j = 0; j < KW; ++j) {
+                        const int64_t x = ox * p.stride[1] - p.padding[1] + j * p.dilation[1];
+                        char *dst = row + ((c * KH + i) * KW + j) * static_cast<int64_t>(item);
+                        if (y < 0 || y >= H || x < 0 || x >= W)
+                            std::memcpy(dst, zero_code, item);
+                        else
+                            std::memcpy(dst,
+                                        offset_ptr(p.x.data,
+                                                   n * p.x.strides[0] +
+                                                       (g * Cg + c) * p.x.strides[1] +
+                                                       y * p.x.strides[2] + x * p.x.strides[3],
+                                                   p.x.dtype),
+                                        item);
+                    }
+                }
+        }
+        MatmulProblem mp{&m, np, Og, K,
+                         MatrixView{"x", p.x.dtype, ws.col.data(), np, K, K, 1},
+                         MatrixView{"w", p.w.dtype, weights.data() + static_cast<size_t>(g * K * Og) * item,
+                                    K, Og, Og, 1},
+                         MatrixView{"out", out_dtype, ws.out.data(), np, Og, Og, 1},
+                         p.x_zero_point, p.w_zero_point, inner_threads};
+        matmul(mp);
+        for (int64_t q = 0; q < np; ++q)
+            for (int64_t o = 0; o < Og; ++o) {
+                const int64_t value = out_dtype == APPROXMUL_INT32
+                                          ? reinterpret_cast<const int32_t *>(ws.out.data())[q * Og + o]
+                                          : ws.out[static_cast<size_t>(q * Og + o)];
+                const int64_t oc = g * Og + o, pixel = p0 + q;
+                if (!staged.empty()) {
+                    staged[static_cast<size_t>((n * O + oc) * P + pixel)] = value;
+                    continue;
+                }
+                const int64_t offset = n * p.out.strides[0] + oc * p.out.strides[1] +
+                                       pixel / OW * p.out.strides[2] + pixel % OW * p.out.strides[3];
+                MatrixView one{"out", p.out.dtype, offset_ptr(p.out.data, offset, p.out.dtype), 1,
+                               1, 0, 0};
+                store_value(one, 0, 0, value);
+            }
+    };
+    if (outer)
+        parallel_for(jobs, threads, [&](int64_t job, int thread) { run_job(job, thread, 1); });
+    else
+        for (int64_t job = 0; job < jobs; ++job) run_job(job, 0, 0);
+    if (!staged.empty())
+        for (int64_t e = 0; e < N * O * P; ++e) {
+            const int64_t n = e / (O * P), oc = e / P % O, pixel = e % P;
+            const int64_t offset = n * p.out.strides[0] + oc * p.out.strides[1] +
+                                   pixel / OW * p.out.strides[2] + pixel % OW * p.out.strides[3];
+            MatrixView one{"out", p.out.dtype, offset_ptr(p.out.data, offset, p.out.dtype), 1, 1,
+                           0, 0};
+            store_value(one, 0, 0, staged[static_cast<size_t>(e)]);
+        }
+}
+
+}  // namespace approxmul::kernels

@@ -1,0 +1,222 @@
+// The instruction-set specific kernels, written once. Meson compiles this
+// file once per instruction set with that set's flags and
+// APPROXMUL_KERNEL_ISA set to generic, avx2 or avx512; the preprocessor
+// picks the vector type below from the flags, and the templates are the same
+// for every set. Each compilation exports exactly one function, the
+// registry entry <isa>_kernel_table(); everything else has internal
+// linkage, and no C++ standard library template is instantiated here (see
+// isa.hpp for why).
+#include <cstring>
+
+#include "isa.hpp"
+
+#if defined(__AVX512F__) || defined(__AVX2__)
+#include <immintrin.h>
+#endif
+
+#ifndef APPROXMUL_KERNEL_ISA
+#error "APPROXMUL_KERNEL_ISA must name the instruction set this file is compiled for"
+#endif
+
+namespace approxmul::kernels {
+
+namespace {
+
+// --------------------------------------------------------------- vectors
+// A lane is one int32 accumulator holding the dot product of an int16 pair.
+
+#if defined(__AVX512F__) && defined(__AVX512BW__) && defined(__AVX512VNNI__)
+struct Vec {
+    using T = __m512i;
+    static constexpr int lanes = 16;
+    static constexpr const char *kernel = "int16 pairs, vpdpwssd zmm (AVX-512 VNNI)";
+    static T zero() { return _mm512_setzero_si512(); }
+    static T load(const void *p) { return _mm512_loadu_si512(p); }
+    static T broadcast_pair(const int16_t *p) {
+        int32_t x;
+        std::memcpy(&x, p, 4);
+        return _mm512_set1_epi32(x);
+    }
+    static T dot_pairs(T acc, T a, T b) { return _mm512_dpwssd_epi32(acc, a, b); }
+    static T add(T a, T b) { return _mm512_add_epi32(a, b); }
+    static void store(void *p, T v) { _mm512_storeu_si512(p, v); }
+};
+constexpr int kGemmRows = 8;
+#elif defined(__AVX2__)
+struct Vec {
+    using T = __m256i;
+    static constexpr int lanes = 8;
+    static constexpr const char *kernel = "int16 pairs, vpmaddwd + vpaddd ymm (AVX2)";
+    static T zero() { return _mm256_setzero_si256(); }
+    static T load(const void *p) { return _mm256_loadu_si256(static_cast<const T *>(p)); }
+    static T broadcast_pair(const int16_t *p) {
+        int32_t x;
+        std::memcpy(&x, p, 4);
+        return _mm256_set1_epi32(x);
+    }
+    // vpmaddwd: both int16 products summed into int32; the only wrap is
+    // -32768 * -32768 * 2, and wrapping is what the driver expects.
+    static T dot_pairs(T acc, T a, T b) { return _mm256_add_epi32(acc, _mm256_madd_epi16(a, b)); }
+    static T add(T a, T b) { return _mm256_add_epi32(a, b); }
+    static void store(void *p, T v) { _mm256_storeu_si256(static_cast<T *>(p), v); }
+};
+constexpr int kGemmRows = 6;
+#else
+// Portable: a "vector" of 4 int32 lanes in plain C++, which compilers
+// vectorise for whatever the target offers.
+struct Vec {
+    struct T {
+        uint32_t v[4];
+    };
+    static constexpr int lanes = 4;
+    static constexpr const char *kernel = "int16 pairs, portable C++";
+    static T zero() { return T{{0, 0, 0, 0}}; }
+    static T load(const void *p) {
+        T t;
+        std::memcpy(t.v, p, sizeof t.v);
+        return t;
+    }
+    static T broadcast_pair(const int16_t *p) {
+        uint32_t x;
+        std::memcpy(&x, p, 4);
+        return T{{x, x, x, x}};
+    }
+    static T dot_pairs(T acc, T a, T b) {
+        for (int l = 0; l < 4; ++l) {
+            const int32_t a0 = static_cast<int16_t>(a.v[l] & 0xffff);
+            const int32_t a1 = static_cast<int16_t>(a.v[l] >> 16);
+            const int32_t b0 = static_cast<int16_t>(b.v[l] & 0xffff);
+            const int32_t b1 = static_cast<int16_t>(b.v[l] >> 16);
+            // unsigned arithmetic: wraps modulo 2^32 like the vector instructions
+            acc.v[l] += static_cast<uint32_t>(a0 * b0) + static_cast<uint32_t>(a1 * b1);
+        }
+        return acc;
+    }
+    static T add(T a, T b) {
+        for (int l = 0; l < 4; ++l) a.v[l] += b.v[l];
+        return a;
+    }
+    static void store(void *p, T v) { std::memcpy(p, v.v, sizeof v.v); }
+};
+constexpr int kGemmRows = 4;
+#endif
+
+constexpr int kGemmCols = 2 * Vec::lanes;
+
+// ------------------------------------------------------- int16 GEMM
+// kGemmRows x (2 vectors) accumulators stay in registers for the whole
+// inner loop; A pairs are broadcast (folded into the instruction's memory
+// operand on AVX-512), B pairs are loaded once per pair step.
+void gemm_micro(int64_t kpairs, const int16_t *a, const int16_t *b, int32_t *c, int64_t ldc,
+                int accumulate) {
+    typename Vec::T acc[kGemmRows][2];
+#pragma GCC unroll 16
+    for (int r = 0; r < kGemmRows; ++r) acc[r][0] = acc[r][1] = Vec::zero();
+    for (int64_t kp = 0; kp < kpairs; ++kp) {
+        const int16_t *bp = b + kp * kGemmCols * 2;
+        const auto b0 = Vec::load(bp), b1 = Vec::load(bp + 2 * Vec::lanes);
+        const int16_t *ap = a + kp * kGemmRows * 2;
+#pragma GCC unroll 16
+        for (int r = 0; r < kGemmRows; ++r) {
+            const auto x = Vec::broadcast_pair(ap + 2 * r);
+            acc[r][0] = Vec::dot_pairs(acc[r][0], x, b0);
+            acc[r][1] = Vec::dot_pairs(acc[r][1], x, b1);
+        }
+    }
+#pragma GCC unroll 16
+    for (int r = 0; r < kGemmRows; ++r) {
+        int32_t *row = c + r * ldc;
+        if (accumulate) {
+            acc[r][0] = Vec::add(acc[r][0], Vec::load(row));
+            acc[r][1] = Vec::add(acc[r][1], Vec::load(row + Vec::lanes));
+        }
+        Vec::store(row, acc[r][0]);
+        Vec::store(row + Vec::lanes, acc[r][1]);
+    }
+}
+
+// ------------------------------------------------------- table kernel
+
+#if defined(__AVX512VBMI__) && defined(__AVX512BW__)
+constexpr const char *kTableKernel =
+    "byte planes in zmm registers, vpermi2b lookups (AVX-512 VBMI), 16-bit sums";
+constexpr int kTableChunks = 2;  // 64-column chunks per call: 8 accumulators
+
+// The stationary code's 256 products sit in 8 registers (4 per byte plane);
+// vpermi2b looks 64 streamed codes up in 128 entries, a blend on the codes'
+// top bit picks the right half.
+void table_block(int64_t inner, const uint8_t *s, const uint8_t *x, int64_t x_stride,
+                 const uint8_t *planes, uint16_t *sums) {
+    __m512i acc[kTableChunks][4];
+    for (auto &chunk : acc)
+        for (auto &v : chunk) v = _mm512_setzero_si512();
+    const __m512i low_byte = _mm512_set1_epi16(0x00ff);
+    for (int64_t k = 0; k < inner; ++k) {
+        const uint8_t *t = planes + static_cast<uint32_t>(s[k]) * 512;
+        const __m512i l0 = _mm512_loadu_si512(t), l1 = _mm512_loadu_si512(t + 64);
+        const __m512i l2 = _mm512_loadu_si512(t + 128), l3 = _mm512_loadu_si512(t + 192);
+        const __m512i h0 = _mm512_loadu_si512(t + 256), h1 = _mm512_loadu_si512(t + 320);
+        const __m512i h2 = _mm512_loadu_si512(t + 384), h3 = _mm512_loadu_si512(t + 448);
+        const uint8_t *xk = x + k * x_stride;
+#pragma GCC unroll 4
+        for (int c = 0; c < kTableChunks; ++c) {
+            const __m512i idx = _mm512_loadu_si512(xk + 64 * c);
+            const __mmask64 upper = _mm512_movepi8_mask(idx);
+            const __m512i lo = _mm512_mask_blend_epi8(upper, _mm512_permutex2var_epi8(l0, idx, l1),
+                                                      _mm512_permutex2var_epi8(l2, idx, l3));
+            const __m512i hi = _mm512_mask_blend_epi8(upper, _mm512_permutex2var_epi8(h0, idx, h1),
+                                                      _mm512_permutex2var_epi8(h2, idx, h3));
+            acc[c][0] = _mm512_add_epi16(acc[c][0], _mm512_and_si512(lo, low_byte));
+            acc[c][1] = _mm512_add_epi16(acc[c][1], _mm512_srli_epi16(lo, 8));
+            acc[c][2] = _mm512_add_epi16(acc[c][2], _mm512_and_si512(hi, low_byte));
+            acc[c][3] = _mm512_add_epi16(acc[c][3], _mm512_srli_epi16(hi, 8));
+        }
+    }
+    for (int c = 0; c < kTableChunks; ++c)
+        for (int v = 0; v < 4; ++v) _mm512_storeu_si512(sums + (c * 4 + v) * 32, acc[c][v]);
+}
+#else
+constexpr const char *kTableKernel = "byte planes, one scalar lookup per product";
+constexpr int kTableChunks = 1;
+
+// Without byte permutes over 128 entries, one lookup per product; the
+// stationary code's planes stay in L1 while the streamed codes pass.
+void table_block(int64_t inner, const uint8_t *s, const uint8_t *x, int64_t x_stride,
+                 const uint8_t *planes, uint16_t *sums) {
+    for (int v = 0; v < kTableChunks * 4 * 32; ++v) sums[v] = 0;
+    for (int64_t k = 0; k < inner; ++k) {
+        const uint8_t *lo = planes + static_cast<uint32_t>(s[k]) * 512, *hi = lo + 256;
+        const uint8_t *xk = x + k * x_stride;
+        for (int c = 0; c < kTableChunks; ++c)
+            for (int j = 0; j < 64; ++j) {
+                const uint8_t code = xk[64 * c + j];
+                uint16_t *chunk = sums + c * 4 * 32 + (j & 1) * 32 + (j >> 1);
+                chunk[0] = static_cast<uint16_t>(chunk[0] + lo[code]);
+                chunk[64] = static_cast<uint16_t>(chunk[64] + hi[code]);
+            }
+    }
+}
+#endif
+
+#define APPROXMUL_STRINGIFY2(x) #x
+#define APPROXMUL_STRINGIFY(x) APPROXMUL_STRINGIFY2(x)
+
+const KernelTable kTable = {
+    APPROXMUL_STRINGIFY(APPROXMUL_KERNEL_ISA),
+    Vec::kernel,
+    kTableKernel,
+    kGemmRows,
+    kGemmCols,
+    gemm_micro,
+    kTableChunks * 64,
+    table_block,
+};
+
+}  // namespace
+
+#define APPROXMUL_CONCAT2(a, b) a##b
+#define APPROXMUL_CONCAT(a, b) APPROXMUL_CONCAT2(a, b)
+
+const KernelTable *APPROXMUL_CONCAT(APPROXMUL_KERNEL_ISA, _kernel_table)() { return &kTable; }
+
+}  // namespace approxmul::kernels

@@ -1,0 +1,80 @@
+"""Deterministic matmul cases that exercise every kernel path and its edges.
+
+Shared by the ISA parity test (run once per instruction set in a
+subprocess) and its reference check. Sizes include 0, 1, values off every
+vector width (8, 16, 32, 64, 128), large inner sizes (int64 flushing),
+strided and transposed views, both signednesses and 1 or 2 threads.
+"""
+
+import numpy as np
+
+import approxmul_cffi as am
+
+SHAPES = [(0, 3, 4), (1, 1, 1), (3, 0, 5), (7, 33, 5), (9, 65, 129), (33, 130, 17),
+          (64, 200, 70), (5, 300, 257), (130, 40, 3), (2, 40000, 3)]
+
+
+def drum_table(bits=8, k=3):
+    f = np.arange(1 << bits)
+    out = f.copy()
+    for v in range(1 << bits):
+        p = int(v).bit_length()
+        if p > k:
+            out[v] = ((v >> (p - k)) | 1) << (p - k)
+    return np.outer(out, out)
+
+
+def truncated_table(cut, bits=8):
+    a = np.arange(1 << bits)[:, None]
+    b = np.arange(1 << bits)[None, :]
+    total = np.zeros((1 << bits, 1 << bits), np.int64)
+    for i in range(bits):
+        for j in range(bits):
+            if i + j >= cut:
+                total += (((a >> i) & 1) * ((b >> j) & 1)) << (i + j)
+    return total
+
+
+def multipliers():
+    rng = np.random.default_rng(7)
+    signed_exact = am.Multiplier.exact(8, signed=True)
+    yield "exact-u8", am.Multiplier.exact(8), False
+    yield "exact-s8", signed_exact, True
+    yield "exact-u5", am.Multiplier.exact(5), False
+    yield "drum", am.Multiplier.from_table(drum_table()), False
+    yield "trunc2", am.Multiplier.from_table(truncated_table(2)), False
+    # signed, bit-linear in the second operand only (factorized on the transpose)
+    t = signed_exact.table().astype(np.int64)
+    t[:, 1::2] += 3 * (np.arange(256)[:, None] % 2)
+    yield "linear-s8", am.Multiplier.from_table(t, signed=True), True
+    yield "table-u8", am.Multiplier.from_table(rng.integers(0, 65536, (256, 256))), False
+    yield "table-s8", am.Multiplier.from_table(rng.integers(-20000, 20000, (256, 256)),
+                                               signed=True), True
+    yield "table-u6", am.Multiplier.from_table(rng.integers(-9, 60000, (64, 64))), False
+    yield "table-wide", am.Multiplier.from_table(rng.integers(-2**30, 2**30, (256, 256))), False
+
+
+def operands(rng, shape, bits, signed, wide):
+    low, high = (-(1 << (bits - 1)), 1 << (bits - 1)) if signed else (0, 1 << bits)
+    dtype = (np.int16 if signed else np.uint16) if wide else (np.int8 if signed else np.uint8)
+    return rng.integers(low, high, size=shape).astype(dtype)
+
+
+def cases():
+    rng = np.random.default_rng(11)
+    for mname, mult, signed in multipliers():
+        bits = mult.bits
+        for index, (rows, inner, cols) in enumerate(SHAPES):
+            if inner > 1000 and mname not in ("exact-u8", "table-u8", "drum", "table-wide"):
+                continue
+            wide = index % 4 == 3
+            a = operands(rng, (rows, inner), bits, signed, wide)
+            b = operands(rng, (inner, cols), bits, signed, wide)
+            if index % 3 == 1:
+                a = np.asfortranarray(a)
+            if index % 3 == 2:
+                b = np.ascontiguousarray(b[::-1])[::-1]
+            low, high = mult.operand_range
+            za, zb = (0, 0) if index % 2 == 0 else (int(rng.integers(low, high + 1)),
+                                                     int(rng.integers(low, high + 1)))
+            yield (f"{mname}-{rows}x{inner}x{cols}", mult, a, b, za, zb, 1 + index % 2)

@@ -1,0 +1,20 @@
+"""The benchmark runs (at a tiny size) so that it cannot rot; nothing is timed here."""
+
+import json
+import subprocess
+import sys
+
+from conftest import ROOT
+
+
+def test_bench_gemm_quick_runs(tmp_path):
+    out = tmp_path / "bench.json"
+    result = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "bench_gemm.py"),
+                             "--quick", "--json", str(out)],
+                            capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stderr
+    data = json.loads(out.read_text())
+    whats = {r["what"] for r in data["results"]}
+    assert "numpy float32 matmul" in whats
+    assert any(w.startswith("approxmul random 8x8 table") for w in whats)
+    assert all(r["gproducts_per_s"] > 0 for r in data["results"])

@@ -1,0 +1,162 @@
+"""conv2d: bit-exact against an independent integer convolution and PyTorch; bad input."""
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import approxmul_cffi as am
+from kernel_cases import drum_table
+
+
+def reference_conv(table, x, w, bits, stride, padding, dilation, groups, zx, zw):
+    """Direct loops over output positions (NumPy per position), every product from the table."""
+    table = np.asarray(table, np.int64)
+    mask = (1 << bits) - 1
+    n, c, h, width = x.shape
+    o, cg, kh, kw = w.shape
+    (sh, sw), (ph, pw), (dh, dw) = stride, padding, dilation
+    oh = (h + 2 * ph - dh * (kh - 1) - 1) // sh + 1
+    ow = (width + 2 * pw - dw * (kw - 1) - 1) // sw + 1
+    padded = np.full((n, c, h + 2 * ph, width + 2 * pw), zx, np.int64)
+    padded[:, :, ph:ph + h, pw:pw + width] = x
+    out = np.zeros((n, o, oh, ow), np.int64)
+    og = o // groups
+    w64 = w.astype(np.int64)
+    for oc in range(o):
+        g = oc // og
+        for y in range(oh):
+            for xx in range(ow):
+                patch = padded[:, g * cg:(g + 1) * cg,
+                               y * sh:y * sh + dh * (kh - 1) + 1:dh,
+                               xx * sw:xx * sw + dw * (kw - 1) + 1:dw]
+                products = table[patch & mask, w64[oc] & mask]
+                out[:, oc, y, xx] = (products.sum(axis=(1, 2, 3)) - zw * patch.sum(axis=(1, 2, 3))
+                                     - zx * w64[oc].sum() + cg * kh * kw * zx * zw)
+    return out
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(n=st.integers(1, 2), groups=st.integers(1, 3), cg=st.integers(1, 3), og=st.integers(1, 3),
+       h=st.integers(1, 8), w=st.integers(1, 8), kh=st.integers(1, 3), kw=st.integers(1, 3),
+       stride=st.tuples(st.integers(1, 3), st.integers(1, 3)),
+       padding=st.tuples(st.integers(0, 2), st.integers(0, 2)),
+       dilation=st.tuples(st.integers(1, 2), st.integers(1, 2)),
+       kind=st.sampled_from(["exact-s8", "table-u8", "drum-u8"]), zero=st.booleans(),
+       threads=st.sampled_from([1, 2]), seed=st.integers(0, 2**32 - 1))
+def test_conv2d_matches_reference(n, groups, cg, og, h, w, kh, kw, stride, padding, dilation,
+                                  kind, zero, threads, seed):
+    if h + 2 * padding[0] < dilation[0] * (kh - 1) + 1 or \
+            w + 2 * padding[1] < dilation[1] * (kw - 1) + 1:
+        return
+    rng = np.random.default_rng(seed)
+    signed = kind.endswith("s8")
+    if kind == "exact-s8":
+        m = am.Multiplier.exact(8, signed=True)
+    elif kind == "drum-u8":
+        m = am.Multiplier.from_table(drum_table())
+    else:
+        m = am.Multiplier.from_table(rng.integers(0, 60000, (256, 256)))
+    low, high = (-128, 128) if signed else (0, 256)
+    dtype = np.int8 if signed else np.uint8
+    x = rng.integers(low, high, (n, groups * cg, h, w)).astype(dtype)
+    wt = rng.integers(low, high, (groups * og, cg, kh, kw)).astype(dtype)
+    zx, zw = (int(rng.integers(low, high)), int(rng.integers(low, high))) if zero else (0, 0)
+    am.set_num_threads(threads)
+    try:
+        got = am.conv2d(x, wt, m, stride=stride, padding=padding, dilation=dilation,
+                        groups=groups, x_zero_point=zx, w_zero_point=zw)
+    finally:
+        am.set_num_threads(0)
+    expected = reference_conv(m.table(), x, wt, 8, stride, padding, dilation, groups, zx, zw)
+    assert got.dtype == np.dtype(am.accumulator_dtype(m, cg * kh * kw, zx, zw))
+    np.testing.assert_array_equal(got, expected)
+
+
+def test_conv2d_exact_equals_torch_float64():
+    torch = pytest.importorskip("torch")
+    rng = np.random.default_rng(3)
+    m = am.Multiplier.exact(8, signed=True)
+    cases = [dict(stride=1, padding=1, dilation=1, groups=1, shape=(2, 6, 11, 9), o=4, k=3),
+             dict(stride=2, padding=(0, 2), dilation=(2, 1), groups=3, shape=(1, 6, 12, 10), o=9, k=3),
+             dict(stride=1, padding=1, dilation=1, groups=8, shape=(3, 8, 7, 7), o=8, k=3)]
+    for case in cases:
+        n, c, h, w = case["shape"]
+        x = rng.integers(-128, 128, case["shape"]).astype(np.int8)
+        wt = rng.integers(-128, 128, (case["o"], c // case["groups"], case["k"], case["k"])) \
+            .astype(np.int8)
+        zx, zw = 5, -3
+        got = am.conv2d(x, wt, m, stride=case["stride"], padding=case["padding"],
+                        dilation=case["dilation"], groups=case["groups"], x_zero_point=zx,
+                        w_zero_point=zw)
+        # padded taps hold zx, so (x - zx) is zero-padded: PyTorch's convention
+        expected = torch.nn.functional.conv2d(
+            torch.tensor(x, dtype=torch.float64) - zx, torch.tensor(wt, dtype=torch.float64) - zw,
+            stride=case["stride"], padding=case["padding"], dilation=case["dilation"],
+            groups=case["groups"]).numpy()
+        np.testing.assert_array_equal(got, expected.astype(np.int64))
+
+
+def test_conv2d_strided_inputs_and_output():
+    rng = np.random.default_rng(5)
+    m = am.Multiplier.from_table(rng.integers(0, 60000, (256, 256)))
+    x = rng.integers(0, 256, (2, 3, 10, 12)).astype(np.uint8)
+    wt = rng.integers(0, 256, (4, 3, 3, 3)).astype(np.uint8)
+    expected = am.conv2d(x, wt, m, padding=1)
+    xs = np.zeros((2, 6, 10, 24), np.uint8)[:, ::2, :, ::2]
+    xs[...] = x
+    out = np.zeros((2, 3, 4, 10, 12), expected.dtype).transpose(0, 2, 3, 4, 1)[..., 0]
+    got = am.conv2d(xs, np.asfortranarray(wt), m, padding=1, out=out)
+    assert got is out
+    np.testing.assert_array_equal(out, expected)
+
+
+def test_conv2d_large_batch_uses_bounded_blocks():
+    # a batch whose full im2col would be N*OH*OW*C*9 bytes; only blocks are gathered
+    rng = np.random.default_rng(9)
+    m = am.Multiplier.exact(8)
+    x = rng.integers(0, 256, (64, 3, 32, 32)).astype(np.uint8)
+    wt = rng.integers(0, 256, (8, 3, 3, 3)).astype(np.uint8)
+    got = am.conv2d(x, wt, m, padding=1)
+    torch = pytest.importorskip("torch")
+    expected = torch.nn.functional.conv2d(torch.tensor(x, dtype=torch.float64),
+                                          torch.tensor(wt, dtype=torch.float64), padding=1)
+    np.testing.assert_array_equal(got, expected.numpy().astype(np.int64))
+
+
+@pytest.mark.parametrize("kwargs, error, text", [
+    (dict(groups=2), am.ShapeError, "groups"),
+    (dict(groups=0), am.InvalidArgumentError, "groups"),
+    (dict(stride=0), am.InvalidArgumentError, "stride"),
+    (dict(padding=-1), am.InvalidArgumentError, "padding"),
+    (dict(dilation=0), am.InvalidArgumentError, "dilation"),
+    (dict(dilation=5), am.ShapeError, "no output"),
+    (dict(x_zero_point=300), am.OperandRangeError, "x_zero_point"),
+    (dict(stride=(1, 2, 3)), am.InvalidArgumentError, "stride"),
+])
+def test_conv2d_bad_parameters(kwargs, error, text):
+    m = am.Multiplier.exact(8)
+    x = np.ones((1, 3, 5, 5), np.uint8)
+    w = np.ones((4, 3, 3, 3), np.uint8)
+    with pytest.raises(error, match=text):
+        am.conv2d(x, w, m, **kwargs)
+
+
+def test_conv2d_bad_operands_and_untouched_output():
+    m = am.Multiplier.exact(8)
+    x = np.ones((1, 3, 5, 5), np.uint8)
+    w = np.ones((4, 3, 3, 3), np.uint8)
+    with pytest.raises(am.DTypeError):
+        am.conv2d(x.astype(np.int8), w, m)
+    with pytest.raises(am.ShapeError):
+        am.conv2d(x[0], w, m)
+    with pytest.raises(am.ShapeError, match="input channels"):
+        am.conv2d(x, np.ones((4, 2, 3, 3), np.uint8), m)
+    out = np.full((1, 4, 3, 3), -7, np.int64)
+    with pytest.raises(am.ShapeError):
+        am.conv2d(x, w, m, out=np.full((1, 4, 4, 3), -7, np.int64))
+    with pytest.raises(am.AliasingError):
+        am.conv2d(x, w, m, out=np.lib.stride_tricks.as_strided(out, strides=(0, 0, 0, 8)))
+    with pytest.raises(am.OperandRangeError):
+        am.conv2d(x.astype(np.uint16) * 300, w, m, out=out)
+    assert (out == -7).all()

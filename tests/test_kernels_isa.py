@@ -1,0 +1,116 @@
+"""Every instruction set this CPU runs gives the generic path's results, bit for bit.
+
+The instruction set is chosen once per process, so each one runs the same
+battery in a subprocess (APPROXMUL_ISA=...) and the results are compared
+here with each other and with the NumPy reference.
+"""
+
+import json
+
+import numpy as np
+import pytest
+
+import approxmul_cffi as am
+from reference import table_matmul
+
+BATTERY = r"""
+import json, sys
+import numpy as np
+import approxmul_cffi as am
+sys.path.insert(0, {tests!r})
+from kernel_cases import cases
+out = {{}}
+for name, mult, a, b, za, zb, threads in cases():
+    am.set_num_threads(threads)
+    out[name] = [mult.plan, am.matmul(a, b, mult, a_zero_point=za, b_zero_point=zb).tolist()]
+print(json.dumps({{"isa": am.info()["isa"], "results": out}}))
+"""
+
+
+def supported_isas():
+    features = am.info().get("cpu_features", "")
+    isas = ["generic"]
+    if "avx2" in features:
+        isas.append("avx2")
+    if all(f in features for f in ("avx512f", "avx512bw", "avx512vl", "avx512vnni",
+                                   "avx512vbmi")):
+        isas.append("avx512")
+    return isas
+
+
+def run_battery(python_runner, isa):
+    from conftest import ROOT
+    result = python_runner(BATTERY.format(tests=str(ROOT / "tests")),
+                           env={"APPROXMUL_ISA": isa}, timeout=300)
+    assert result.returncode == 0, result.stderr
+    data = json.loads(result.stdout)
+    assert data["isa"] == isa
+    return data["results"]
+
+
+@pytest.fixture(scope="module")
+def battery_results():
+    from conftest import run_python
+    return {isa: run_battery(run_python, isa) for isa in supported_isas()}
+
+
+def test_every_isa_matches_generic_and_numpy(battery_results):
+    from kernel_cases import cases
+    expected = {name: (mult, a, b, za, zb) for name, mult, a, b, za, zb, _ in cases()}
+    generic = battery_results["generic"]
+    for isa, results in battery_results.items():
+        assert results.keys() == generic.keys()
+        for name, (plan, values) in results.items():
+            assert values == generic[name][1], f"{isa} differs from generic on {name} ({plan})"
+    for name, (mult, a, b, za, zb) in expected.items():
+        reference = table_matmul(mult.table(), a, b, mult.bits, za, zb)
+        np.testing.assert_array_equal(np.array(generic[name][1]).reshape(reference.shape),
+                                      reference, err_msg=name)
+
+
+def test_battery_covers_every_plan(battery_results):
+    plans = {plan for plan, _ in battery_results["generic"].values()}
+    assert {"exact-gemm", "factorized-gemm", "table"} <= plans
+
+
+def test_forced_isa_reported(python_runner):
+    result = python_runner("import approxmul_cffi as am; print(am.info()['isa'])",
+                           env={"APPROXMUL_ISA": "generic"})
+    assert result.returncode == 0 and result.stdout.strip() == "generic"
+
+
+@pytest.mark.parametrize("value", ["avx1024", "neon"])
+def test_forced_unknown_isa_errors_cleanly(python_runner, value):
+    code = ("import numpy as np, approxmul_cffi as am\n"
+            "info = am.info()\n"
+            "print(info['isa'], '|', info['isa_error'])\n"
+            "try:\n"
+            "    am.matmul(np.ones((2, 2), np.uint8), np.ones((2, 2), np.uint8),"
+            " am.Multiplier.exact(8))\n"
+            "except am.UnsupportedError as e:\n"
+            "    print('raised', e)\n")
+    result = python_runner(code, env={"APPROXMUL_ISA": value})
+    assert result.returncode == 0, result.stderr
+    assert "unavailable" in result.stdout and "raised" in result.stdout
+    assert value in result.stdout
+
+
+def test_forcing_an_isa_the_cpu_lacks_errors_cleanly(python_runner):
+    missing = [isa for isa in ("avx2", "avx512") if isa not in supported_isas()]
+    if not missing:
+        pytest.skip("this CPU has every instruction set approxmul has kernels for")
+    code = ("import numpy as np, approxmul_cffi as am\n"
+            "try:\n"
+            "    am.matmul(np.ones((2, 2), np.uint8), np.ones((2, 2), np.uint8),"
+            " am.Multiplier.exact(8))\n"
+            "except am.UnsupportedError as e:\n"
+            "    print('raised', e)\n")
+    result = python_runner(code, env={"APPROXMUL_ISA": missing[0]})
+    assert result.returncode == 0 and "raised" in result.stdout and "lacks" in result.stdout
+
+
+def test_info_reports_kernels():
+    info = am.info()
+    assert info["isa"] in ("generic", "avx2", "avx512")
+    for plan in ("exact-gemm", "factorized-gemm", "table", "function"):
+        assert info["kernel." + plan]
