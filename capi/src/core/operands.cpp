@@ -211,12 +211,13 @@ void check_tensor_output(const TensorView &out, const TensorView &a, const Tenso
     require_pointer(out.data, out.name);
     // Injective when, sorted by |stride|, each stride steps past everything
     // the smaller ones reach (what every ordinary strided layout satisfies).
-    int order[4] = {0, 1, 2, 3};
-    std::sort(order, order + out.ndim, [&](int x, int y) {
+    const int ndim = std::min(out.ndim, kMaxTensorDims);
+    int order[kMaxTensorDims] = {0, 1, 2, 3};
+    std::sort(order, order + ndim, [&](int x, int y) {
         return std::llabs(out.strides[x]) < std::llabs(out.strides[y]);
     });
     int64_t reach = 0;  // largest element offset the smaller dimensions cover
-    for (int o = 0; o < out.ndim; ++o) {
+    for (int o = 0; o < ndim; ++o) {
         const int d = order[o];
         if (out.shape[d] <= 1) continue;
         const int64_t s = std::llabs(out.strides[d]);

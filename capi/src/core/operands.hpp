@@ -44,13 +44,15 @@ approxmul_dtype accumulator_dtype(const Multiplier &m, int64_t inner, int64_t a_
                                   int64_t b_zero_point);
 
 // A strided tensor of up to 4 dimensions (batched matrices, NCHW images).
+constexpr int kMaxTensorDims = 4;
+
 struct TensorView {
     const char *name;
     approxmul_dtype dtype;
     const void *data;
-    int ndim;
-    int64_t shape[4];
-    int64_t strides[4];  // in elements
+    int ndim;  // 1..kMaxTensorDims
+    int64_t shape[kMaxTensorDims];
+    int64_t strides[kMaxTensorDims];  // in elements
 
     int64_t size() const;  // element count (overflow-checked)
     void byte_range(intptr_t &lo, intptr_t &hi) const;
