@@ -213,9 +213,11 @@ void check_tensor_output(const TensorView &out, const TensorView &a, const Tenso
     // the smaller ones reach (what every ordinary strided layout satisfies).
     const int ndim = std::min(out.ndim, kMaxTensorDims);
     int order[kMaxTensorDims] = {0, 1, 2, 3};
-    std::sort(order, order + ndim, [&](int x, int y) {
-        return std::llabs(out.strides[x]) < std::llabs(out.strides[y]);
-    });
+    // insertion sort: at most 4 entries (std::sort trips GCC 12's -Warray-bounds here)
+    for (int i = 1; i < ndim; ++i)
+        for (int j = i; j > 0 && std::llabs(out.strides[order[j - 1]]) >
+                                     std::llabs(out.strides[order[j]]); --j)
+            std::swap(order[j - 1], order[j]);
     int64_t reach = 0;  // largest element offset the smaller dimensions cover
     for (int o = 0; o < ndim; ++o) {
         const int d = order[o];
