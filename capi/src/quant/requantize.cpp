@@ -45,18 +45,25 @@ void run(const RequantizeProblem &p) {
     const Acc *acc = static_cast<const Acc *>(p.acc);
     Out *out = static_cast<Out *>(p.out);
     const int64_t rows = p.outer * p.channels;
-    const int threads = rows * p.inner > 32768 ? num_threads() : 1;
-    kernels::parallel_for(rows, threads, [&](int64_t row, int) {
-        const int64_t c = row % p.channels;
-        const int64_t bias = p.bias ? p.bias[c] : 0;
-        const int64_t m = p.mantissa[c];
-        const int shift = p.shift[c];
-        const Acc *in = acc + row * p.inner;
-        Out *to = out + row * p.inner;
-        for (int64_t i = 0; i < p.inner; ++i) {
-            const int64_t y = Scale(saturate32(static_cast<int64_t>(in[i]) + bias), m, shift);
-            to[i] = static_cast<Out>(std::min<int64_t>(std::max<int64_t>(y + p.zero_point, p.qmin),
-                                                       p.qmax));
+    // Rows can be short (a linear layer's are one element): hand out blocks of
+    // about 16k elements so that scheduling costs nothing next to the work.
+    const int64_t rows_per_task = std::max<int64_t>(1, 16384 / std::max<int64_t>(p.inner, 1));
+    const int64_t tasks = (rows + rows_per_task - 1) / rows_per_task;
+    const int threads = tasks > 1 ? num_threads() : 1;
+    kernels::parallel_for(tasks, threads, [&](int64_t task, int) {
+        const int64_t end = std::min(rows, (task + 1) * rows_per_task);
+        for (int64_t row = task * rows_per_task; row < end; ++row) {
+            const int64_t c = row % p.channels;
+            const int64_t bias = p.bias ? p.bias[c] : 0;
+            const int64_t m = p.mantissa[c];
+            const int shift = p.shift[c];
+            const Acc *in = acc + row * p.inner;
+            Out *to = out + row * p.inner;
+            for (int64_t i = 0; i < p.inner; ++i) {
+                const int64_t y = Scale(saturate32(static_cast<int64_t>(in[i]) + bias), m, shift);
+                to[i] = static_cast<Out>(
+                    std::min<int64_t>(std::max<int64_t>(y + p.zero_point, p.qmin), p.qmax));
+            }
         }
     });
 }
