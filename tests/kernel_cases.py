@@ -2,7 +2,7 @@
 
 Shared by the ISA parity test (run once per instruction set in a
 subprocess) and its reference check. Sizes include 0, 1, values off every
-vector width (8, 16, 32, 64, 128), large inner sizes (int64 flushing),
+vector width (8, 16, 32, 64, 128), large inner sizes (int64 flushing; 70000 > the table kernel's 65536-step uint32 flush),
 strided and transposed views, both signednesses and 1 or 2 threads.
 """
 
@@ -11,7 +11,8 @@ import numpy as np
 import approxmul_cffi as am
 
 SHAPES = [(0, 3, 4), (1, 1, 1), (3, 0, 5), (7, 33, 5), (9, 65, 129), (33, 130, 17),
-          (64, 200, 70), (5, 300, 257), (130, 40, 3), (2, 40000, 3)]
+          (64, 200, 70), (5, 300, 257), (130, 40, 3), (2, 40000, 3), (3, 70000, 2),
+          (300, 20, 2)]
 
 
 def drum_table(bits=8, k=3):

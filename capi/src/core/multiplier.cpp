@@ -135,6 +135,15 @@ void Multiplier::finish() {
         const auto offset = static_cast<int32_t>(min_product_);
         planes_ = approxmul::byte_planes(table_, bits_, offset, false);
         if (!planes_.empty()) planes_transposed_ = approxmul::byte_planes(table_, bits_, offset, true);
+        for (const auto *src : {&planes_, &planes_transposed_}) {
+            if (src->empty()) continue;
+            auto &wide = src == &planes_ ? wide_ : wide_transposed_;
+            wide.resize(256 * 256);
+            for (size_t s = 0; s < 256; ++s)
+                for (size_t x = 0; x < 256; ++x)
+                    wide[s * 256 + x] = static_cast<uint16_t>((*src)[s * 512 + x] |
+                                                              (*src)[s * 512 + 256 + x] << 8);
+        }
     }
 }
 

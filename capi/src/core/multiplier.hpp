@@ -85,6 +85,11 @@ public:
         return transposed ? planes_transposed_ : planes_;
     }
     int32_t byte_plane_offset() const { return static_cast<int32_t>(min_product_); }
+    // The same products (M - byte_plane_offset()) as whole uint16 values,
+    // wide[s * 256 + x]: the scalar table kernels' layout (one load a product).
+    const std::vector<uint16_t> &wide_planes(bool transposed) const {
+        return transposed ? wide_transposed_ : wide_;
+    }
     const std::string &name() const { return name_; }
 
 private:
@@ -102,6 +107,7 @@ private:
     int64_t max_product_ = 0;
     Plan plan_ = Plan::Function;
     std::vector<uint8_t> planes_, planes_transposed_;
+    std::vector<uint16_t> wide_, wide_transposed_;
 };
 
 void check_width(int bits, int max_bits);

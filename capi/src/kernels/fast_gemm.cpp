@@ -14,6 +14,7 @@
 // operand that keeps the longest rows streaming (transposing the problem and
 // the table when the rows are the better stream).
 #include <algorithm>
+#include <cstdlib>
 #include <cstring>
 #include <limits>
 #include <vector>
@@ -156,15 +157,44 @@ bool int16_gemm(const KernelTable &kt, const MatmulProblem &p) {
     return true;
 }
 
+namespace {
+
+// dst[r * ld + c] = code of v[r0 + r, c0 + c], r < nr, c < nc: the order of
+// the two loops follows the view's shorter stride, and 8-bit rows that are
+// contiguous are copied whole.
+void pack_codes(const MatrixView &v, uint32_t mask, int64_t r0, int64_t nr, int64_t c0,
+                int64_t nc, uint8_t *dst, int64_t ld) {
+    const bool bytes = v.dtype == APPROXMUL_UINT8 || v.dtype == APPROXMUL_INT8;
+    if (bytes && mask == 0xff && v.col_stride == 1) {
+        const auto *base = static_cast<const uint8_t *>(v.data);
+        for (int64_t r = 0; r < nr; ++r)
+            std::memcpy(dst + r * ld, base + (r0 + r) * v.row_stride + c0, static_cast<size_t>(nc));
+        return;
+    }
+    with_codes(v, mask, [&](auto code) {
+        if (std::llabs(v.col_stride) <= std::llabs(v.row_stride)) {
+            for (int64_t r = 0; r < nr; ++r)
+                for (int64_t c = 0; c < nc; ++c)
+                    dst[r * ld + c] = static_cast<uint8_t>(code(r0 + r, c0 + c));
+        } else {
+            for (int64_t c = 0; c < nc; ++c)
+                for (int64_t r = 0; r < nr; ++r)
+                    dst[r * ld + c] = static_cast<uint8_t>(code(r0 + r, c0 + c));
+        }
+    });
+}
+
+}  // namespace
+
 bool table_gemm(const KernelTable &kt, const MatmulProblem &p0) {
     const Multiplier &m = *p0.multiplier;
     if (m.plan() != Plan::Table || m.byte_planes(false).empty() || kt.table_block == nullptr)
         return false;
-    const int64_t W = kt.table_width;
-    // Stream the dimension that wastes least padding to whole W-wide blocks.
-    const double col_use = static_cast<double>(p0.cols) / (ceil_div(p0.cols, W) * W);
-    const double row_use = static_cast<double>(p0.rows) / (ceil_div(p0.rows, W) * W);
-    const bool flip = row_use > col_use;
+    // Stream the dimension that wastes least padding to whole 64-wide
+    // chunks (the longer one on a tie): its codes are the kernel's vectors.
+    auto use = [](int64_t n) { return static_cast<double>(n) / static_cast<double>(ceil_div(n, 64) * 64); };
+    const bool flip = use(p0.rows) > use(p0.cols) ||
+                      (use(p0.rows) == use(p0.cols) && p0.rows > p0.cols);
     MatmulProblem p = p0;
     if (flip) {  // C^T = B^T A^T with the table's operands swapped
         p.rows = p0.cols;
@@ -176,9 +206,15 @@ bool table_gemm(const KernelTable &kt, const MatmulProblem &p0) {
         p.b_zero_point = p0.a_zero_point;
     }
     const uint8_t *planes = m.byte_planes(flip).data();
+    const uint16_t *wide_planes = m.wide_planes(flip).data();
     const int64_t offset = m.byte_plane_offset();
-    constexpr int64_t KC = 256;  // the kernel's 16-bit sums hold 256 steps
+    constexpr int64_t KC = 256;            // the kernels' 16-bit sums hold 256 steps
+    constexpr int64_t FlushSteps = 65536;  // uint32 sums of values < 2^16 hold 65537 steps
+    const bool wide = p.inner > FlushSteps;
 
+    // Streamed width per job: the whole (64-rounded) columns up to the
+    // kernel's widest call; rows split until there is parallel work.
+    const int64_t W = std::min<int64_t>(kt.table_width, ceil_div(p.cols, 64) * 64);
     const int wanted = p.threads > 0 ? p.threads : num_threads();
     const int64_t target = 4 * static_cast<int64_t>(wanted);
     const int64_t col_jobs = ceil_div(p.cols, W);
@@ -192,46 +228,40 @@ bool table_gemm(const KernelTable &kt, const MatmulProblem &p0) {
 
     struct Workspace {
         std::vector<uint8_t> x, s;
-        std::vector<uint16_t> sums;
-        std::vector<int64_t> acc;
+        std::vector<uint32_t> acc;
+        std::vector<int64_t> wide;
     };
     std::vector<Workspace> workspaces(static_cast<size_t>(threads));
     parallel_for(jobs, threads, [&](int64_t job, int thread) {
         Workspace &w = workspaces[static_cast<size_t>(thread)];
         w.x.resize(static_cast<size_t>(KC * W));
-        w.s.resize(static_cast<size_t>(KC));
-        w.sums.resize(static_cast<size_t>(2 * W));
+        w.s.resize(static_cast<size_t>(rb * KC));
         w.acc.assign(static_cast<size_t>(rb * W), 0);
+        if (wide) w.wide.assign(static_cast<size_t>(rb * W), 0);
         const int64_t i0 = job / col_jobs * rb, j0 = job % col_jobs * W;
         const int64_t ni = std::min(rb, p.rows - i0), nj = std::min(W, p.cols - j0);
+        const int64_t width = ceil_div(nj, 64) * 64;
         for (int64_t k0 = 0; k0 < p.inner; k0 += KC) {
             const int64_t nk = std::min(KC, p.inner - k0);
-            with_codes(p.b, mask, [&](auto code) {
-                for (int64_t k = 0; k < nk; ++k) {
-                    uint8_t *row = w.x.data() + k * W;
-                    for (int64_t j = 0; j < nj; ++j) row[j] = static_cast<uint8_t>(code(k0 + k, j0 + j));
-                    std::memset(row + nj, 0, static_cast<size_t>(W - nj));
-                }
-            });
-            with_codes(p.a, mask, [&](auto code) {
-                for (int64_t i = 0; i < ni; ++i) {
-                    for (int64_t k = 0; k < nk; ++k)
-                        w.s[k] = static_cast<uint8_t>(code(i0 + i, k0 + k));
-                    kt.table_block(nk, w.s.data(), w.x.data(), W, planes, w.sums.data());
-                    int64_t *acc = w.acc.data() + i * W;
-                    for (int64_t j = 0; j < nj; ++j) {
-                        const int64_t c = j >> 6, h = j & 1, word = (j & 63) >> 1;
-                        const uint16_t *chunk = w.sums.data() + c * 128 + h * 32 + word;
-                        acc[j] += int64_t{chunk[0]} + (int64_t{chunk[64]} << 8);
-                    }
-                }
-            });
+            pack_codes(p.b, mask, k0, nk, j0, nj, w.x.data(), W);
+            if (width > nj)
+                for (int64_t k = 0; k < nk; ++k)
+                    std::memset(w.x.data() + k * W + nj, 0, static_cast<size_t>(width - nj));
+            pack_codes(p.a, mask, i0, ni, k0, nk, w.s.data(), KC);
+            for (int64_t i = 0; i < ni; ++i)
+                kt.table_block(nk, w.s.data() + i * KC, w.x.data(), W, width, planes, wide_planes,
+                               w.acc.data() + i * W);
+            if (wide && ((k0 + KC) % FlushSteps == 0 || k0 + KC >= p.inner)) {
+                for (size_t e = 0; e < w.acc.size(); ++e) w.wide[e] += w.acc[e];
+                std::fill(w.acc.begin(), w.acc.end(), 0u);
+            }
         }
         const int64_t total_offset = p.inner * offset;
         for (int64_t i = 0; i < ni; ++i)
-            for (int64_t j = 0; j < nj; ++j)
-                store_value(p.c, i0 + i, j0 + j,
-                            w.acc[i * W + j] + total_offset + cross(i0 + i, j0 + j));
+            for (int64_t j = 0; j < nj; ++j) {
+                const int64_t sum = wide ? w.wide[i * W + j] : int64_t{w.acc[i * W + j]};
+                store_value(p.c, i0 + i, j0 + j, sum + total_offset + cross(i0 + i, j0 + j));
+            }
     });
     return true;
 }

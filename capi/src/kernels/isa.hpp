@@ -25,16 +25,19 @@ struct KernelTable {
     void (*gemm_micro)(int64_t kpairs, const int16_t *a, const int16_t *b, int32_t *c,
                        int64_t ldc, int accumulate);
 
-    // Byte-plane table kernel. For each stationary code s[k] (k < inner),
-    // looks the streamed codes x[k * x_stride + j] (j < table_width) up in
-    // planes[s[k]] (512 bytes: the low bytes of the 256 products, then the
-    // high bytes) and adds them into 16-bit byte-plane sums laid out per
-    // 64-column chunk c as sums[(c * 4 + p * 2 + h) * 32 + w] for column
-    // j = 64 c + 2 w + h, plane p (0: low byte, 1: high byte). The sums are
-    // overwritten. inner <= 256, so no sum can overflow (255 * 256 < 65536).
+    // Weight-stationary table kernel. For each stationary code s[k]
+    // (k < inner <= 256), looks the streamed codes x[k * x_stride + j]
+    // (j < width, width a multiple of 64 and <= table_width) up in that
+    // code's products (M - offset, 0..65535) and adds the sums into acc[j],
+    // natural column order, modulo 2^32: callers flush acc to 64 bits at
+    // least every 65536 inner steps. Two layouts of the same products are
+    // given; each kernel reads the one it wants: planes[s * 512 + x] low
+    // bytes, planes[s * 512 + 256 + x] high bytes (byte-permute kernels),
+    // wide[s * 256 + x] whole uint16 values (scalar kernels).
     int table_width;
     void (*table_block)(int64_t inner, const uint8_t *s, const uint8_t *x, int64_t x_stride,
-                        const uint8_t *planes, uint16_t *sums);
+                        int64_t width, const uint8_t *planes, const uint16_t *wide,
+                        uint32_t *acc);
 };
 
 const KernelTable *generic_kernel_table();

@@ -140,14 +140,53 @@ void gemm_micro(int64_t kpairs, const int16_t *a, const int16_t *b, int32_t *c, 
 #if defined(__AVX512VBMI__) && defined(__AVX512BW__)
 constexpr const char *kTableKernel =
     "byte planes in zmm registers, vpermi2b lookups (AVX-512 VBMI), 16-bit sums";
-constexpr int kTableChunks = 2;  // 64-column chunks per call: 8 accumulators
+constexpr int kTableMaxChunks = 4;  // 64-column chunks per call: up to 16 accumulators
+
+// GCC 12 warns that its own intrinsics' _mm512_undefined_* placeholders are
+// uninitialized when widening/extracting intrinsics are inlined (a false
+// positive of the header, not of this code).
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+
+// Adds the 16-bit byte-plane sums of one 64-column chunk into acc[0..63] as
+// 32-bit column totals. sums[0]/sums[1]: low-plane bytes of even/odd
+// columns (16-bit word w holds column 2w / 2w + 1), sums[2]/sums[3]: the
+// same for the high plane; a column's total is low + 256 * high.
+inline void widen_chunk(const __m512i sums[4], uint32_t *acc) {
+    const __m512i even_lo = sums[0], odd_lo = sums[1], even_hi = sums[2], odd_hi = sums[3];
+    // columns 2w (w < 32) and 2w + 1 as 32-bit values, words 0-15 then 16-31
+    __m512i even[2], odd[2];
+    for (int h = 0; h < 2; ++h) {
+        const __m256i el = h ? _mm512_extracti64x4_epi64(even_lo, 1) : _mm512_castsi512_si256(even_lo);
+        const __m256i eh = h ? _mm512_extracti64x4_epi64(even_hi, 1) : _mm512_castsi512_si256(even_hi);
+        const __m256i ol = h ? _mm512_extracti64x4_epi64(odd_lo, 1) : _mm512_castsi512_si256(odd_lo);
+        const __m256i oh = h ? _mm512_extracti64x4_epi64(odd_hi, 1) : _mm512_castsi512_si256(odd_hi);
+        even[h] = _mm512_add_epi32(_mm512_cvtepu16_epi32(el),
+                                   _mm512_slli_epi32(_mm512_cvtepu16_epi32(eh), 8));
+        odd[h] = _mm512_add_epi32(_mm512_cvtepu16_epi32(ol),
+                                  _mm512_slli_epi32(_mm512_cvtepu16_epi32(oh), 8));
+    }
+    const __m512i first = _mm512_setr_epi32(0, 16, 1, 17, 2, 18, 3, 19, 4, 20, 5, 21, 6, 22, 7, 23);
+    const __m512i second = _mm512_setr_epi32(8, 24, 9, 25, 10, 26, 11, 27, 12, 28, 13, 29, 14, 30,
+                                             15, 31);
+    for (int h = 0; h < 2; ++h) {
+        uint32_t *dst = acc + 32 * h;
+        const __m512i a = _mm512_permutex2var_epi32(even[h], first, odd[h]);
+        const __m512i b = _mm512_permutex2var_epi32(even[h], second, odd[h]);
+        _mm512_storeu_si512(dst, _mm512_add_epi32(_mm512_loadu_si512(dst), a));
+        _mm512_storeu_si512(dst + 16, _mm512_add_epi32(_mm512_loadu_si512(dst + 16), b));
+    }
+}
 
 // The stationary code's 256 products sit in 8 registers (4 per byte plane);
 // vpermi2b looks 64 streamed codes up in 128 entries, a blend on the codes'
-// top bit picks the right half.
-void table_block(int64_t inner, const uint8_t *s, const uint8_t *x, int64_t x_stride,
-                 const uint8_t *planes, uint16_t *sums) {
-    __m512i acc[kTableChunks][4];
+// top bit picks the right half. One load of the 8 registers serves Chunks
+// streamed vectors.
+template <int Chunks>
+void table_chunks(int64_t inner, const uint8_t *s, const uint8_t *x, int64_t x_stride,
+                  const uint8_t *planes, uint32_t *acc32) {
+    __m512i acc[Chunks][4];
     for (auto &chunk : acc)
         for (auto &v : chunk) v = _mm512_setzero_si512();
     const __m512i low_byte = _mm512_set1_epi16(0x00ff);
@@ -159,7 +198,7 @@ void table_block(int64_t inner, const uint8_t *s, const uint8_t *x, int64_t x_st
         const __m512i h2 = _mm512_loadu_si512(t + 384), h3 = _mm512_loadu_si512(t + 448);
         const uint8_t *xk = x + k * x_stride;
 #pragma GCC unroll 4
-        for (int c = 0; c < kTableChunks; ++c) {
+        for (int c = 0; c < Chunks; ++c) {
             const __m512i idx = _mm512_loadu_si512(xk + 64 * c);
             const __mmask64 upper = _mm512_movepi8_mask(idx);
             const __m512i lo = _mm512_mask_blend_epi8(upper, _mm512_permutex2var_epi8(l0, idx, l1),
@@ -172,28 +211,53 @@ void table_block(int64_t inner, const uint8_t *s, const uint8_t *x, int64_t x_st
             acc[c][3] = _mm512_add_epi16(acc[c][3], _mm512_srli_epi16(hi, 8));
         }
     }
-    for (int c = 0; c < kTableChunks; ++c)
-        for (int v = 0; v < 4; ++v) _mm512_storeu_si512(sums + (c * 4 + v) * 32, acc[c][v]);
+    for (int c = 0; c < Chunks; ++c) widen_chunk(acc[c], acc32 + 64 * c);
 }
-#else
-constexpr const char *kTableKernel = "byte planes, one scalar lookup per product";
-constexpr int kTableChunks = 1;
 
-// Without byte permutes over 128 entries, one lookup per product; the
-// stationary code's planes stay in L1 while the streamed codes pass.
 void table_block(int64_t inner, const uint8_t *s, const uint8_t *x, int64_t x_stride,
-                 const uint8_t *planes, uint16_t *sums) {
-    for (int v = 0; v < kTableChunks * 4 * 32; ++v) sums[v] = 0;
-    for (int64_t k = 0; k < inner; ++k) {
-        const uint8_t *lo = planes + static_cast<uint32_t>(s[k]) * 512, *hi = lo + 256;
-        const uint8_t *xk = x + k * x_stride;
-        for (int c = 0; c < kTableChunks; ++c)
-            for (int j = 0; j < 64; ++j) {
-                const uint8_t code = xk[64 * c + j];
-                uint16_t *chunk = sums + c * 4 * 32 + (j & 1) * 32 + (j >> 1);
-                chunk[0] = static_cast<uint16_t>(chunk[0] + lo[code]);
-                chunk[64] = static_cast<uint16_t>(chunk[64] + hi[code]);
-            }
+                 int64_t width, const uint8_t *planes, const uint16_t *, uint32_t *acc) {
+    for (int64_t j = 0; j < width;) {
+        const int64_t left = (width - j) / 64;
+        const uint8_t *xj = x + j;
+        if (left >= 4) {
+            table_chunks<4>(inner, s, xj, x_stride, planes, acc + j);
+            j += 256;
+        } else if (left == 3) {
+            table_chunks<3>(inner, s, xj, x_stride, planes, acc + j);
+            j += 192;
+        } else if (left == 2) {
+            table_chunks<2>(inner, s, xj, x_stride, planes, acc + j);
+            j += 128;
+        } else {
+            table_chunks<1>(inner, s, xj, x_stride, planes, acc + j);
+            j += 64;
+        }
+    }
+}
+#pragma GCC diagnostic pop
+#else
+constexpr const char *kTableKernel =
+    "uint16 products, scalar lookups with register accumulators (weight-stationary)";
+constexpr int kTableMaxChunks = 4;
+
+// Without byte permutes over 128 entries, one lookup per product: the
+// stationary code's 512-byte product column stays in L1 while 16 streamed
+// columns at a time accumulate in registers over the whole inner block;
+// their codes are read 8 at a time.
+void table_block(int64_t inner, const uint8_t *s, const uint8_t *x, int64_t x_stride,
+                 int64_t width, const uint8_t *, const uint16_t *wide, uint32_t *acc) {
+    for (int64_t j = 0; j < width; j += 16) {
+        uint32_t sum[16] = {0};
+        for (int64_t k = 0; k < inner; ++k) {
+            const uint16_t *col = wide + static_cast<uint32_t>(s[k]) * 256;
+            uint64_t codes[2];
+            std::memcpy(codes, x + k * x_stride + j, 16);
+#pragma GCC unroll 16
+            for (int t = 0; t < 16; ++t)
+                sum[t] += col[(codes[t >> 3] >> (8 * (t & 7))) & 0xff];
+        }
+#pragma GCC unroll 16
+        for (int t = 0; t < 16; ++t) acc[j + t] += sum[t];
     }
 }
 #endif
@@ -208,7 +272,7 @@ const KernelTable kTable = {
     kGemmRows,
     kGemmCols,
     gemm_micro,
-    kTableChunks * 64,
+    kTableMaxChunks * 64,
     table_block,
 };
 
