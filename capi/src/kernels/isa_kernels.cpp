@@ -240,24 +240,37 @@ constexpr const char *kTableKernel =
     "uint16 products, scalar lookups with register accumulators (weight-stationary)";
 constexpr int kTableMaxChunks = 4;
 
-// Without byte permutes over 128 entries, one lookup per product: the
-// stationary code's 512-byte product column stays in L1 while 16 streamed
-// columns at a time accumulate in registers over the whole inner block;
-// their codes are read 8 at a time.
+// Without byte permutes over 128 entries, one lookup per product. Four
+// stationary codes' 512-byte product columns are fetched once (L1) and
+// every streamed column adds its four products into its sum at once; the
+// streamed codes are read 8 at a time. (Looping k innermost instead touches
+// a new column, mostly from L2, every few products: 3x slower.)
 void table_block(int64_t inner, const uint8_t *s, const uint8_t *x, int64_t x_stride,
                  int64_t width, const uint8_t *, const uint16_t *wide, uint32_t *acc) {
-    for (int64_t j = 0; j < width; j += 16) {
-        uint32_t sum[16] = {0};
-        for (int64_t k = 0; k < inner; ++k) {
-            const uint16_t *col = wide + static_cast<uint32_t>(s[k]) * 256;
-            uint64_t codes[2];
-            std::memcpy(codes, x + k * x_stride + j, 16);
-#pragma GCC unroll 16
-            for (int t = 0; t < 16; ++t)
-                sum[t] += col[(codes[t >> 3] >> (8 * (t & 7))) & 0xff];
+    int64_t k = 0;
+    for (; k + 4 <= inner; k += 4) {
+        const uint16_t *c0 = wide + static_cast<uint32_t>(s[k]) * 256;
+        const uint16_t *c1 = wide + static_cast<uint32_t>(s[k + 1]) * 256;
+        const uint16_t *c2 = wide + static_cast<uint32_t>(s[k + 2]) * 256;
+        const uint16_t *c3 = wide + static_cast<uint32_t>(s[k + 3]) * 256;
+        const uint8_t *x0 = x + k * x_stride, *x1 = x0 + x_stride, *x2 = x1 + x_stride,
+                      *x3 = x2 + x_stride;
+        for (int64_t j = 0; j < width; j += 8) {
+            uint64_t q0, q1, q2, q3;
+            std::memcpy(&q0, x0 + j, 8);
+            std::memcpy(&q1, x1 + j, 8);
+            std::memcpy(&q2, x2 + j, 8);
+            std::memcpy(&q3, x3 + j, 8);
+#pragma GCC unroll 8
+            for (int t = 0; t < 8; ++t)
+                acc[j + t] += uint32_t{c0[(q0 >> (8 * t)) & 0xff]} + c1[(q1 >> (8 * t)) & 0xff] +
+                              c2[(q2 >> (8 * t)) & 0xff] + c3[(q3 >> (8 * t)) & 0xff];
         }
-#pragma GCC unroll 16
-        for (int t = 0; t < 16; ++t) acc[j + t] += sum[t];
+    }
+    for (; k < inner; ++k) {
+        const uint16_t *col = wide + static_cast<uint32_t>(s[k]) * 256;
+        const uint8_t *xk = x + k * x_stride;
+        for (int64_t j = 0; j < width; ++j) acc[j] += col[xk[j]];
     }
 }
 #endif
