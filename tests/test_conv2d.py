@@ -111,6 +111,24 @@ def test_conv2d_strided_inputs_and_output():
     np.testing.assert_array_equal(out, expected)
 
 
+@pytest.mark.parametrize("dtype, threads", [(np.uint8, 1), (np.uint16, 2)])
+def test_conv2d_pixel_blocks_cross_images(dtype, threads):
+    # conv2d streams batch*pixels in blocks of up to 4096: 50 images of 12 x 8
+    # outputs put block edges mid-image; strides, dilation, uneven padding
+    rng = np.random.default_rng(21)
+    m = am.Multiplier.from_table(rng.integers(0, 60000, (256, 256)))
+    x = rng.integers(0, 256, (50, 2, 12, 13)).astype(dtype)
+    wt = rng.integers(0, 256, (3, 2, 3, 2)).astype(dtype)
+    params = dict(stride=(1, 2), padding=(1, 2), dilation=(1, 2))
+    am.set_num_threads(threads)
+    try:
+        got = am.conv2d(x, wt, m, x_zero_point=7, w_zero_point=200, **params)
+    finally:
+        am.set_num_threads(0)
+    expected = reference_conv(m.table(), x, wt, 8, (1, 2), (1, 2), (1, 2), 1, 7, 200)
+    np.testing.assert_array_equal(got, expected)
+
+
 def test_conv2d_large_batch_uses_bounded_blocks():
     # a batch whose full im2col would be N*OH*OW*C*9 bytes; only blocks are gathered
     rng = np.random.default_rng(9)

@@ -1,12 +1,14 @@
 // Batched matmul and conv2d, both as sequences of 2-D matmuls through the
 // dispatch point, so every plan and instruction set serves them.
 //
-// conv2d is an implicit im2col: for one image, group and block of output
-// pixels, the receptive fields are gathered into a bounded buffer (pixels x
-// C/groups*KH*KW, padded taps holding the input zero point) and multiplied
-// by the group's weights, activations as the multiplier's first operand.
-// Workspace per worker: one such block and its pixels x O/groups outputs,
-// independent of the batch size.
+// conv2d is an implicit im2col: for one group and block of output pixels
+// taken across the whole batch (image after image), the receptive fields
+// are gathered into a bounded buffer (C/groups*KH*KW taps x pixels,
+// padded taps holding the input zero point) and multiplied by the group's
+// weights, activations as the multiplier's first operand; the GEMM drivers
+// stream the long pixel dimension through their vector lanes. Workspace per
+// worker: one such block and its O/groups x pixels outputs, independent of
+// the batch size.
 #include <algorithm>
 #include <cstring>
 #include <vector>
@@ -104,12 +106,16 @@ void conv2d(const Conv2dProblem &p) {
         std::memcpy(zero_code, &z, 2);
     }
 
-    // Pixel blocks of about 1 MiB of gathered codes.
-    const int64_t block = std::clamp<int64_t>((int64_t{1} << 20) / std::max<int64_t>(K, 1) /
-                                                  static_cast<int64_t>(item),
-                                              16, P);
-    const int64_t pixel_blocks = (P + block - 1) / block;
-    const int64_t jobs = N * G * pixel_blocks;
+    // The streamed dimension is every output pixel of the batch, r = n * P +
+    // pixel, in blocks of up to 4096 (a multiple of 64, the table kernel's
+    // vector width) and about 256 KiB of gathered codes: small images do not
+    // become many tiny matmuls, and the workspace does not grow with N.
+    const int64_t R = N * P;
+    int64_t block = std::clamp<int64_t>((int64_t{1} << 18) / std::max<int64_t>(K * item, 1), 64,
+                                        4096) / 64 * 64;
+    if (R <= block) block = R;
+    const int64_t pixel_blocks = (R + block - 1) / block;
+    const int64_t jobs = G * pixel_blocks;
     const int threads = num_threads();
     const bool outer = jobs >= 2 * threads;  // else each matmul uses the threads
 
@@ -117,61 +123,95 @@ void conv2d(const Conv2dProblem &p) {
     if (needs_staging(m)) staged.resize(static_cast<size_t>(N * O * P));
 
     struct Workspace {
-        std::vector<char> col;
-        std::vector<int64_t> out;
+        std::vector<char> col;      // K x block codes, k-major (a block row per tap)
+        std::vector<int64_t> out;   // Og x block sums, channel-major
     };
     std::vector<Workspace> workspaces(static_cast<size_t>(outer ? threads : 1));
+    auto fill_zero = [&](char *dst, int64_t count) {
+        if (item == 1)
+            std::memset(dst, static_cast<unsigned char>(zero_code[0]), static_cast<size_t>(count));
+        else
+            for (int64_t t = 0; t < count; ++t) std::memcpy(dst + t * 2, zero_code, 2);
+    };
     auto run_job = [&](int64_t job, int thread, int inner_threads) {
         Workspace &ws = workspaces[static_cast<size_t>(thread)];
         ws.col.resize(static_cast<size_t>(block * K) * item);
         ws.out.resize(static_cast<size_t>(block * Og));
-        const int64_t n = job / (G * pixel_blocks), g = job / pixel_blocks % G;
-        const int64_t p0 = job % pixel_blocks * block, np = std::min(block, P - p0);
-        for (int64_t q = 0; q < np; ++q) {
-            const int64_t oy = (p0 + q) / OW, ox = (p0 + q) % OW;
-            char *row = ws.col.data() + static_cast<size_t>(q * K) * item;
-            for (int64_t c = 0; c < Cg; ++c)
-                for (int64_t i = 0; i < KH; ++i) {
-                    const int64_t y = oy * p.stride[0] - p.padding[0] + i * p.dilation[0];
-                    for (int64_t j = 0; j < KW; ++j) {
-                        const int64_t x = ox * p.stride[1] - p.padding[1] + j * p.dilation[1];
-                        char *dst = row + ((c * KH + i) * KW + j) * static_cast<int64_t>(item);
-                        if (y < 0 || y >= H || x < 0 || x >= W)
-                            std::memcpy(dst, zero_code, item);
+        const int64_t g = job / pixel_blocks;
+        const int64_t r0 = job % pixel_blocks * block, np = std::min(block, R - r0);
+        // im2col, one tap (c, i, j) at a time over runs of pixels that share
+        // an image row: a run is a strided copy with zero-point fills at the edges.
+        for (int64_t c = 0; c < Cg; ++c)
+            for (int64_t i = 0; i < KH; ++i)
+                for (int64_t j = 0; j < KW; ++j) {
+                    char *dst = ws.col.data() + ((c * KH + i) * KW + j) * block *
+                                                    static_cast<int64_t>(item);
+                    for (int64_t q = 0; q < np;) {
+                        const int64_t r = r0 + q, n = r / P, pixel = r % P;
+                        const int64_t oy = pixel / OW, ox = pixel % OW;
+                        const int64_t run = std::min(OW - ox, np - q);
+                        char *d = dst + q * static_cast<int64_t>(item);
+                        q += run;
+                        const int64_t y = oy * p.stride[0] - p.padding[0] + i * p.dilation[0];
+                        if (y < 0 || y >= H) {
+                            fill_zero(d, run);
+                            continue;
+                        }
+                        // pixels ox + t with 0 <= x < W, x = (ox + t) * s - pad + j * dil
+                        const int64_t s1 = p.stride[1];
+                        const int64_t x0 = ox * s1 - p.padding[1] + j * p.dilation[1];
+                        const int64_t t_lo = std::min(run, x0 >= 0 ? 0 : (-x0 + s1 - 1) / s1);
+                        const int64_t t_hi = std::max(t_lo, std::min(run, x0 >= W ? 0 : (W - x0 + s1 - 1) / s1));
+                        fill_zero(d, t_lo);
+                        fill_zero(d + t_hi * static_cast<int64_t>(item), run - t_hi);
+                        const char *src = offset_ptr(p.x.data,
+                                                     n * p.x.strides[0] + (g * Cg + c) * p.x.strides[1] +
+                                                         y * p.x.strides[2] + (x0 + t_lo * s1) * p.x.strides[3],
+                                                     p.x.dtype);
+                        const int64_t step = s1 * p.x.strides[3] * static_cast<int64_t>(item);
+                        if (step == static_cast<int64_t>(item))
+                            std::memcpy(d + t_lo * static_cast<int64_t>(item), src,
+                                        static_cast<size_t>((t_hi - t_lo)) * item);
                         else
-                            std::memcpy(dst,
-                                        offset_ptr(p.x.data,
-                                                   n * p.x.strides[0] +
-                                                       (g * Cg + c) * p.x.strides[1] +
-                                                       y * p.x.strides[2] + x * p.x.strides[3],
-                                                   p.x.dtype),
-                                        item);
+                            for (int64_t t = t_lo; t < t_hi; ++t)
+                                std::memcpy(d + t * static_cast<int64_t>(item), src + (t - t_lo) * step, item);
                     }
                 }
-        }
+        // pixels x taps (column-major view of the k-major buffer) times the
+        // group's taps x channels, into channels x pixels
         MatmulProblem mp{&m, np, Og, K,
-                         MatrixView{"x", p.x.dtype, ws.col.data(), np, K, K, 1},
+                         MatrixView{"x", p.x.dtype, ws.col.data(), np, K, 1, block},
                          MatrixView{"w", p.w.dtype, weights.data() + static_cast<size_t>(g * K * Og) * item,
                                     K, Og, Og, 1},
-                         MatrixView{"out", out_dtype, ws.out.data(), np, Og, Og, 1},
+                         MatrixView{"out", out_dtype, ws.out.data(), np, Og, 1, block},
                          p.x_zero_point, p.w_zero_point, inner_threads};
         matmul(mp);
-        for (int64_t q = 0; q < np; ++q)
-            for (int64_t o = 0; o < Og; ++o) {
-                const int64_t value = out_dtype == APPROXMUL_INT32
-                                          ? reinterpret_cast<const int32_t *>(ws.out.data())[q * Og + o]
-                                          : ws.out[static_cast<size_t>(q * Og + o)];
-                const int64_t oc = g * Og + o, pixel = p0 + q;
-                if (!staged.empty()) {
-                    staged[static_cast<size_t>((n * O + oc) * P + pixel)] = value;
-                    continue;
+        const bool out32 = out_dtype == APPROXMUL_INT32;
+        for (int64_t o = 0; o < Og; ++o) {
+            const int64_t oc = g * Og + o;
+            for (int64_t q = 0; q < np;) {
+                const int64_t r = r0 + q, n = r / P, pixel = r % P;
+                const int64_t run = std::min(P - pixel, np - q);
+                for (int64_t t = 0; t < run; ++t) {
+                    const int64_t e = o * block + q + t;
+                    const int64_t value = out32 ? reinterpret_cast<const int32_t *>(ws.out.data())[e]
+                                                : ws.out[static_cast<size_t>(e)];
+                    const int64_t px = pixel + t;
+                    if (!staged.empty()) {
+                        staged[static_cast<size_t>((n * O + oc) * P + px)] = value;
+                        continue;
+                    }
+                    const int64_t offset = n * p.out.strides[0] + oc * p.out.strides[1] +
+                                           px / OW * p.out.strides[2] + px % OW * p.out.strides[3];
+                    if (p.out.dtype == APPROXMUL_INT32)
+                        static_cast<int32_t *>(const_cast<void *>(p.out.data))[offset] =
+                            static_cast<int32_t>(value);
+                    else
+                        static_cast<int64_t *>(const_cast<void *>(p.out.data))[offset] = value;
                 }
-                const int64_t offset = n * p.out.strides[0] + oc * p.out.strides[1] +
-                                       pixel / OW * p.out.strides[2] + pixel % OW * p.out.strides[3];
-                MatrixView one{"out", p.out.dtype, offset_ptr(p.out.data, offset, p.out.dtype), 1,
-                               1, 0, 0};
-                store_value(one, 0, 0, value);
+                q += run;
             }
+        }
     };
     if (outer)
         parallel_for(jobs, threads, [&](int64_t job, int thread) { run_job(job, thread, 1); });
