@@ -16,6 +16,7 @@
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
+#include <utility>
 #include <limits>
 #include <vector>
 
@@ -44,10 +45,27 @@ MatrixView transposed(const MatrixView &v) {
 
 }  // namespace
 
-bool int16_gemm(const KernelTable &kt, const MatmulProblem &p) {
-    const Multiplier &m = *p.multiplier;
+bool int16_gemm(const KernelTable &kt, const MatmulProblem &p0) {
+    const Multiplier &m = *p0.multiplier;
     if (m.bits() > 8 || (m.plan() != Plan::ExactGemm && m.plan() != Plan::Factorized))
         return false;
+    // The micro-kernel's tile is MR rows x NR (2 vectors) columns: put the
+    // longer dimension on the columns when the padding says so (conv2d's
+    // pixels x 16 channels would otherwise fill half of every vector).
+    auto padded = [&](int64_t rows, int64_t cols) {
+        return ceil_div(rows, kt.gemm_mr) * kt.gemm_mr * ceil_div(cols, kt.gemm_nr) * kt.gemm_nr;
+    };
+    const bool flip = padded(p0.cols, p0.rows) < padded(p0.rows, p0.cols);
+    MatmulProblem p = p0;
+    if (flip) {  // C^T = B^T A^T; the operands' transforms swap with them
+        p.rows = p0.cols;
+        p.cols = p0.rows;
+        p.a = transposed(p0.b);
+        p.b = transposed(p0.a);
+        p.c = transposed(p0.c);
+        p.a_zero_point = p0.b_zero_point;
+        p.b_zero_point = p0.a_zero_point;
+    }
     const int64_t side = int64_t{1} << m.bits();
     int rank = 1;
     std::vector<int16_t> u, v;  // rank x side, by raw bit pattern
@@ -61,6 +79,7 @@ bool int16_gemm(const KernelTable &kt, const MatmulProblem &p) {
         rank = f.rank;
         u.assign(f.u.begin(), f.u.end());  // fits int16: the plan says so
         v.assign(f.v.begin(), f.v.end());
+        if (flip) std::swap(u, v);
     }
     const int64_t max_product = m.max_abs_product();
     const int64_t flush_inner =  // inner steps whose true sum fits int32
@@ -125,6 +144,28 @@ bool int16_gemm(const KernelTable &kt, const MatmulProblem &p) {
                     }
                 }
             });
+            // Exact 8-bit codes in contiguous rows: the transform is a plain
+            // widening, which the compiler vectorises (no table lookups).
+            const bool plain_b = m.plan() == Plan::ExactGemm && m.bits() == 8 &&
+                                 p.b.col_stride == 1 &&
+                                 (p.b.dtype == APPROXMUL_UINT8 || p.b.dtype == APPROXMUL_INT8);
+            if (plain_b) {
+                const auto *base = static_cast<const uint8_t *>(p.b.data);
+                const bool sign = m.is_signed();
+                for (int64_t jp = 0; jp < jp_count; ++jp) {
+                    int16_t *panel = w.b.data() + jp * kpairs * NR * 2;
+                    const int64_t jn = std::min(NR, nj - jp * NR), jb = j0 + jp * NR;
+                    for (int64_t k = 0; k < nk; ++k) {
+                        int16_t *dst = panel + (k >> 1) * NR * 2 + (k & 1);
+                        const uint8_t *src = base + (k0 + k) * p.b.row_stride + jb;
+                        if (sign)
+                            for (int64_t j = 0; j < jn; ++j)
+                                dst[2 * j] = static_cast<int16_t>(static_cast<int8_t>(src[j]));
+                        else
+                            for (int64_t j = 0; j < jn; ++j) dst[2 * j] = src[j];
+                    }
+                }
+            } else
             with_codes(p.b, mask, [&](auto code) {
                 for (int64_t jp = 0; jp < ceil_div(nj, NR); ++jp) {
                     int16_t *panel = w.b.data() + jp * kpairs * NR * 2;
