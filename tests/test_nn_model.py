@@ -290,3 +290,24 @@ def test_graph_and_data_errors():
         nn.quantize(nn.Model((3,), [("sm", nn.Softmax()), ("fc", nn.Linear(3, 2))]),
                     np.zeros((2, 3)))
     assert issubclass(nn.ModelError, ValueError) and issubclass(nn.ModelError, am.ApproxmulError)
+
+
+@pytest.mark.parametrize("dtype", [np.uint8, np.int8, np.int16, np.float32])
+@pytest.mark.parametrize("kernel, stride, padding", [((2, 2), (2, 2), (0, 0)),
+                                                     ((3, 3), (2, 1), (1, 1)),
+                                                     ((3, 2), (1, 3), (1, 0))])
+def test_pool_tap_loop_equals_window_reduction(dtype, kernel, stride, padding):
+    # _pool takes max / integer sums one tap at a time; same as reducing the windows
+    rng = np.random.default_rng(3)
+    x = rng.integers(-100, 200, (3, 4, 9, 11)).astype(dtype)
+    pad = 0 if dtype == np.uint8 else -1
+    windows = nn._windows(x, kernel, stride, padding, (1, 1), pad)
+    got = nn._pool(x, "max", kernel, stride, padding, pad)
+    assert got.dtype == x.dtype
+    np.testing.assert_array_equal(got, windows.max(axis=(4, 5)))
+    if dtype != np.float32:
+        expected = nn._windows(x, kernel, stride, padding, (1, 1), 0).sum(axis=(4, 5),
+                                                                           dtype=np.int64)
+        got = nn._pool(x, "avg", kernel, stride, padding, 0)
+        assert got.dtype == expected.dtype
+        np.testing.assert_array_equal(got, expected)
