@@ -85,8 +85,9 @@ typedef enum approxmul_signature {
     APPROXMUL_SIG_U32_U16_U16 = 5,
     APPROXMUL_SIG_I32_I16_I16 = 6
 } approxmul_signature;
+typedef void (*approxmul_function)(void);
 approxmul_status approxmul_multiplier_from_c_function(
-    void *function, approxmul_signature signature, int bits, int is_signed,
+    approxmul_function function, approxmul_signature signature, int bits, int is_signed,
     const char *name, approxmul_multiplier **out);
 typedef int (*approxmul_product_callback)(void *user_data, int64_t a, int64_t b,
                                           int64_t *product);

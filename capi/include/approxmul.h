@@ -205,6 +205,10 @@ typedef enum approxmul_signature {
     APPROXMUL_SIG_I32_I16_I16 = 6      /* int32_t f(int16_t a, int16_t b) */
 } approxmul_signature;
 
+/* Any C function, cast to this type and back to its real prototype (ISO C
+ * allows function pointer casts; dlsym's void * converts on POSIX). */
+typedef void (*approxmul_function)(void);
+
 /* A multiplier that calls a C function of the given signature. bits: the
  * operand width, at most the parameter type's width (8 or 16; 64-bit
  * parameters take at most 16). is_signed: two's-complement operands; with
@@ -215,7 +219,7 @@ typedef enum approxmul_signature {
  * kernels, so it must stay loaded and thread safe while the handle lives.
  * Results outside the 2n-bit product range are an error. name is copied. */
 APPROXMUL_API approxmul_status approxmul_multiplier_from_c_function(
-    void *function, approxmul_signature signature, int bits, int is_signed,
+    approxmul_function function, approxmul_signature signature, int bits, int is_signed,
     const char *name, approxmul_multiplier **out);
 
 /* A user function for _from_callback: writes the product of operand values

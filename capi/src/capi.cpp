@@ -331,7 +331,7 @@ approxmul_status approxmul_table_parse(const void *data, int64_t size,
     });
 }
 
-approxmul_status approxmul_multiplier_from_c_function(void *function,
+approxmul_status approxmul_multiplier_from_c_function(approxmul_function function,
                                                       approxmul_signature signature, int bits,
                                                       int is_signed, const char *name,
                                                       approxmul_multiplier **out) {

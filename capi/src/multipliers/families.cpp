@@ -146,7 +146,7 @@ int64_t truncation_correction(int bits, int cut) {
 
 struct Param {
     const char *name;
-    int64_t fallback;
+    int64_t fallback;  // the default, capped at hi(bits) ("k=4": min(4, bits)); -1: bits
     int64_t lo;
     int64_t (*hi)(int64_t bits);
     const char *hi_text;
@@ -236,7 +236,7 @@ const std::vector<Family> &families() {
         {"exact", {{"bits", 8, 1, hi_width, "16"}, kSigned}, "the exact product a*b", nullptr,
          build_exact},
         {"truncated",
-         {kBits, kUnsignedOnly, {"cut", 8, 0, hi_cut, "2*bits-1"}, {"correct", 0, 0, hi_one, "1"}},
+         {kBits, kUnsignedOnly, {"cut", -1, 0, hi_cut, "2*bits-1"}, {"correct", 0, 0, hi_one, "1"}},
          "column-truncated array multiplier: partial-product bits in columns below cut "
          "removed; correct=1 adds the constant round-half-up(E), E the expected value of the "
          "removed bits (Schulte & Swartzlander, IEEE VLSI Signal Processing 1993)",
@@ -279,7 +279,7 @@ std::string parameter_text(const Family &family) {
     std::string text;
     for (const Param &p : family.params) {
         if (!text.empty()) text += ", ";
-        text += std::string(p.name) + "=" + std::to_string(p.fallback) + " (" +
+        text += std::string(p.name) + "=" + (p.fallback < 0 ? "bits" : std::to_string(p.fallback)) + " (" +
                 std::to_string(p.lo) + ".." + p.hi_text + ")";
     }
     return text;
@@ -364,8 +364,10 @@ std::shared_ptr<const Multiplier> from_spec(const std::string &spec) {
     std::string canonical = name;
     for (const Param &p : family->params) {
         const auto found = values.find(p.name);
-        const int64_t value = found == values.end() ? p.fallback : found->second;
         const int64_t hi = p.hi(values.count("bits") ? values["bits"] : 8);
+        const int64_t bits = values.count("bits") ? values["bits"] : 8;
+        const int64_t fallback = p.fallback < 0 ? bits : std::min(p.fallback, hi);
+        const int64_t value = found == values.end() ? fallback : found->second;
         if (value < p.lo || value > hi) {
             if (family->unsigned_only && std::string(p.name) == "signed")
                 fail(APPROXMUL_ERR_INVALID_ARGUMENT, "%s: signed=%lld is not supported: %s",

@@ -10,10 +10,10 @@ namespace {
 
 // Calls f with the operands as the prototype takes them; returns the result
 // widened to 64 bits (sign-extended for signed return types).
-using Caller = uint64_t (*)(void *function, int64_t a, int64_t b, uint64_t operand_mask);
+using Caller = uint64_t (*)(approxmul_function function, int64_t a, int64_t b, uint64_t operand_mask);
 
 template <typename R, typename P, bool SecondFirst>
-uint64_t call(void *function, int64_t a, int64_t b, uint64_t operand_mask) {
+uint64_t call(approxmul_function function, int64_t a, int64_t b, uint64_t operand_mask) {
     // unsigned parameters get the operand's n-bit pattern, signed ones its value
     const P pa = std::is_signed<P>::value ? P(a) : P(uint64_t(a) & operand_mask);
     const P pb = std::is_signed<P>::value ? P(b) : P(uint64_t(b) & operand_mask);
@@ -57,9 +57,9 @@ const Signature &find_signature(approxmul_signature id) {
 
 }  // namespace
 
-std::shared_ptr<const Multiplier> from_c_function(void *function, approxmul_signature id,
+std::shared_ptr<const Multiplier> from_c_function(approxmul_function function, approxmul_signature id,
                                                   int bits, bool is_signed, std::string name) {
-    require_pointer(function, "function");
+    require_pointer(reinterpret_cast<void *>(function), "function");
     const Signature &sig = find_signature(id);
     if (bits < 1 || bits > sig.max_bits)
         fail(APPROXMUL_ERR_INVALID_ARGUMENT, "bits: %d does not fit %s (1..%d bits)", bits,

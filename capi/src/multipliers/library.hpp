@@ -32,7 +32,7 @@ std::vector<int32_t> parse_table(const unsigned char *data, size_t size,
 
 // ---- vendor C models and callbacks (foreign.cpp)
 
-std::shared_ptr<const Multiplier> from_c_function(void *function, approxmul_signature signature,
+std::shared_ptr<const Multiplier> from_c_function(approxmul_function function, approxmul_signature signature,
                                                   int bits, bool is_signed, std::string name);
 std::shared_ptr<const Multiplier> from_callback(approxmul_product_callback callback,
                                                 void *user_data, int bits, bool is_signed);
