@@ -31,6 +31,8 @@ from .errors import (
 )
 from .multiplier import Multiplier
 from .ops import accumulator_dtype, matmul, multiply
+# multiplier library: specs, table files, C models
+from .specs import families, load_multiplier, multiplier
 
 __version__ = _c_string(_lib.approxmul_version_string())
 
@@ -65,4 +67,6 @@ __all__ = [
     "LibraryNotFoundError", "Multiplier", "OperandRangeError", "OutOfMemoryError",
     "ShapeError", "UnsupportedError", "accumulator_dtype", "get_num_threads", "info",
     "library_path", "matmul", "multiply", "set_num_threads",
+    # multiplier library
+    "families", "load_multiplier", "multiplier",
 ]

@@ -1,10 +1,11 @@
 """The Multiplier: an n x n bit approximate (or exact) integer multiplier."""
 
 import array
+import os
 
 from ._buffers import numpy_module
 from ._library import c_string, check, ffi, lib
-from .errors import DTypeError, InvalidArgumentError, ShapeError
+from .errors import CallbackError, DTypeError, InvalidArgumentError, ShapeError
 
 
 class Multiplier:
@@ -21,11 +22,15 @@ class Multiplier:
     (8, True, -21)
     """
 
-    __slots__ = ("_handle", "__weakref__")
+    # _spec: a spec set on the Python side (table files, C models);
+    # _keepalive: objects C may call into while the handle lives (a dlopen'ed model)
+    __slots__ = ("_handle", "_spec", "_keepalive", "__weakref__")
 
-    def __init__(self, handle):
+    def __init__(self, handle, spec=None, keepalive=None):
         # handles come from the class methods; this takes ownership of one
         self._handle = ffi.gc(handle, lib.approxmul_multiplier_destroy)
+        self._spec = spec
+        self._keepalive = keepalive
 
     @classmethod
     def _create(cls, create, *args):
@@ -145,6 +150,188 @@ class Multiplier:
                                              len(out)))
         return memoryview(out).cast("B").cast("i", shape=[side, side])
 
+    # ------------------------------------------------ multiplier library
+
+    @classmethod
+    def from_spec(cls, spec):
+        """A built-in family from a spec string ``family[:key=value,...]``.
+
+        Families (``approxmul_cffi.families()`` lists them with their papers):
+        exact, truncated, bam, drum, dsm, mitchell, ilm, roba. Omitted
+        parameters take defaults (bits=8, signed=0). For table files and C
+        models use :func:`approxmul_cffi.multiplier`, which accepts those too.
+
+        >>> m = Multiplier.from_spec("drum:k=4")
+        >>> m.product(200, 57), m.spec
+        (12480, 'drum:bits=8,signed=0,k=4')
+        """
+        if not isinstance(spec, str):
+            raise DTypeError(f"spec: expected a string, got {type(spec).__name__}")
+        return cls._create(lib.approxmul_multiplier_from_spec, spec.encode())
+
+    @property
+    def spec(self):
+        """A spec string that rebuilds this multiplier, or None (in-memory tables, callables).
+
+        Built-in families give their canonical form with every parameter;
+        table files ``file:PATH?format=..&order=..&signed=..``; C models
+        ``c:LIBRARY:SYMBOL:SIGNATURE?bits=..&signed=..``. Pass it to
+        :func:`approxmul_cffi.multiplier`, e.g. on a Dask worker.
+
+        >>> Multiplier.exact(bits=4).spec
+        'exact:bits=4,signed=0'
+        """
+        if self._spec is not None:
+            return self._spec
+        text = c_string(self._query(lib.approxmul_multiplier_spec, "const char **"))
+        if text:
+            return text
+        if self.name == "exact":  # Multiplier.exact() is not built from a spec string
+            return f"exact:bits={self.bits},signed={int(self.signed)}"
+        return None
+
+    @classmethod
+    def from_c_function(cls, library_path, symbol, signature, *, bits=None, signed=None):
+        """A vendor C model: ``symbol`` in the shared library ``library_path``.
+
+        ``signature`` is the C prototype, whose parameter names ``a``/``b``
+        give the operand order (``"uint64_t f(uint64_t b, uint64_t a)"`` for
+        EvoApproxLib's second-operand-first models), or a short name (u8, s8,
+        u64ba, u64, u16, s16; see :mod:`approxmul_cffi.vendor`). ``bits``
+        defaults to the parameter type's width (8 for 64-bit parameters).
+        ``signed`` defaults to the types' signedness; ``signed=True`` with
+        unsigned types reads a signed circuit declared with unsigned types
+        (operands as n-bit patterns, result as 2n-bit two's complement).
+
+        Models of up to 8 bits are tabulated at once. Wider ones are called
+        from the kernels: this object keeps the library loaded, so keep the
+        Multiplier alive while C code uses its handle.
+
+        >>> import subprocess, tempfile, os
+        >>> d = tempfile.mkdtemp()
+        >>> _ = open(os.path.join(d, "m.c"), "w").write(
+        ...     "#include <stdint.h>\\nuint16_t mul(uint8_t a, uint8_t b) { return a * b | 1; }\\n")
+        >>> _ = subprocess.run(["cc", "-shared", "-fPIC", "-o", os.path.join(d, "m.so"),
+        ...                     os.path.join(d, "m.c")], check=True)
+        >>> m = Multiplier.from_c_function(os.path.join(d, "m.so"), "mul",
+        ...                                "uint16_t f(uint8_t a, uint8_t b)")
+        >>> m.product(2, 3)
+        7
+        """
+        from . import vendor
+
+        entry = vendor.parse_signature(signature)
+        bits = entry[4] if bits is None else _int(bits, "bits")
+        signed = entry[2].startswith("int") if signed is None else bool(signed)
+        function, keepalive = vendor.open_function(library_path, symbol, entry)
+        out = ffi.new("approxmul_multiplier **")
+        check(lib.approxmul_multiplier_from_c_function(
+            function, vendor.signature_enum(entry), bits, signed, str(symbol).encode(), out))
+        spec = (f"c:{os.path.abspath(os.fspath(library_path))}:{symbol}:{entry[0]}"
+                f"?bits={bits}&signed={int(signed)}")
+        # tabulated models no longer need the library; wider ones call into it
+        return cls(out[0], spec=spec, keepalive=keepalive if bits > 8 else None)
+
+    @classmethod
+    def from_callable(cls, function, bits=8, signed=False):
+        """A multiplier tabulated from a Python function ``function(a, b) -> int``.
+
+        Called once for every operand pair (values, not bit patterns), bits
+        1..8. An exception inside ``function`` becomes a CallbackError that
+        carries its message.
+
+        >>> m = Multiplier.from_callable(lambda a, b: a * b & ~1, bits=4)
+        >>> m.product(3, 3)
+        8
+        """
+        bits = _int(bits, "bits")
+        failure = []
+
+        def call(_, a, b, out):
+            try:
+                out[0] = _int(function(a, b), "product")
+                return 0
+            except BaseException as error:  # never let it unwind through C
+                failure.append((a, b, error))
+                return 1
+
+        callback = ffi.callback("int(void *, int64_t, int64_t, int64_t *)", call)
+        out = ffi.new("approxmul_multiplier **")
+        status = lib.approxmul_multiplier_from_callback(callback, ffi.NULL, bits, bool(signed), out)
+        if failure:
+            a, b, error = failure[0]
+            if isinstance(error, (KeyboardInterrupt, SystemExit)):
+                raise error
+            raise CallbackError(f"{getattr(function, '__name__', 'the function')}({a}, {b}) "
+                                f"raised {type(error).__name__}: {error}") from error
+        check(status)
+        return cls(out[0])
+
+    def save(self, path, format=None, order="raw"):
+        """Write the product table to ``path`` (format from the extension unless given).
+
+        Formats: binary (.bin), c (.h/.c), text (.txt/.csv), npy, npz; orders:
+        raw, twos, offset (signed only). See :mod:`approxmul_cffi.formats`;
+        :func:`approxmul_cffi.load_multiplier` reads them back exactly.
+
+        >>> import tempfile, os, approxmul_cffi as am
+        >>> path = os.path.join(tempfile.mkdtemp(), "mitchell.bin")
+        >>> Multiplier.from_spec("mitchell").save(path)
+        >>> am.load_multiplier(path, signed=False).product(200, 57)
+        11008
+        """
+        from .formats import write_table
+
+        write_table(self, path, format=format, order=order)
+
+    def metrics(self):
+        """Error metrics over every operand pair as a dict (definitions: docs/metrics.md).
+
+        Keys: mae, mae_percent, mse, wce, wce_percent, wcre_percent,
+        mre_percent, ep_percent, bias, error_std, min_error, max_error,
+        pairs, zero_product_pairs. e = approx - exact; percentages of 4^bits
+        for mae/wce; relative metrics skip pairs whose exact product is 0.
+
+        >>> m = Multiplier.from_spec("truncated:cut=8")
+        >>> m.metrics()["mae"], m.metrics()["wce"]
+        (448.25, 1793)
+        """
+        out = ffi.new("approxmul_metrics *")
+        check(lib.approxmul_multiplier_metrics(self.handle, out))
+        values = {name: getattr(out, name) for name in _METRICS}
+        values["wce"] = int(values["wce"])
+        return values
+
+    def error_map(self):
+        """The 2^n x 2^n errors approx - exact, rows and columns by raw bit pattern (n <= 12).
+
+        int64; a NumPy array when NumPy is installed, else a 2-D memoryview.
+        For signed operands row 2^n - 1 is operand -1, as in :meth:`table`.
+
+        >>> Multiplier.from_spec("mitchell:bits=2").error_map().tolist()
+        [[0, 0, 0, 0], [0, 0, 0, 0], [0, 0, 0, 0], [0, 0, 0, -1]]
+        """
+        side = 1 << self.bits
+        try:
+            import numpy as np
+        except ImportError:
+            np = None
+        out = (np.empty((side, side), dtype=np.int64) if np is not None
+               else array.array("q", bytes(8 * side * side)))
+        check(lib.approxmul_multiplier_error_map(self.handle, ffi.from_buffer("int64_t[]", out),
+                                                 side * side))
+        return out if np is not None else memoryview(out).cast("B").cast("q", shape=[side, side])
+
+    def __reduce__(self):
+        # pickles (e.g. to Dask workers) as the spec string that rebuilds it
+        spec = self.spec
+        if spec is None:
+            raise TypeError("this multiplier has no spec (in-memory table or callable); "
+                            "save it to a table file and load that instead")
+        from .specs import multiplier
+
+        return multiplier, (spec,)
+
     # ------------------------------------------------------------ lifetime
 
     def close(self):
@@ -164,6 +351,11 @@ class Multiplier:
             return "<Multiplier (closed)>"
         kind = "signed" if self.signed else "unsigned"
         return f"<Multiplier {self.name} {self.bits}-bit {kind}, plan={self.plan}>"
+
+
+_METRICS = ("mae", "mae_percent", "mse", "wce", "wce_percent", "wcre_percent", "mre_percent",
+            "ep_percent", "bias", "error_std", "min_error", "max_error", "pairs",
+            "zero_product_pairs")
 
 
 def _int(value, name):
