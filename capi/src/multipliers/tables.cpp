@@ -249,6 +249,9 @@ std::vector<int32_t> parse_table(const unsigned char *data, size_t size,
     const int64_t hi = is_signed ? (int64_t{1} << (2 * n - 1)) - 1 : (int64_t{1} << (2 * n)) - 1;
     const size_t side = size_t{1} << n;
     const size_t flip = order == APPROXMUL_ORDER_OFFSET ? side / 2 : 0;  // value i - 2^(n-1)
+    bool looks_text = format == APPROXMUL_TABLE_BINARY_U16LE && size > 0;
+    for (size_t i = 0; looks_text && i < size; ++i)
+        looks_text = std::isprint(data[i]) || std::isspace(data[i]);
     std::vector<int32_t> table(side * side);
     for (size_t r = 0; r < side; ++r)
         for (size_t c = 0; c < side; ++c) {
@@ -256,9 +259,10 @@ std::vector<int32_t> parse_table(const unsigned char *data, size_t size,
             if (v < lo || v > hi)
                 fail(APPROXMUL_ERR_FORMAT,
                      "entry [%zu][%zu] = %lld does not fit the %d-bit %s product range "
-                     "%lld..%lld of %d-bit operands",
+                     "%lld..%lld of %d-bit operands%s",
                      r, c, static_cast<long long>(v), 2 * n, is_signed ? "signed" : "unsigned",
-                     static_cast<long long>(lo), static_cast<long long>(hi), n);
+                     static_cast<long long>(lo), static_cast<long long>(hi), n,
+                     looks_text ? " (the file is all text: format 'text' or 'c'?)" : "");
             table[((r ^ flip) << n) | (c ^ flip)] = int32_t(v);
         }
     bits = n;
