@@ -153,6 +153,7 @@ struct Param {
 };
 
 int64_t hi_bits(int64_t bits) { return bits; }
+int64_t hi_row(int64_t bits) { return bits - 1; }
 int64_t hi_cut(int64_t bits) { return 2 * bits - 1; }
 int64_t hi_one(int64_t) { return 1; }
 int64_t hi_zero(int64_t) { return 0; }
@@ -242,7 +243,7 @@ const std::vector<Family> &families() {
          "removed bits (Schulte & Swartzlander, IEEE VLSI Signal Processing 1993)",
          kBaughWooley, build_truncated},
         {"bam",
-         {kBits, kUnsignedOnly, {"hbl", 0, 0, hi_bits, "bits-1"}, {"vbl", 0, 0, hi_cut, "2*bits-1"}},
+         {kBits, kUnsignedOnly, {"hbl", 0, 0, hi_row, "bits-1"}, {"vbl", 0, 0, hi_cut, "2*bits-1"}},
          "broken-array multiplier: keeps a_i b_j iff j >= hbl and i + j >= vbl (Mahdiani et "
          "al., IEEE TCAS-I 57(4), 2010)",
          kBaughWooley, build_broken_array},
