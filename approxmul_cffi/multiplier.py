@@ -184,11 +184,7 @@ class Multiplier:
         if self._spec is not None:
             return self._spec
         text = c_string(self._query(lib.approxmul_multiplier_spec, "const char **"))
-        if text:
-            return text
-        if self.name == "exact":  # Multiplier.exact() is not built from a spec string
-            return f"exact:bits={self.bits},signed={int(self.signed)}"
-        return None
+        return text or None
 
     @classmethod
     def from_c_function(cls, library_path, symbol, signature, *, bits=None, signed=None):

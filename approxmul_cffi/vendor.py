@@ -78,7 +78,10 @@ def open_function(library_path, symbol, entry):
                              f"library, e.g. cc -shared -fPIC model.c -o model.so)")
     model_ffi = FFI()  # one per model: the symbol's name and prototype are the user's
     _, ret, param, *_ = entry
-    model_ffi.cdef(f"{ret} {symbol}({param}, {param});")
+    try:
+        model_ffi.cdef(f"{ret} {symbol}({param}, {param});")
+    except Exception as error:  # e.g. a symbol named like a C keyword
+        raise InvalidArgumentError(f"symbol: cannot declare {symbol!r}: {error}") from None
     try:
         model_lib = model_ffi.dlopen(path)
     except OSError as error:

@@ -97,6 +97,8 @@ def test_bad_models(vendor_models, tmp_path):  # noqa: F811
         am.Multiplier.from_c_function(tmp_path / "fake.so", "f", "u8")
     with pytest.raises(InvalidArgumentError, match="'nope' not found"):
         am.Multiplier.from_c_function(vendor_models, "nope", "u8")
+    with pytest.raises(InvalidArgumentError, match="cannot declare 'int'"):
+        am.Multiplier.from_c_function(vendor_models, "int", "u8")
     with pytest.raises(InvalidArgumentError, match="not a C identifier"):
         am.Multiplier.from_c_function(vendor_models, "a b", "u8")
     with pytest.raises(InvalidArgumentError, match="u64ba: uint64_t f\\(uint64_t b, uint64_t a\\)"):
@@ -139,3 +141,26 @@ def test_callable_errors_become_callback_errors():
     with pytest.raises(TypeError):
         pickle.dumps(am.Multiplier.from_callable(lambda a, b: 0, bits=2))
 
+
+
+# Values printed in the header comments of EvoApproxLib's mul12u_338 and
+# mul12u_343, as (value, decimals printed); our fixture models have the same
+# behaviour, so approxmul's metric conventions must reproduce them. MSE is
+# printed in exponent form (57970.012e3), compared relatively.
+PUBLISHED = {
+    "mul12u_clear2": {"mae_percent": (0.037, 3), "mae": (6140, 0), "wce_percent": (0.15, 2),
+                      "wce": (24561, 0), "wcre_percent": (100.00, 2), "ep_percent": (93.71, 2),
+                      "mre_percent": (0.65, 2), "mse": 57970.012e3},
+    "mul12u_shift3": {"mae_percent": (0.085, 3), "mae": (14320, 0), "wce_percent": (0.34, 2),
+                      "wce": (57281, 0), "wcre_percent": (100.00, 2), "ep_percent": (98.39, 2),
+                      "mre_percent": (1.38, 2), "mse": 29802.164e4},
+}
+
+
+@pytest.mark.parametrize("symbol", PUBLISHED)
+def test_metrics_agree_with_published_evoapprox_headers(vendor_models, symbol):  # noqa: F811
+    got = am.Multiplier.from_c_function(vendor_models, symbol, "u16", bits=12).metrics()
+    published = dict(PUBLISHED[symbol])
+    assert got["mse"] == pytest.approx(published.pop("mse"), rel=1e-7)
+    for key, (value, decimals) in published.items():
+        assert round(got[key], decimals) == value, (key, got[key])

@@ -152,7 +152,11 @@ approxmul_status approxmul_multiplier_from_table(const int32_t *table, int64_t t
 approxmul_status approxmul_multiplier_exact(int bits, int is_signed, approxmul_multiplier **out) {
     return guarded([&] {
         require_pointer(out, "out");
-        hand_out(Multiplier::exact(bits, is_signed != 0), out);
+        // the same canonical spec as "exact:bits=..,signed=.." gives
+        hand_out(Multiplier::with_spec(Multiplier::exact(bits, is_signed != 0),
+                                       "exact:bits=" + std::to_string(bits) +
+                                           ",signed=" + std::to_string(is_signed != 0)),
+                 out);
     });
 }
 

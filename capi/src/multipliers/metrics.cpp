@@ -1,7 +1,8 @@
 // Exhaustive error metrics, e = approx - exact over every operand pair
 // (4^n pairs; 2^32 for 16 bits, rows spread over the threads). Sums are
-// kept in integers (128-bit where 2^32 squared errors need it), so the
-// results do not depend on the thread count. Definitions: docs/metrics.md.
+// kept in integers (128-bit where 2^32 squared errors need it) and the
+// floating-point relative errors per row, added in row order, so results do
+// not depend on the thread count. Definitions: docs/metrics.md.
 #include <cmath>
 #include <limits>
 
@@ -19,7 +20,6 @@ __extension__ typedef unsigned __int128 uint128;
 struct Sums {
     int128 sum_error = 0;
     uint128 sum_abs = 0, sum_square = 0;
-    double sum_relative = 0;
     int64_t wrong = 0, zero_products = 0;
     uint64_t worst = 0;
     double worst_relative = 0;
@@ -30,7 +30,6 @@ struct Sums {
         sum_error += o.sum_error;
         sum_abs += o.sum_abs;
         sum_square += o.sum_square;
-        sum_relative += o.sum_relative;
         wrong += o.wrong;
         zero_products += o.zero_products;
         worst = std::max(worst, o.worst);
@@ -41,8 +40,9 @@ struct Sums {
 };
 
 // One row (first operand a) over every second operand; products from get(a, b).
+// Returns the row's sum of relative errors.
 template <class Get>
-void scan_row(const Multiplier &m, int64_t a, const Get &get, Sums &s) {
+double scan_row(const Multiplier &m, int64_t a, const Get &get, Sums &s) {
     int64_t row_error = 0;   // |e| <= 2^33 here, 2^16 of them fit int64
     uint64_t row_abs = 0;
     double row_relative = 0;
@@ -67,7 +67,7 @@ void scan_row(const Multiplier &m, int64_t a, const Get &get, Sums &s) {
     }
     s.sum_error += row_error;
     s.sum_abs += row_abs;
-    s.sum_relative += row_relative;
+    return row_relative;
 }
 
 // Calls body(a, get) per first operand a, in parallel when the model is wide.
@@ -94,11 +94,14 @@ void for_each_row(const Multiplier &m, const Body &body) {
 approxmul_metrics metrics(const Multiplier &m) {
     const int threads = std::max(1, num_threads());
     std::vector<Sums> partial(size_t(threads) + 1);
+    std::vector<double> row_relative(size_t{1} << m.bits());
     for_each_row(m, [&](int64_t a, int thread, const auto &get) {
-        scan_row(m, a, get, partial[size_t(thread)]);
+        row_relative[size_t(a - m.min_operand())] = scan_row(m, a, get, partial[size_t(thread)]);
     });
     Sums s;
     for (const Sums &p : partial) s.add(p);
+    double sum_relative = 0;
+    for (double r : row_relative) sum_relative += r;
 
     const long double pairs = std::ldexp(1.0L, 2 * m.bits());
     const long double bias = (long double)s.sum_error / pairs;
@@ -112,7 +115,7 @@ approxmul_metrics metrics(const Multiplier &m) {
     out.wce_percent = 100.0 * out.wce / double(pairs);
     out.wcre_percent = 100.0 * s.worst_relative;
     const int64_t nonzero = out.pairs - s.zero_products;
-    out.mre_percent = nonzero ? 100.0 * s.sum_relative / double(nonzero) : 0.0;
+    out.mre_percent = nonzero ? 100.0 * sum_relative / double(nonzero) : 0.0;
     out.ep_percent = 100.0 * double(s.wrong) / double(pairs);
     out.bias = double(bias);
     out.error_std = double(std::sqrt(std::max(0.0L, mse - bias * bias)));
