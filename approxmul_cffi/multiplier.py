@@ -167,6 +167,8 @@ class Multiplier:
         """
         if not isinstance(spec, str):
             raise DTypeError(f"spec: expected a string, got {type(spec).__name__}")
+        if "\0" in spec:  # C would silently stop reading there
+            raise InvalidArgumentError(f"spec: {spec!r} contains a NUL character")
         return cls._create(lib.approxmul_multiplier_from_spec, spec.encode())
 
     @property

@@ -54,6 +54,7 @@ def test_exact_constructor_has_a_spec_and_everything_pickles_as_its_spec():
     ("drum:k", ["needs a value"]), ("drum:k=four", ["k=four is not an integer"]),
     ("drum:k=3,k=4", ["given twice"]), ("drum:k=3,,bits=8", ["empty parameter"]),
     ("", ["unknown multiplier family ''"]),
+    ("drum\0:k=9", ["NUL character"]),
 ])
 def test_spec_errors(spec, words):
     with pytest.raises(InvalidArgumentError) as info:
