@@ -5,6 +5,8 @@ import re
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import approxmul_cffi as am
 from approxmul_cffi.errors import FormatError, InvalidArgumentError, LibraryIOError
@@ -143,3 +145,48 @@ def test_bad_arguments(tmp_path):
         am.multiplier("drum:k=2,signed=1").save(tmp_path / "d.txt")
     with pytest.raises(am.UnsupportedError):
         am.multiplier("drum:bits=12").save(tmp_path / "d.txt")
+
+
+def parse(data, format, signed=False, order="raw"):
+    from approxmul_cffi._library import check, ffi, lib
+
+    out = ffi.new("int32_t[]", 1 << 16)
+    bits = ffi.new("int *")
+    check(lib.approxmul_table_parse(ffi.from_buffer(data), len(data),
+                                    getattr(lib, {"binary": "APPROXMUL_TABLE_BINARY_U16LE",
+                                                  "c": "APPROXMUL_TABLE_C_SOURCE",
+                                                  "text": "APPROXMUL_TABLE_TEXT"}[format]),
+                                    0, signed, getattr(lib, f"APPROXMUL_ORDER_{order.upper()}"),
+                                    out, 1 << 16, bits))
+    return bits[0]
+
+
+VALID = {
+    "binary": bytes([0, 0, 0, 0, 0, 0, 1, 0]),
+    "c": b"const int16_t lut[2][2] = {{0, 0}, {0, 1}};\n",
+    "text": b"0 0\n0 1\n",
+}
+
+
+
+@settings(max_examples=300, deadline=None)
+@given(format=st.sampled_from(sorted(VALID)), data=st.data())
+def test_parsers_survive_mutations(format, data):
+    # any bytes, or a valid file with bytes flipped, cut or inserted: a result or FormatError
+    base = bytearray(VALID[format])
+    choice = data.draw(st.integers(0, 3))
+    if choice == 0:
+        blob = data.draw(st.binary(max_size=200))
+    else:
+        position = data.draw(st.integers(0, len(base)))
+        if choice == 1 and position < len(base):
+            base[position] = data.draw(st.integers(0, 255))
+        elif choice == 2:
+            base = base[:position]
+        else:
+            base[position:position] = data.draw(st.binary(min_size=1, max_size=8))
+        blob = bytes(base)
+    try:
+        assert 1 <= parse(blob, format) <= 8
+    except FormatError:
+        pass

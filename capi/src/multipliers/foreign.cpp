@@ -23,7 +23,7 @@ uint64_t call(approxmul_function function, int64_t a, int64_t b, uint64_t operan
 }
 
 struct Signature {
-    approxmul_signature id;
+    int id;  // approxmul_signature
     const char *prototype;
     int max_bits;
     bool signed_types;
@@ -45,19 +45,19 @@ const Signature kSignatures[] = {
      call<int32_t, int16_t, false>},
 };
 
-const Signature &find_signature(approxmul_signature id) {
+const Signature &find_signature(int id) {
     for (const Signature &s : kSignatures)
         if (s.id == id) return s;
     std::string known;
     for (const Signature &s : kSignatures)
-        known += "\n  " + std::to_string(int(s.id)) + ": " + s.prototype;
+        known += "\n  " + std::to_string(s.id) + ": " + s.prototype;
     fail(APPROXMUL_ERR_INVALID_ARGUMENT, "signature: %d is not an approxmul_signature; known:%s",
-         int(id), known.c_str());
+         id, known.c_str());
 }
 
 }  // namespace
 
-std::shared_ptr<const Multiplier> from_c_function(approxmul_function function, approxmul_signature id,
+std::shared_ptr<const Multiplier> from_c_function(approxmul_function function, int id,
                                                   int bits, bool is_signed, std::string name) {
     require_pointer(reinterpret_cast<void *>(function), "function");
     const Signature &sig = find_signature(id);

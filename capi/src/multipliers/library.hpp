@@ -26,13 +26,14 @@ std::shared_ptr<const Multiplier> from_spec(const std::string &spec);
 // ---- table files (tables.cpp)
 
 // Parses a file's bytes into a raw-bit-pattern table; bits 0 = infer.
-std::vector<int32_t> parse_table(const unsigned char *data, size_t size,
-                                 approxmul_table_format format, int &bits, bool is_signed,
-                                 approxmul_table_order order);
+// format and order are approxmul_table_format / _order values, checked here.
+std::vector<int32_t> parse_table(const unsigned char *data, size_t size, int format, int &bits,
+                                 bool is_signed, int order);
 
 // ---- vendor C models and callbacks (foreign.cpp)
 
-std::shared_ptr<const Multiplier> from_c_function(approxmul_function function, approxmul_signature signature,
+// signature: an approxmul_signature value, checked here.
+std::shared_ptr<const Multiplier> from_c_function(approxmul_function function, int signature,
                                                   int bits, bool is_signed, std::string name);
 std::shared_ptr<const Multiplier> from_callback(approxmul_product_callback callback,
                                                 void *user_data, int bits, bool is_signed);

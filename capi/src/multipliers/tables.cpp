@@ -211,13 +211,12 @@ int width_of_count(size_t count) {
 
 }  // namespace
 
-std::vector<int32_t> parse_table(const unsigned char *data, size_t size,
-                                 approxmul_table_format format, int &bits, bool is_signed,
-                                 approxmul_table_order order) {
+std::vector<int32_t> parse_table(const unsigned char *data, size_t size, int format, int &bits,
+                                 bool is_signed, int order) {
     if (order != APPROXMUL_ORDER_RAW && order != APPROXMUL_ORDER_TWOS &&
         order != APPROXMUL_ORDER_OFFSET)
         fail(APPROXMUL_ERR_INVALID_ARGUMENT, "order: %d is not an approxmul_table_order",
-             int(order));
+             order);
     if (order != APPROXMUL_ORDER_RAW && !is_signed)
         fail(APPROXMUL_ERR_INVALID_ARGUMENT,
              "order: the %s order is defined for signed operands; unsigned tables are in raw "
@@ -232,7 +231,7 @@ std::vector<int32_t> parse_table(const unsigned char *data, size_t size,
     case APPROXMUL_TABLE_TEXT: e = parse_text(data, size, rows); break;
     default:
         fail(APPROXMUL_ERR_INVALID_ARGUMENT, "format: %d is not an approxmul_table_format",
-             int(format));
+             format);
     }
     const int found = width_of_count(e.values.size());
     if (bits == 0 && found == 0)
