@@ -23,15 +23,39 @@ def ref_array(a, b, n, keep):
 
 
 def ref_truncated(a, b, n, cut, correct):
-    constant = 0
-    if correct:  # expected value of the removed bits, rounded half up
-        quarters = sum(min(q + 1, 2 * n - 1 - q) << q for q in range(cut))
-        constant = (quarters + 2) // 4
+    constant = ref_correction(n, cut, False) if correct else 0
     return ref_array(a, b, n, lambda i, j: i + j >= cut) + constant
 
 
 def ref_bam(a, b, n, hbl, vbl):
     return ref_array(a, b, n, lambda i, j: j >= hbl and i + j >= vbl)
+
+
+def is_nand(i, j, n):
+    return (i == n - 1) != (j == n - 1)
+
+
+def ref_baugh_wooley(a, b, n, keep, vbl, constant=0):
+    """Signed: the kept bits of the Baugh-Wooley matrix (NAND where exactly one
+    index is the sign bit, constant ones in columns n and 2n-1, kept when the
+    column is >= vbl), plus a correction constant, mod 2^(2n)."""
+    pa, pb = a & ((1 << n) - 1), b & ((1 << n) - 1)
+    total = constant + sum(1 << c for c in (n, 2 * n - 1) if c >= vbl)
+    for i in range(n):
+        for j in range(n):
+            bit = (pa >> i) & (pb >> j) & 1
+            if keep(i, j):
+                total += (bit ^ is_nand(i, j, n)) << (i + j)
+    total %= 1 << (2 * n)
+    return total - (1 << (2 * n)) if total >> (2 * n - 1) else total
+
+
+def ref_correction(n, cut, signed):
+    """round-half-up of the expected value of the removed bits (uniform operands)."""
+    quarters = sum((3 if signed and is_nand(i, j, n) else 1) << (i + j)
+                   for i in range(n) for j in range(n) if i + j < cut)
+    quarters += sum(4 << c for c in (n, 2 * n - 1) if signed and c < cut)
+    return (quarters + 2) // 4
 
 
 def ref_segment(x, k, unbiased):
@@ -75,7 +99,13 @@ def signed_wrap(unsigned):
     return product
 
 
-def reference(family, n, **p):
+def reference(family, n, signed=False, **p):
+    if signed and family == "truncated":  # on the Baugh-Wooley array, not sign-magnitude
+        constant = ref_correction(n, p["cut"], True) if p.get("correct") else 0
+        return lambda a, b: ref_baugh_wooley(a, b, n, lambda i, j: i + j >= p["cut"], p["cut"], constant)
+    if signed and family == "bam":
+        return lambda a, b: ref_baugh_wooley(a, b, n, lambda i, j: j >= p["hbl"] and i + j >= p["vbl"],
+                                             p["vbl"])
     designs = {
         "truncated": lambda a, b: ref_truncated(a, b, n, p["cut"], p.get("correct", 0)),
         "bam": lambda a, b: ref_bam(a, b, n, p["hbl"], p["vbl"]),
@@ -86,7 +116,7 @@ def reference(family, n, **p):
         "roba": ref_roba,
         "exact": lambda a, b: a * b,
     }
-    return designs[family]
+    return signed_wrap(designs[family]) if signed else designs[family]
 
 
 CASES = [
@@ -96,7 +126,8 @@ CASES = [
     ("mitchell", {}), ("ilm", {"iterations": 0}), ("ilm", {"iterations": 1}),
     ("ilm", {"iterations": 2}), ("roba", {}), ("exact", {}),
 ]
-SIGNED_FAMILIES = {"drum", "dsm", "mitchell", "ilm", "roba", "exact"}
+# truncated and bam are signed on the Baugh-Wooley array, the others sign-magnitude
+SIGNED_FAMILIES = {"truncated", "bam", "drum", "dsm", "mitchell", "ilm", "roba", "exact"}
 
 
 def spec(family, bits, signed, params):
@@ -110,9 +141,7 @@ def spec(family, bits, signed, params):
 def test_matches_reference_exhaustively_6_bit(family, params, signed):
     n = 6
     m = am.multiplier(spec(family, n, signed, params))
-    ref = reference(family, n, **params)
-    if signed:
-        ref = signed_wrap(ref)
+    ref = reference(family, n, signed, **params)
     low, high = m.operand_range
     values = range(low, high + 1)
     expected = np.array([[ref(a, b) for b in values] for a in values])
@@ -128,8 +157,7 @@ def test_wide_matches_reference_on_samples(family, params):
     for n in (12, 16):
         signed = family in SIGNED_FAMILIES and n == 12
         m = am.multiplier(spec(family, n, signed, params))
-        ref = reference(family, n, **params)
-        ref = signed_wrap(ref) if signed else ref
+        ref = reference(family, n, signed, **params)
         low, high = m.operand_range
         pairs = [(rng.randint(low, high), rng.randint(low, high)) for _ in range(150)]
         pairs += [(low, low), (high, high), (low, high), (0, high), (1, 1)]
@@ -195,10 +223,26 @@ def test_truncation_error_bounds_8_bit():
 
 
 def test_corrected_truncation_is_nearly_unbiased():
-    for cut in (4, 6, 8):
-        m = am.multiplier(f"truncated:cut={cut},correct=1")
-        assert abs(m.metrics()["bias"]) <= 0.5
-        assert m.product(0, 0) > 0  # documented: the constant makes 0 * x nonzero
+    for cut in (4, 6, 8, 10):
+        for signed in (0, 1):
+            m = am.multiplier(f"truncated:cut={cut},correct=1,signed={signed}")
+            assert abs(m.metrics()["bias"]) <= 0.5, m.spec
+            assert m.product(0, 0) > 0  # documented: the constant makes 0 * x nonzero
+
+
+def test_signed_arrays():
+    # an unbroken Baugh-Wooley array is exact (the identity the signed families rest on)
+    for bits in (2, 5, 8):
+        _, v, t = values_and_table(f"bam:bits={bits},signed=1")
+        assert np.array_equal(t, np.outer(v, v))
+    # worked example, n = 4, cut = 4: a = -3 (1101), b = 5 (0101); kept cells of
+    # columns >= 4: (3,1) NAND(1,0) = 1 -> 16, (2,2) 1 -> 16, (3,2) NAND(1,1) = 0,
+    # (1,3) NAND(0,0) = 1 -> 16, (2,3) NAND(1,0) = 1 -> 32, (3,3) AND(1,0) = 0;
+    # constants 16 + 128: 224 = 1110_0000 -> -32 (exact -15)
+    assert am.multiplier("truncated:bits=4,cut=4,signed=1").product(-3, 5) == -32
+    # truncation only removes bits, but in two's complement a removed NAND one lowers the value
+    _, v, t = values_and_table("truncated:cut=6,signed=1")
+    assert (t <= np.outer(v, v)).all() and (t % 64 == 0).all()
 
 
 def test_one_sided_errors_and_symmetry():

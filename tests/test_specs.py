@@ -49,7 +49,7 @@ def test_exact_constructor_has_a_spec_and_everything_pickles_as_its_spec():
     ("drum:bits=17", ["bits=17 is outside 2..16"]),
     ("exact:bits=0", ["bits=0 is outside 1..16"]),
     ("truncated:cut=16", ["cut=16 is outside 0..15"]),
-    ("truncated:signed=1", ["signed=1 is not supported", "Baugh-Wooley"]),
+    ("truncated:signed=2", ["signed=2 is outside 0..1"]),
     ("bam:hbl=8", ["hbl=8 is outside 0..7", "hbl=0 (0..bits-1)"]),
     ("drum:k", ["needs a value"]), ("drum:k=four", ["k=four is not an integer"]),
     ("drum:k=3,k=4", ["given twice"]), ("drum:k=3,,bits=8", ["empty parameter"]),

@@ -16,11 +16,10 @@ ORDERS = {False: ["raw"], True: ["raw", "twos", "offset"]}
 
 
 def multipliers(signed):
-    specs = ["drum:k=3", "mitchell", "roba"] if signed else ["drum:k=4", "truncated:cut=6,correct=1",
-                                                              "bam:hbl=2,vbl=7"]
-    s = ",signed=1" if signed else ""
-    return [am.multiplier(x + s if ":" in x else x + ":" + s.lstrip(",")) if s else am.multiplier(x)
-            for x in specs] + [am.multiplier(f"ilm:bits=4,signed={int(signed)}")]
+    specs = ["drum:k=3,", "mitchell:", "truncated:cut=9,correct=1,"] if signed else [
+        "drum:k=4", "truncated:cut=6,correct=1", "bam:hbl=2,vbl=7"]
+    return [am.multiplier(x + "signed=1" if signed else x) for x in specs] + [
+        am.multiplier(f"ilm:bits=4,signed={int(signed)}")]
 
 
 @pytest.mark.parametrize("format", list(EXT))

@@ -1,9 +1,9 @@
 // Built-in multiplier families and the spec-string parser.
 //
-// Every family is an unsigned design U(a, b) on operand magnitudes; the
-// families whose papers define signed use take the sign-magnitude form
-// P = sign(a) sign(b) U(|a|, |b|), with |-2^(n-1)| = 2^(n-1) as an n-bit
-// unsigned value. Products are int64: signed DRUM with k = 2 can exceed the
+// Every family is an unsigned design U(a, b) on operand magnitudes. Signed
+// array designs (truncated, bam) break the Baugh-Wooley array; the others
+// take the sign-magnitude form P = sign(a) sign(b) U(|a|, |b|), with
+// |-2^(n-1)| = 2^(n-1) as an n-bit unsigned value. Products are int64: signed DRUM with k = 2 can exceed the
 // 2n-bit signed range (n = 8: -128 * -128 -> 36864) and is reported as is.
 // Definitions and worked examples: docs/multipliers.md.
 #include <algorithm>
@@ -32,6 +32,33 @@ inline uint64_t broken_array_dropped(uint64_t a, uint64_t b, int n, int hbl, int
     for (int j = 0; j < n && (j < hbl || j < vbl); ++j)
         if ((b >> j) & 1) dropped += (j < hbl ? a : low_bits(a, vbl - j)) << j;
     return dropped;
+}
+
+// The same break on the Baugh-Wooley array of signed operands (a, b as
+// n-bit patterns): cells with exactly one sign bit are NAND instead of AND,
+// plus constant ones in columns n and 2n-1; the exact sum of all of it is
+// a*b mod 2^(2n). Returns the value of the removed cells (constants apart).
+inline uint64_t baugh_wooley_dropped(uint64_t a, uint64_t b, int n, int hbl, int vbl) {
+    const uint64_t all = (uint64_t{1} << n) - 1, top = uint64_t{1} << (n - 1);
+    uint64_t dropped = 0;
+    for (int j = 0; j < n && (j < hbl || j < vbl); ++j) {
+        const uint64_t removed = j < hbl ? all : low_bits(all, vbl - j);
+        const bool bj = (b >> j) & 1;
+        const uint64_t nand_cells = j == n - 1 ? removed & ~top : removed & top;
+        const uint64_t and_cells = removed & ~nand_cells;
+        dropped += ((bj ? a & and_cells : 0) + (bj ? ~a & nand_cells : nand_cells)) << j;
+    }
+    return dropped;
+}
+
+// Constant ones of the Baugh-Wooley array in columns below vbl are removed too.
+inline uint64_t baugh_wooley_constants_dropped(int n, int vbl) {
+    return (n < vbl ? uint64_t{1} << n : 0) + (2 * n - 1 < vbl ? uint64_t{1} << (2 * n - 1) : 0);
+}
+
+inline int64_t wrap_signed(int64_t value, int width) {  // value mod 2^width, two's complement
+    const uint64_t mask = (uint64_t{1} << width) - 1, low = uint64_t(value) & mask;
+    return low >> (width - 1) ? int64_t(low) - int64_t(mask) - 1 : int64_t(low);
 }
 
 // DRUM / DSM segment: operands below 2^k are exact; otherwise keep the k
@@ -133,12 +160,17 @@ Factorization broken_array_factorization(int bits, int hbl, int vbl, int64_t con
 }
 
 // Constant correction of column truncation: the expected value of the
-// removed bits (column q holds h(q) bits, each 1 with probability 1/4),
-// rounded half up to an integer and added to the full 2n-bit result.
-int64_t truncation_correction(int bits, int cut) {
+// removed bits for uniform operands (an AND cell is 1 with probability 1/4,
+// a NAND cell 3/4, a constant always), rounded half up to an integer and
+// added to the full 2n-bit result.
+int64_t truncation_correction(int bits, int cut, bool is_signed) {
     int64_t quarter_units = 0;  // 4 * expected value
-    for (int q = 0; q < cut; ++q)
-        quarter_units += int64_t(std::min(q + 1, 2 * bits - 1 - q)) << q;
+    for (int i = 0; i < bits; ++i)
+        for (int j = 0; j < bits && i + j < cut; ++j) {
+            const bool nand = is_signed && ((i == bits - 1) != (j == bits - 1));
+            quarter_units += int64_t(nand ? 3 : 1) << (i + j);
+        }
+    if (is_signed) quarter_units += 4 * int64_t(baugh_wooley_constants_dropped(bits, cut));
     return (quarter_units + 2) / 4;
 }
 
@@ -156,7 +188,6 @@ int64_t hi_bits(int64_t bits) { return bits; }
 int64_t hi_row(int64_t bits) { return bits - 1; }
 int64_t hi_cut(int64_t bits) { return 2 * bits - 1; }
 int64_t hi_one(int64_t) { return 1; }
-int64_t hi_zero(int64_t) { return 0; }
 int64_t hi_width(int64_t) { return kMaxBits; }
 
 using Values = std::map<std::string, int64_t>;
@@ -166,13 +197,11 @@ struct Family {
     const char *name;
     std::vector<Param> params;
     const char *description;
-    const char *unsigned_only;  // why signed=1 is refused, or nullptr
     Builder build;
 };
 
 const Param kBits{"bits", 8, 2, hi_width, "16"};
 const Param kSigned{"signed", 0, 0, hi_one, "1"};
-const Param kUnsignedOnly{"signed", 0, 0, hi_zero, "0"};
 
 int bits_of(const Values &v) { return int(v.at("bits")); }
 bool signed_of(const Values &v) { return v.at("signed") != 0; }
@@ -184,6 +213,16 @@ std::shared_ptr<const Multiplier> build_exact(const Values &v) {
 std::shared_ptr<const Multiplier> build_bam(const Values &v, int hbl, int vbl, int64_t constant,
                                             const char *name) {
     const int n = bits_of(v);
+    if (signed_of(v)) {  // no factorization: the mod 2^(2n) wrap is not a sum of products
+        const uint64_t mask = (uint64_t{1} << n) - 1;
+        const int64_t constants = int64_t(baugh_wooley_constants_dropped(n, vbl));
+        auto product = [=](int64_t a, int64_t b) {
+            const int64_t dropped =
+                int64_t(baugh_wooley_dropped(uint64_t(a) & mask, uint64_t(b) & mask, n, hbl, vbl));
+            return wrap_signed(a * b - dropped - constants + constant, 2 * n);
+        };
+        return Multiplier::from_function(product, n, true, name);
+    }
     auto f = [n, hbl, vbl, constant](uint64_t a, uint64_t b) {
         return int64_t(a * b - broken_array_dropped(a, b, n, hbl, vbl)) + constant;
     };
@@ -193,7 +232,7 @@ std::shared_ptr<const Multiplier> build_bam(const Values &v, int hbl, int vbl, i
 
 std::shared_ptr<const Multiplier> build_truncated(const Values &v) {
     const int cut = int(v.at("cut"));
-    const int64_t c = v.at("correct") ? truncation_correction(bits_of(v), cut) : 0;
+    const int64_t c = v.at("correct") ? truncation_correction(bits_of(v), cut, signed_of(v)) : 0;
     return build_bam(v, 0, cut, c, "truncated");
 }
 
@@ -228,50 +267,46 @@ std::shared_ptr<const Multiplier> build_roba(const Values &v) {
                                      signed_of(v), "roba");
 }
 
-const char *kBaughWooley =
-    "the family is defined on the unsigned partial-product array; a signed version would "
-    "truncate a Baugh-Wooley array, which approxmul does not implement";
-
 const std::vector<Family> &families() {
     static const std::vector<Family> table = {
-        {"exact", {{"bits", 8, 1, hi_width, "16"}, kSigned}, "the exact product a*b", nullptr,
-         build_exact},
+        {"exact", {{"bits", 8, 1, hi_width, "16"}, kSigned}, "the exact product a*b", build_exact},
         {"truncated",
-         {kBits, kUnsignedOnly, {"cut", -1, 0, hi_cut, "2*bits-1"}, {"correct", 0, 0, hi_one, "1"}},
+         {kBits, kSigned, {"cut", -1, 0, hi_cut, "2*bits-1"}, {"correct", 0, 0, hi_one, "1"}},
          "column-truncated array multiplier: partial-product bits in columns below cut "
-         "removed; correct=1 adds the constant round-half-up(E), E the expected value of the "
-         "removed bits (Schulte & Swartzlander, IEEE VLSI Signal Processing 1993)",
-         kBaughWooley, build_truncated},
+         "removed (signed: of the Baugh-Wooley array); correct=1 adds round-half-up(E), E the "
+         "expected value of the removed bits (Schulte & Swartzlander, IEEE VLSI Signal "
+         "Processing 1993)",
+         build_truncated},
         {"bam",
-         {kBits, kUnsignedOnly, {"hbl", 0, 0, hi_row, "bits-1"}, {"vbl", 0, 0, hi_cut, "2*bits-1"}},
-         "broken-array multiplier: keeps a_i b_j iff j >= hbl and i + j >= vbl (Mahdiani et "
-         "al., IEEE TCAS-I 57(4), 2010)",
-         kBaughWooley, build_broken_array},
+         {kBits, kSigned, {"hbl", 0, 0, hi_row, "bits-1"}, {"vbl", 0, 0, hi_cut, "2*bits-1"}},
+         "broken-array multiplier: keeps a_i b_j iff j >= hbl and i + j >= vbl (signed: on the "
+         "Baugh-Wooley array) (Mahdiani et al., IEEE TCAS-I 57(4), 2010)",
+         build_broken_array},
         {"drum",
          {kBits, kSigned, {"k", 4, 2, hi_bits, "bits"}},
          "DRUM(k): k bits from the leading one, segment LSB forced to 1, operands below 2^k "
          "exact (Hashemi, Bahar & Reda, ICCAD 2015)",
-         nullptr, build_segmented<true>},
+         build_segmented<true>},
         {"dsm",
          {kBits, kSigned, {"m", 4, 2, hi_bits, "bits"}},
          "dynamic segment method DSM(m): m bits from the leading one, truncated (Narayanamoorthy "
          "et al., IEEE TVLSI 23(6), 2015)",
-         nullptr, build_segmented<false>},
+         build_segmented<false>},
         {"mitchell",
          {kBits, kSigned},
          "Mitchell's logarithmic multiplier, all fraction bits kept (Mitchell, IRE Trans. "
          "Electronic Computers EC-11(4), 1962)",
-         nullptr, build_mitchell},
+         build_mitchell},
         {"ilm",
          {kBits, kSigned, {"iterations", 1, 0, hi_bits, "bits"}},
          "iterative logarithmic multiplier with error-correction iterations (Babic, Avramovic & "
          "Bulic, Microprocessors and Microsystems 35(1), 2011)",
-         nullptr, build_ilm},
+         build_ilm},
         {"roba",
          {kBits, kSigned},
          "rounding-based multiplier RoBA, operands rounded to powers of two with ties up, signed "
          "as S-RoBA (Zendegani et al., IEEE TVLSI 25(2), 2017)",
-         nullptr, build_roba},
+         build_roba},
     };
     return table;
 }
@@ -370,9 +405,6 @@ std::shared_ptr<const Multiplier> from_spec(const std::string &spec) {
         const int64_t fallback = p.fallback < 0 ? bits : std::min(p.fallback, hi);
         const int64_t value = found == values.end() ? fallback : found->second;
         if (value < p.lo || value > hi) {
-            if (family->unsigned_only && std::string(p.name) == "signed")
-                fail(APPROXMUL_ERR_INVALID_ARGUMENT, "%s: signed=%lld is not supported: %s",
-                     name.c_str(), static_cast<long long>(value), family->unsigned_only);
             fail(APPROXMUL_ERR_INVALID_ARGUMENT,
                  "%s: %s=%lld is outside %lld..%lld; parameters: %s", name.c_str(), p.name,
                  static_cast<long long>(value), static_cast<long long>(p.lo),
