@@ -56,6 +56,64 @@ approxmul_status approxmul_multiplier_product(
     const approxmul_multiplier *m, int64_t a, int64_t b, int64_t *out);
 approxmul_status approxmul_multiplier_product_range(
     const approxmul_multiplier *m, int64_t *min_out, int64_t *max_out);
+approxmul_status approxmul_multiplier_from_spec(
+    const char *spec, approxmul_multiplier **out);
+approxmul_status approxmul_multiplier_spec(
+    const approxmul_multiplier *m, const char **out);
+int approxmul_family_count(void);
+approxmul_status approxmul_family_info(
+    int index, const char **name, const char **parameters, const char **description);
+typedef enum approxmul_table_format {
+    APPROXMUL_TABLE_BINARY_U16LE = 1,
+    APPROXMUL_TABLE_C_SOURCE = 2,
+    APPROXMUL_TABLE_TEXT = 3
+} approxmul_table_format;
+typedef enum approxmul_table_order {
+    APPROXMUL_ORDER_RAW = 1,
+    APPROXMUL_ORDER_TWOS = 2,
+    APPROXMUL_ORDER_OFFSET = 3
+} approxmul_table_order;
+approxmul_status approxmul_table_parse(
+    const void *data, int64_t size, approxmul_table_format format,
+    int bits, int is_signed, approxmul_table_order order,
+    int32_t *out, int64_t out_len, int *bits_out);
+typedef enum approxmul_signature {
+    APPROXMUL_SIG_U16_U8_U8 = 1,
+    APPROXMUL_SIG_I16_I8_I8 = 2,
+    APPROXMUL_SIG_U64_U64B_U64A = 3,
+    APPROXMUL_SIG_U64_U64_U64 = 4,
+    APPROXMUL_SIG_U32_U16_U16 = 5,
+    APPROXMUL_SIG_I32_I16_I16 = 6
+} approxmul_signature;
+typedef void (*approxmul_function)(void);
+approxmul_status approxmul_multiplier_from_c_function(
+    approxmul_function function, approxmul_signature signature, int bits, int is_signed,
+    const char *name, approxmul_multiplier **out);
+typedef int (*approxmul_product_callback)(void *user_data, int64_t a, int64_t b,
+                                          int64_t *product);
+approxmul_status approxmul_multiplier_from_callback(
+    approxmul_product_callback callback, void *user_data, int bits, int is_signed,
+    approxmul_multiplier **out);
+typedef struct approxmul_metrics {
+    double mae;
+    double mae_percent;
+    double mse;
+    double wce;
+    double wce_percent;
+    double wcre_percent;
+    double mre_percent;
+    double ep_percent;
+    double bias;
+    double error_std;
+    int64_t min_error;
+    int64_t max_error;
+    int64_t pairs;
+    int64_t zero_product_pairs;
+} approxmul_metrics;
+approxmul_status approxmul_multiplier_metrics(
+    const approxmul_multiplier *m, approxmul_metrics *out);
+approxmul_status approxmul_multiplier_error_map(
+    const approxmul_multiplier *m, int64_t *out, int64_t out_len);
 approxmul_status approxmul_accumulator_dtype(
     const approxmul_multiplier *m, int64_t inner, int64_t a_zero_point,
     int64_t b_zero_point, approxmul_dtype *out);

@@ -62,73 +62,11 @@ def bundled_model():
 # Multipliers by spec string
 
 
-def _parse_spec(spec):
-    name, _, rest = spec.partition(":")
-    params = {}
-    for item in filter(None, rest.split(",")):
-        key, eq, value = item.partition("=")
-        try:
-            if not eq:
-                raise ValueError
-            params[key.strip()] = int(value)
-        except ValueError:
-            raise ValueError(f"multiplier spec {spec!r}: expected key=integer, got {item!r}") from None
-    return name.strip(), params
-
-
-def _truncated_table(bits, cut):
-    """Unsigned AND-array multiplier without the partial products of columns < cut."""
-    v = np.arange(1 << bits, dtype=np.int64)
-    table = v[:, None] * v[None, :]
-    for i in range(bits):
-        for j in range(max(0, min(bits, cut - i))):
-            table -= (((v[:, None] >> i) & 1) * ((v[None, :] >> j) & 1)) << (i + j)
-    return table
-
-
-def _drum_table(bits, k):
-    """Unsigned DRUM(k): each operand cut to k significant bits, lowest kept bit set."""
-    v = np.arange(1 << bits, dtype=np.int64)
-    lead = np.floor(np.log2(np.maximum(v, 1))).astype(np.int64)
-    drop = np.maximum(lead - k + 1, 0)
-    f = np.where(drop > 0, ((v >> drop) | 1) << drop, v)
-    return f[:, None] * f[None, :]
-
-
-def _fallback_multiplier(spec):
-    """Specs this module understands while the library has no spec parser."""
-    am = _core()
-    name, p = _parse_spec(spec)
-    bits = p.pop("bits", 8)
-    signed = bool(p.pop("signed", 0))
-    known = {"exact": set(), "truncated": {"cut"}, "drum": {"k"}}
-    if name not in known:
-        raise ValueError(f"unknown multiplier spec {spec!r}; this build understands "
-                         "exact[:bits=B,signed=0|1], truncated:bits=8,cut=C, drum:k=K")
-    if set(p) != known[name]:
-        raise ValueError(f"multiplier spec {spec!r}: {name} takes "
-                         f"{', '.join(sorted(known[name] | {'bits', 'signed'}))}")
-    if name == "exact":
-        return am.Multiplier.exact(bits=bits, signed=signed)
-    if signed or bits != 8:
-        raise ValueError(f"multiplier spec {spec!r}: only unsigned 8-bit {name} is built in")
-    if name == "truncated":
-        if not 0 <= p["cut"] <= 2 * bits:
-            raise ValueError(f"multiplier spec {spec!r}: cut must be in 0..{2 * bits}")
-        table = _truncated_table(bits, p["cut"])
-    else:
-        if not 1 <= p["k"] <= bits:
-            raise ValueError(f"multiplier spec {spec!r}: k must be in 1..{bits}")
-        table = _drum_table(bits, p["k"])
-    return am.Multiplier.from_table(table.astype(np.int32), signed=False)
-
-
 def resolve_multiplier(spec):
     """A Multiplier from a spec string (or a Multiplier, returned as is).
 
-    Uses the library's ``approxmul_cffi.multiplier`` parser when it exists
-    (table files, vendor C models, every family); otherwise understands
-    ``exact[:bits=B,signed=0|1]``, ``truncated:bits=8,cut=C``, ``drum:k=K``.
+    Any spec :func:`approxmul_cffi.multiplier` accepts: a family, a table
+    file, a vendor C model.
 
     >>> m = resolve_multiplier("exact:bits=8,signed=1")
     >>> m.bits, bool(m.signed)
@@ -136,36 +74,17 @@ def resolve_multiplier(spec):
     """
     if not isinstance(spec, str):
         return spec
-    parse = getattr(_core(), "multiplier", None)
-    # approxmul_cffi.multiplier is a plain module until the spec parser lands.
-    if callable(parse):
-        return parse(spec)
-    return _fallback_multiplier(spec)
-
-
-def _exact_table(bits, signed):
-    v = np.arange(1 << bits, dtype=np.int64)
-    if signed:
-        v = np.where(v >= 1 << (bits - 1), v - (1 << bits), v)
-    return v[:, None] * v[None, :]
+    return _core().multiplier(spec)
 
 
 def multiplier_metrics(m):
-    """{"mae_percent", "wce_percent"} of a multiplier, against the exact product.
-
-    From ``m.metrics()`` when the library provides it, else from the table:
-    mean and worst absolute error over all operand pairs, in percent of
-    2**(2*bits) (EvoApproxLib's normalisation).
+    """{"mae_percent", "wce_percent"} of a multiplier, from its exhaustive metrics.
 
     >>> multiplier_metrics(resolve_multiplier("truncated:bits=8,cut=4"))["wce_percent"]
     0.07476806640625
     """
-    if callable(getattr(m, "metrics", None)):
-        d = m.metrics()
-        return {"mae_percent": float(d["mae_percent"]), "wce_percent": float(d["wce_percent"])}
-    err = np.abs(np.asarray(m.table(), dtype=np.int64) - _exact_table(m.bits, bool(m.signed)))
-    scale = 100.0 / float(1 << (2 * m.bits))
-    return {"mae_percent": float(err.mean() * scale), "wce_percent": float(err.max() * scale)}
+    d = m.metrics()
+    return {"mae_percent": float(d["mae_percent"]), "wce_percent": float(d["wce_percent"])}
 
 
 def _label(m, index):
@@ -317,10 +236,8 @@ def _normalise_multipliers(multipliers):
 
 
 def _is_exact(m):
-    if callable(getattr(m, "metrics", None)):
-        d = m.metrics()
-        return d["mae_percent"] == 0 and d["wce_percent"] == 0
-    return np.array_equal(np.asarray(m.table(), dtype=np.int64), _exact_table(m.bits, bool(m.signed)))
+    d = m.metrics()
+    return d["mae_percent"] == 0 and d["wce_percent"] == 0
 
 
 def evaluate(model, data, multipliers=None, *, layers=None, limit=None, threads=None,

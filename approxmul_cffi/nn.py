@@ -133,8 +133,9 @@ def _conv2d_codes(x, w, multiplier, *, stride, padding, dilation, groups,
                   x_zero_point, w_zero_point):
     """Integer conv2d accumulators via im2col + approximate matmul.
 
-    Same contract as the kernel library's ``conv2d``: padded taps hold the
-    code ``x_zero_point`` and go through the multiplier like any code.
+    Same contract as ``approxmul_cffi.conv2d`` (padded taps hold the code
+    ``x_zero_point`` and go through the multiplier like any code), built
+    from other parts: the tests hold the two against each other.
     """
     am = _core()
     geom = dict(stride=stride, padding=padding, dilation=dilation, groups=groups)
@@ -712,10 +713,8 @@ class _QWeighted(_QNode):
         am = _core()
         if isinstance(self.layer, Linear):
             return am.matmul(x, w.T, multiplier, a_zero_point=x_zp, b_zero_point=w_zp)
-        conv = getattr(am, "conv2d", None)  # the kernel library's, once it exists
-        conv = conv if callable(conv) else _conv2d_codes
         geom = self.layer.geometry
-        return conv(x, w, multiplier, stride=geom["stride"], padding=geom["padding"],
+        return am.conv2d(x, w, multiplier, stride=geom["stride"], padding=geom["padding"],
                     dilation=geom["dilation"], groups=geom["groups"],
                     x_zero_point=x_zp, w_zero_point=w_zp)
 

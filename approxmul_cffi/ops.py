@@ -4,7 +4,7 @@ from ._buffers import (DTYPE_NAMES, as_matrix, as_tensor, is_ndarray, new_output
                        numpy_module)
 from ._library import check, ffi, lib
 from .errors import DTypeError, InvalidArgumentError, OperandRangeError, ShapeError
-from .multiplier import Multiplier
+from .multipliers import Multiplier
 
 
 def _multiplier(multiplier):

@@ -7,7 +7,8 @@ over the product table (compiled here with cc; skipped without a compiler),
 and approxmul's kernels for several multipliers. Prints a table with the
 ratio to NumPy float32 matmul and optionally writes JSON.
 
-    APPROXMUL_LIBRARY=build/capi/libapproxmul.so python3 benchmarks/bench_gemm.py --json out.json
+    python3 benchmarks/bench_gemm.py --json out.json   # after pip install .
+    APPROXMUL_LIBRARY=$PWD/build/capi/libapproxmul.so PYTHONPATH=$PWD python3 benchmarks/bench_gemm.py
     python3 benchmarks/bench_gemm.py --quick          # tiny shapes, seconds
 
 For stable figures run it on an idle machine; every figure is the best of
@@ -30,11 +31,9 @@ import time
 
 import numpy as np
 
+import approxmul_cffi as am  # the installed package, or PYTHONPATH's with APPROXMUL_LIBRARY
+
 HERE = pathlib.Path(__file__).resolve().parent
-if __package__ in (None, ""):
-    # run as a script from a source tree: import the package next to it
-    sys.path.insert(0, str(HERE.parent))
-import approxmul_cffi as am  # noqa: E402
 
 SHAPES = {"square-512": (512, 512, 512), "conv-64x576x3136": (64, 576, 3136),
           "conv-256x2304x196": (256, 2304, 196)}

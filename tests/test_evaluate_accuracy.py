@@ -89,24 +89,9 @@ def test_metrics_of_builtin_tables():
     exact = ev.multiplier_metrics(am.Multiplier.exact(bits=8, signed=True))
     assert exact == {"mae_percent": 0.0, "wce_percent": 0.0}
     # truncation drops partial products a_i b_j 2^(i+j), i+j < 4: worst case all of them
-    trunc = ev.multiplier_metrics(ev._fallback_multiplier("truncated:bits=8,cut=4"))
+    trunc = ev.multiplier_metrics(ev.resolve_multiplier("truncated:bits=8,cut=4"))
     assert trunc["wce_percent"] == pytest.approx(49 / 65536 * 100)
     assert trunc["mae_percent"] == pytest.approx(49 / 4 / 65536 * 100)
-
-
-def test_fallback_tables():
-    exact = np.asarray(am.Multiplier.exact(bits=8).table())
-    np.testing.assert_array_equal(ev._truncated_table(8, 0), exact)
-    np.testing.assert_array_equal(ev._drum_table(8, 8), exact)
-    t = ev._truncated_table(8, 8)
-    assert t[1, 1] == 0 and t[16, 16] == 256 and t[15, 15] == 0
-    d = ev._drum_table(8, 3)
-    assert d[7, 7] == 49 and d[200, 1] == 224  # 0b11001000 -> top 3 bits 110, low bit set: 111
-    assert ev._fallback_multiplier("exact:signed=1").signed is True
-    for bad, msg in [("drum:k=0", "k must be"), ("truncated:cut=3,k=1", "takes"),
-                     ("drum:k=x", "key=integer"), ("drum:signed=1,k=3", "only unsigned")]:
-        with pytest.raises(ValueError, match=msg):
-            ev._fallback_multiplier(bad)
 
 
 def test_pareto_front_and_plot(tmp_path):

@@ -145,6 +145,124 @@ APPROXMUL_API approxmul_status approxmul_multiplier_product(
 APPROXMUL_API approxmul_status approxmul_multiplier_product_range(
     const approxmul_multiplier *m, int64_t *min_out, int64_t *max_out);
 
+/* ------------------------------------------------ multiplier library
+ * Built-in families, spec strings, table files, vendor C models and error
+ * metrics (docs/multipliers.md, docs/metrics.md). */
+
+/* A multiplier from a spec string "family[:key=value,...]", for example
+ * "drum:k=4", "truncated:bits=8,cut=6,correct=1", "exact:bits=16,signed=1".
+ * Omitted parameters take their defaults (bits=8, signed=0). Errors name
+ * the valid families or the family's parameters. */
+APPROXMUL_API approxmul_status approxmul_multiplier_from_spec(
+    const char *spec, approxmul_multiplier **out);
+
+/* The canonical spec that recreates m (every parameter spelled out), or ""
+ * for a multiplier not made from a spec (tables, C functions); owned by
+ * the handle. */
+APPROXMUL_API approxmul_status approxmul_multiplier_spec(
+    const approxmul_multiplier *m, const char **out);
+
+/* The built-in families, index 0 .. approxmul_family_count() - 1. Static
+ * strings: name ("drum"), parameters ("bits=8 (2..16), signed=0 (0..1),
+ * k=4 (2..bits)"), and a one-line description with the paper it follows. */
+APPROXMUL_API int approxmul_family_count(void);
+APPROXMUL_API approxmul_status approxmul_family_info(
+    int index, const char **name, const char **parameters, const char **description);
+
+/* Table file contents. */
+typedef enum approxmul_table_format {
+    APPROXMUL_TABLE_BINARY_U16LE = 1, /* 4^bits little-endian 16-bit entries, no header (TFApprox) */
+    APPROXMUL_TABLE_C_SOURCE = 2,     /* "int16_t lut[256][256] = {...};" (AdaPT), int32_t too */
+    APPROXMUL_TABLE_TEXT = 3          /* 2^bits lines of 2^bits integers, comma or space separated */
+} approxmul_table_format;
+
+/* Which operand value row (and column) i of a table file holds. */
+typedef enum approxmul_table_order {
+    APPROXMUL_ORDER_RAW = 1,        /* the operand's raw bit pattern i (unsigned: value i) */
+    APPROXMUL_ORDER_TWOS = 2,       /* signed only: values 0..2^(n-1)-1 then -2^(n-1)..-1
+                                       (the same layout as RAW for signed operands) */
+    APPROXMUL_ORDER_OFFSET = 3      /* signed only: value i - 2^(n-1) */
+} approxmul_table_order;
+
+/* Parses a table file's bytes into a raw-pattern table (as _from_table
+ * takes). bits 1..8, or 0 to infer it from the entry count. Binary entries
+ * are read as uint16, or as int16 when is_signed. Values must fit the
+ * product range of the width (unsigned: 0..4^bits-1; signed: a 2*bits-bit
+ * two's complement value) and, for C source, the declared element type.
+ * out_len must be at least 4^bits; *bits_out receives the width. */
+APPROXMUL_API approxmul_status approxmul_table_parse(
+    const void *data, int64_t size, approxmul_table_format format,
+    int bits, int is_signed, approxmul_table_order order,
+    int32_t *out, int64_t out_len, int *bits_out);
+
+/* Prototypes of vendor C models; the name says the operand order. */
+typedef enum approxmul_signature {
+    APPROXMUL_SIG_U16_U8_U8 = 1,       /* uint16_t f(uint8_t a, uint8_t b) */
+    APPROXMUL_SIG_I16_I8_I8 = 2,       /* int16_t f(int8_t a, int8_t b) */
+    APPROXMUL_SIG_U64_U64B_U64A = 3,   /* uint64_t f(uint64_t b, uint64_t a): second operand first */
+    APPROXMUL_SIG_U64_U64_U64 = 4,     /* uint64_t f(uint64_t a, uint64_t b) */
+    APPROXMUL_SIG_U32_U16_U16 = 5,     /* uint32_t f(uint16_t a, uint16_t b) */
+    APPROXMUL_SIG_I32_I16_I16 = 6      /* int32_t f(int16_t a, int16_t b) */
+} approxmul_signature;
+
+/* Any C function, cast to this type and back to its real prototype (ISO C
+ * allows function pointer casts; dlsym's void * converts on POSIX). */
+typedef void (*approxmul_function)(void);
+
+/* A multiplier that calls a C function of the given signature. bits: the
+ * operand width, at most the parameter type's width (8 or 16; 64-bit
+ * parameters take at most 16). is_signed: two's-complement operands; with
+ * an unsigned signature the operands are passed as n-bit patterns and the
+ * result is read as a 2n-bit two's complement value (signed circuits
+ * declared with unsigned types). Widths <= 8 are tabulated at once and the
+ * function is not called again; wider ones call the function from the
+ * kernels, so it must stay loaded and thread safe while the handle lives.
+ * Results outside the 2n-bit product range are an error. name is copied. */
+APPROXMUL_API approxmul_status approxmul_multiplier_from_c_function(
+    approxmul_function function, approxmul_signature signature, int bits, int is_signed,
+    const char *name, approxmul_multiplier **out);
+
+/* A user function for _from_callback: writes the product of operand values
+ * a and b to *product and returns 0, or returns non-zero on failure. */
+typedef int (*approxmul_product_callback)(void *user_data, int64_t a, int64_t b,
+                                          int64_t *product);
+
+/* A multiplier tabulated from a callback, bits 1..8: called once per
+ * operand pair on the calling thread, never after this returns. A non-zero
+ * return stops it with APPROXMUL_ERR_CALLBACK. */
+APPROXMUL_API approxmul_status approxmul_multiplier_from_callback(
+    approxmul_product_callback callback, void *user_data, int bits, int is_signed,
+    approxmul_multiplier **out);
+
+/* Error metrics over every operand pair, error e = approx - exact
+ * (docs/metrics.md). Percentages are 0..100; mae_percent and wce_percent
+ * are normalised by 4^bits; relative metrics skip pairs whose exact
+ * product is 0 (counted in zero_product_pairs). */
+typedef struct approxmul_metrics {
+    double mae;            /* mean |e| */
+    double mae_percent;    /* 100 * mae / 4^bits */
+    double mse;            /* mean e^2 */
+    double wce;            /* max |e| */
+    double wce_percent;    /* 100 * wce / 4^bits */
+    double wcre_percent;   /* 100 * max |e| / |exact|, exact != 0 */
+    double mre_percent;    /* 100 * mean |e| / |exact|, exact != 0 */
+    double ep_percent;     /* 100 * share of pairs with e != 0 */
+    double bias;           /* mean e */
+    double error_std;      /* population standard deviation of e */
+    int64_t min_error;
+    int64_t max_error;
+    int64_t pairs;
+    int64_t zero_product_pairs;
+} approxmul_metrics;
+
+APPROXMUL_API approxmul_status approxmul_multiplier_metrics(
+    const approxmul_multiplier *m, approxmul_metrics *out);
+
+/* The 2^bits x 2^bits errors approx - exact, row-major by raw bit pattern
+ * like the table; bits <= 12. */
+APPROXMUL_API approxmul_status approxmul_multiplier_error_map(
+    const approxmul_multiplier *m, int64_t *out, int64_t out_len);
+
 /* --------------------------------------------------------------- kernels */
 
 /* The accumulator (and output) type a matmul with this inner size and these

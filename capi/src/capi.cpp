@@ -14,6 +14,7 @@
 #include "core/operands.hpp"
 #include "core/threads.hpp"
 #include "kernels/kernels.hpp"
+#include "multipliers/library.hpp"
 
 #ifndef APPROXMUL_VERSION
 #error "APPROXMUL_VERSION must be defined by the build"
@@ -155,7 +156,11 @@ approxmul_status approxmul_multiplier_from_table(const int32_t *table, int64_t t
 approxmul_status approxmul_multiplier_exact(int bits, int is_signed, approxmul_multiplier **out) {
     return guarded([&] {
         require_pointer(out, "out");
-        hand_out(Multiplier::exact(bits, is_signed != 0), out);
+        // the same canonical spec as "exact:bits=..,signed=.." gives
+        hand_out(Multiplier::with_spec(Multiplier::exact(bits, is_signed != 0),
+                                       "exact:bits=" + std::to_string(bits) +
+                                           ",signed=" + std::to_string(is_signed != 0)),
+                 out);
     });
 }
 
@@ -396,6 +401,128 @@ approxmul_status approxmul_multiply(const approxmul_multiplier *m, int64_t rows,
         check_operation(impl, av, bv, cv, 1, 0, 0);
         if (rows == 0 || cols == 0) return;
         kernels::multiply(impl, av, bv, cv);
+    });
+}
+
+// ------------------------------------------------------- multiplier library
+
+}  // extern "C"
+
+namespace {
+// A C caller may pass any int where an enum is declared; reading it as a C++
+// enum outside the enumerators' range is undefined, so read the bits.
+template <typename Enum>
+int enum_value(const Enum &value) {
+    static_assert(sizeof(Enum) == sizeof(int), "C enums are int-sized");
+    int raw;
+    std::memcpy(&raw, &value, sizeof raw);
+    return raw;
+}
+}  // namespace
+
+extern "C" {
+
+approxmul_status approxmul_multiplier_from_spec(const char *spec, approxmul_multiplier **out) {
+    return guarded([&] {
+        require_pointer(out, "out");
+        require_pointer(spec, "spec");
+        hand_out(library::from_spec(spec), out);
+    });
+}
+
+approxmul_status approxmul_multiplier_spec(const approxmul_multiplier *m, const char **out) {
+    return guarded([&] {
+        const Multiplier &impl = get(m);
+        require_pointer(out, "out");
+        *out = impl.spec().c_str();
+    });
+}
+
+int approxmul_family_count(void) { return static_cast<int>(library::family_infos().size()); }
+
+approxmul_status approxmul_family_info(int index, const char **name, const char **parameters,
+                                       const char **description) {
+    return guarded([&] {
+        const auto &infos = library::family_infos();
+        if (index < 0 || index >= static_cast<int>(infos.size()))
+            fail(APPROXMUL_ERR_INVALID_ARGUMENT, "index: %d is outside 0..%d", index,
+                 static_cast<int>(infos.size()) - 1);
+        require_pointer(name, "name");
+        require_pointer(parameters, "parameters");
+        require_pointer(description, "description");
+        *name = infos[size_t(index)].name.c_str();
+        *parameters = infos[size_t(index)].parameters.c_str();
+        *description = infos[size_t(index)].description.c_str();
+    });
+}
+
+approxmul_status approxmul_table_parse(const void *data, int64_t size,
+                                       approxmul_table_format format, int bits, int is_signed,
+                                       approxmul_table_order order, int32_t *out,
+                                       int64_t out_len, int *bits_out) {
+    return guarded([&] {
+        if (size != 0) require_pointer(data, "data");
+        require_pointer(out, "out");
+        require_pointer(bits_out, "bits_out");
+        if (size < 0) fail(APPROXMUL_ERR_SHAPE, "size: %lld is negative", static_cast<long long>(size));
+        int width = bits;
+        auto table = library::parse_table(static_cast<const unsigned char *>(data), size_t(size),
+                                          enum_value(format), width, is_signed != 0,
+                                          enum_value(order));
+        if (out_len < static_cast<int64_t>(table.size()))
+            fail(APPROXMUL_ERR_SHAPE, "out_len: %lld entries, the %d-bit table has %zu",
+                 static_cast<long long>(out_len), width, table.size());
+        std::memcpy(out, table.data(), table.size() * sizeof(int32_t));
+        *bits_out = width;
+    });
+}
+
+approxmul_status approxmul_multiplier_from_c_function(approxmul_function function,
+                                                      approxmul_signature signature, int bits,
+                                                      int is_signed, const char *name,
+                                                      approxmul_multiplier **out) {
+    return guarded([&] {
+        require_pointer(out, "out");
+        hand_out(library::from_c_function(function, enum_value(signature), bits, is_signed != 0,
+                                          name ? name : "c-function"),
+                 out);
+    });
+}
+
+approxmul_status approxmul_multiplier_from_callback(approxmul_product_callback callback,
+                                                    void *user_data, int bits, int is_signed,
+                                                    approxmul_multiplier **out) {
+    return guarded([&] {
+        require_pointer(out, "out");
+        hand_out(library::from_callback(callback, user_data, bits, is_signed != 0), out);
+    });
+}
+
+approxmul_status approxmul_multiplier_metrics(const approxmul_multiplier *m,
+                                              approxmul_metrics *out) {
+    return guarded([&] {
+        const Multiplier &impl = get(m);
+        require_pointer(out, "out");
+        *out = library::metrics(impl);
+    });
+}
+
+approxmul_status approxmul_multiplier_error_map(const approxmul_multiplier *m, int64_t *out,
+                                                int64_t out_len) {
+    return guarded([&] {
+        const Multiplier &impl = get(m);
+        require_pointer(out, "out");
+        if (impl.bits() > 12)
+            fail(APPROXMUL_ERR_UNSUPPORTED, "an error map has 4^bits entries: at most 12 bits, "
+                 "this multiplier has %d", impl.bits());
+        const int64_t entries = int64_t{1} << (2 * impl.bits());
+        if (out_len != entries)
+            fail(APPROXMUL_ERR_SHAPE, "out_len: %lld entries, the error map has %lld",
+                 static_cast<long long>(out_len), static_cast<long long>(entries));
+        // computed aside: a failing model function must leave out untouched
+        std::vector<int64_t> map(static_cast<size_t>(entries));
+        library::error_map(impl, map.data());
+        std::memcpy(out, map.data(), map.size() * sizeof(int64_t));
     });
 }
 

@@ -150,11 +150,198 @@ static void test_bmm_and_conv2d(void) {
     approxmul_multiplier_destroy(m);
 }
 
+/* ------------------------------------------------ multiplier library */
+
+static uint16_t vendor_u8(uint8_t a, uint8_t b) { return (uint16_t)(a * b + (a == 3 && b == 5)); }
+static uint64_t vendor_ba(uint64_t b, uint64_t a) { return a * 2 + b; } /* asymmetric on purpose */
+static uint16_t vendor_signed_as_unsigned(uint8_t a, uint8_t b) {
+    return (uint16_t)((int8_t)a * (int8_t)b); /* a signed circuit behind unsigned types */
+}
+static uint16_t vendor_too_wide(uint8_t a, uint8_t b) { (void)a; (void)b; return 0xFFFF; }
+static int counting_callback(void *data, int64_t a, int64_t b, int64_t *p) {
+    ++*(int *)data;
+    *p = a - b;
+    return 0;
+}
+static int failing_callback(void *data, int64_t a, int64_t b, int64_t *p) {
+    (void)data;
+    *p = 0;
+    return a == 1 && b == 2;
+}
+
+static void test_specs(void) {
+    approxmul_multiplier *m = NULL;
+    const char *text = NULL, *params = NULL, *desc = NULL;
+    int64_t p = 0;
+    int i, found_drum = 0;
+
+    CHECK(approxmul_multiplier_from_spec("drum:k=4", &m) == APPROXMUL_OK);
+    CHECK(approxmul_multiplier_spec(m, &text) == APPROXMUL_OK);
+    CHECK(strcmp(text, "drum:bits=8,signed=0,k=4") == 0);
+    CHECK(approxmul_multiplier_product(m, 200, 57, &p) == APPROXMUL_OK && p == 12480);
+    approxmul_multiplier_destroy(m);
+    m = NULL;
+
+    CHECK(approxmul_multiplier_from_spec("nope:k=1", &m) == APPROXMUL_ERR_INVALID_ARGUMENT);
+    CHECK(m == NULL);
+    CHECK(strstr(approxmul_last_error(), "mitchell") != NULL); /* lists the families */
+    CHECK(approxmul_multiplier_from_spec("drum:z=1", &m) == APPROXMUL_ERR_INVALID_ARGUMENT);
+    CHECK(strstr(approxmul_last_error(), "k=4 (2..bits)") != NULL); /* lists the parameters */
+    CHECK(approxmul_multiplier_from_spec(NULL, &m) == APPROXMUL_ERR_NULL_POINTER);
+    CHECK(approxmul_multiplier_from_spec("exact", NULL) == APPROXMUL_ERR_NULL_POINTER);
+
+    /* a table multiplier has no spec */
+    {
+        int32_t t[4] = {0, 0, 0, 1};
+        CHECK(approxmul_multiplier_from_table(t, 4, 1, 0, &m) == APPROXMUL_OK);
+        CHECK(approxmul_multiplier_spec(m, &text) == APPROXMUL_OK && text[0] == '\0');
+        approxmul_multiplier_destroy(m);
+    }
+
+    CHECK(approxmul_family_count() >= 8);
+    for (i = 0; i < approxmul_family_count(); ++i) {
+        CHECK(approxmul_family_info(i, &text, &params, &desc) == APPROXMUL_OK);
+        found_drum += strcmp(text, "drum") == 0 && strstr(desc, "ICCAD 2015") != NULL;
+    }
+    CHECK(found_drum == 1);
+    CHECK(approxmul_family_info(-1, &text, &params, &desc) == APPROXMUL_ERR_INVALID_ARGUMENT);
+    CHECK(approxmul_family_info(0, NULL, &params, &desc) == APPROXMUL_ERR_NULL_POINTER);
+}
+
+static void test_table_parse(void) {
+    /* 1-bit tables: 4 entries */
+    const unsigned char binary[8] = {0, 0, 0, 0, 0, 0, 1, 0};
+    const char *c_source = "/* x */\n#include <stdint.h>\nconst int16_t lut[2][2] = {{0, 0}, {0, 0x1}};\n";
+    const char *text = "0, 0\n0 1\n";
+    const char *offset_text = "1 0\n0 0\n"; /* signed 1-bit, offset order: row 0 is -1 */
+    int32_t out[4] = {7, 7, 7, 7};
+    int bits = 0;
+
+    CHECK(approxmul_table_parse(binary, 8, APPROXMUL_TABLE_BINARY_U16LE, 0, 0, APPROXMUL_ORDER_RAW,
+                                out, 4, &bits) == APPROXMUL_OK);
+    CHECK(bits == 1 && out[3] == 1 && out[0] == 0);
+    CHECK(approxmul_table_parse(c_source, (int64_t)strlen(c_source), APPROXMUL_TABLE_C_SOURCE, 1,
+                                0, APPROXMUL_ORDER_RAW, out, 4, &bits) == APPROXMUL_OK);
+    CHECK(out[3] == 1);
+    CHECK(approxmul_table_parse(text, (int64_t)strlen(text), APPROXMUL_TABLE_TEXT, 0, 0,
+                                APPROXMUL_ORDER_RAW, out, 4, &bits) == APPROXMUL_OK);
+    CHECK(out[3] == 1);
+    CHECK(approxmul_table_parse(offset_text, (int64_t)strlen(offset_text), APPROXMUL_TABLE_TEXT, 0,
+                                1, APPROXMUL_ORDER_OFFSET, out, 4, &bits) == APPROXMUL_OK);
+    CHECK(out[3] == 1 && out[0] == 0); /* pattern 1 is -1 */
+
+    /* errors leave out and bits alone */
+    out[0] = 7;
+    bits = 5;
+    CHECK(approxmul_table_parse(binary, 7, APPROXMUL_TABLE_BINARY_U16LE, 0, 0, APPROXMUL_ORDER_RAW,
+                                out, 4, &bits) == APPROXMUL_ERR_FORMAT);
+    CHECK(strstr(approxmul_last_error(), "truncated") != NULL);
+    CHECK(approxmul_table_parse(binary, 8, APPROXMUL_TABLE_BINARY_U16LE, 2, 0, APPROXMUL_ORDER_RAW,
+                                out, 4, &bits) == APPROXMUL_ERR_FORMAT);
+    CHECK(approxmul_table_parse(binary, 8, APPROXMUL_TABLE_C_SOURCE, 0, 0, APPROXMUL_ORDER_RAW,
+                                out, 4, &bits) == APPROXMUL_ERR_FORMAT);
+    CHECK(approxmul_table_parse(text, (int64_t)strlen(text), APPROXMUL_TABLE_TEXT, 0, 0,
+                                APPROXMUL_ORDER_OFFSET, out, 4, &bits) == APPROXMUL_ERR_INVALID_ARGUMENT);
+    CHECK(approxmul_table_parse(c_source, 30, APPROXMUL_TABLE_C_SOURCE, 0, 0, APPROXMUL_ORDER_RAW,
+                                out, 4, &bits) == APPROXMUL_ERR_FORMAT);
+    CHECK(approxmul_table_parse(text, (int64_t)strlen(text), (approxmul_table_format)9, 0, 0,
+                                APPROXMUL_ORDER_RAW, out, 4, &bits) == APPROXMUL_ERR_INVALID_ARGUMENT);
+    CHECK(approxmul_table_parse(text, (int64_t)strlen(text), APPROXMUL_TABLE_TEXT, 0, 0,
+                                APPROXMUL_ORDER_RAW, out, 3, &bits) == APPROXMUL_ERR_SHAPE);
+    CHECK(approxmul_table_parse(NULL, 4, APPROXMUL_TABLE_TEXT, 0, 0, APPROXMUL_ORDER_RAW, out, 4,
+                                &bits) == APPROXMUL_ERR_NULL_POINTER);
+    CHECK(approxmul_table_parse(text, -1, APPROXMUL_TABLE_TEXT, 0, 0, APPROXMUL_ORDER_RAW, out, 4,
+                                &bits) == APPROXMUL_ERR_SHAPE);
+    CHECK(out[0] == 7 && bits == 5);
+}
+
+static void test_foreign(void) {
+    approxmul_multiplier *m = NULL;
+    int64_t p = 0;
+    int calls = 0;
+
+    CHECK(approxmul_multiplier_from_c_function((approxmul_function)vendor_u8, APPROXMUL_SIG_U16_U8_U8, 8, 0,
+                                               "vendor_u8", &m) == APPROXMUL_OK);
+    CHECK(approxmul_multiplier_product(m, 3, 5, &p) == APPROXMUL_OK && p == 16);
+    CHECK(approxmul_multiplier_product(m, 5, 3, &p) == APPROXMUL_OK && p == 15);
+    approxmul_multiplier_destroy(m);
+
+    /* second operand first: f(b, a) = 2a + b, so mul(a=10, b=1) = 21 */
+    CHECK(approxmul_multiplier_from_c_function((approxmul_function)vendor_ba, APPROXMUL_SIG_U64_U64B_U64A, 12,
+                                               0, "ba", &m) == APPROXMUL_OK);
+    CHECK(approxmul_multiplier_product(m, 10, 1, &p) == APPROXMUL_OK && p == 21);
+    approxmul_multiplier_destroy(m);
+
+    CHECK(approxmul_multiplier_from_c_function((approxmul_function)vendor_signed_as_unsigned,
+                                               APPROXMUL_SIG_U16_U8_U8, 8, 1, "s", &m) == APPROXMUL_OK);
+    CHECK(approxmul_multiplier_product(m, -3, 7, &p) == APPROXMUL_OK && p == -21);
+    CHECK(approxmul_multiplier_product(m, -128, -128, &p) == APPROXMUL_OK && p == 16384);
+    approxmul_multiplier_destroy(m);
+    m = NULL;
+
+    /* 0xFFFF exceeds the 4-bit unsigned product range 0..255 */
+    CHECK(approxmul_multiplier_from_c_function((approxmul_function)vendor_too_wide, APPROXMUL_SIG_U16_U8_U8, 4,
+                                               0, "w", &m) == APPROXMUL_ERR_OUT_OF_RANGE);
+    CHECK(approxmul_multiplier_from_c_function((approxmul_function)vendor_u8, APPROXMUL_SIG_U16_U8_U8, 9, 0,
+                                               "x", &m) == APPROXMUL_ERR_INVALID_ARGUMENT);
+    CHECK(approxmul_multiplier_from_c_function((approxmul_function)vendor_u8, (approxmul_signature)77, 8, 0,
+                                               "x", &m) == APPROXMUL_ERR_INVALID_ARGUMENT);
+    CHECK(strstr(approxmul_last_error(), "uint16_t f(uint8_t a, uint8_t b)") != NULL);
+    CHECK(approxmul_multiplier_from_c_function((approxmul_function)vendor_u8, APPROXMUL_SIG_I16_I8_I8, 8, 0,
+                                               "x", &m) == APPROXMUL_ERR_INVALID_ARGUMENT);
+    CHECK(approxmul_multiplier_from_c_function(NULL, APPROXMUL_SIG_U16_U8_U8, 8, 0, "x", &m) ==
+          APPROXMUL_ERR_NULL_POINTER);
+    CHECK(m == NULL);
+
+    CHECK(approxmul_multiplier_from_callback(counting_callback, &calls, 3, 1, &m) == APPROXMUL_OK);
+    CHECK(calls == 64);
+    CHECK(approxmul_multiplier_product(m, -4, 3, &p) == APPROXMUL_OK && p == -7 && calls == 64);
+    approxmul_multiplier_destroy(m);
+    m = NULL;
+    CHECK(approxmul_multiplier_from_callback(failing_callback, NULL, 3, 0, &m) == APPROXMUL_ERR_CALLBACK);
+    CHECK(strstr(approxmul_last_error(), "a=1, b=2") != NULL);
+    CHECK(approxmul_multiplier_from_callback(counting_callback, &calls, 9, 0, &m) ==
+          APPROXMUL_ERR_INVALID_ARGUMENT);
+    CHECK(m == NULL);
+}
+
+static void test_metrics(void) {
+    approxmul_multiplier *m = NULL;
+    approxmul_metrics met;
+    int64_t map[16];
+    /* 2-bit unsigned table: exact except 3*3 -> 8 (error -1) */
+    int32_t t[16] = {0, 0, 0, 0, 0, 1, 2, 3, 0, 2, 4, 6, 0, 3, 6, 8};
+
+    CHECK(approxmul_multiplier_from_table(t, 16, 2, 0, &m) == APPROXMUL_OK);
+    CHECK(approxmul_multiplier_metrics(m, &met) == APPROXMUL_OK);
+    CHECK(met.pairs == 16 && met.zero_product_pairs == 7);
+    CHECK(met.mae == 1.0 / 16 && met.wce == 1 && met.bias == -1.0 / 16);
+    CHECK(met.mae_percent == 100.0 / 256 && met.ep_percent == 100.0 / 16);
+    CHECK(met.wcre_percent > 11.11 && met.wcre_percent < 11.12);       /* 1/9 */
+    CHECK(met.mre_percent > 100.0 / 81 - 1e-9 && met.mre_percent < 100.0 / 81 + 1e-9);
+    CHECK(met.min_error == -1 && met.max_error == 0);
+    CHECK(approxmul_multiplier_error_map(m, map, 16) == APPROXMUL_OK);
+    CHECK(map[15] == -1 && map[14] == 0);
+    map[0] = 99;
+    CHECK(approxmul_multiplier_error_map(m, map, 15) == APPROXMUL_ERR_SHAPE && map[0] == 99);
+    CHECK(approxmul_multiplier_metrics(m, NULL) == APPROXMUL_ERR_NULL_POINTER);
+    CHECK(approxmul_multiplier_metrics(NULL, &met) == APPROXMUL_ERR_NULL_POINTER);
+    approxmul_multiplier_destroy(m);
+
+    CHECK(approxmul_multiplier_from_spec("exact:bits=16", &m) == APPROXMUL_OK);
+    CHECK(approxmul_multiplier_error_map(m, map, 16) == APPROXMUL_ERR_UNSUPPORTED);
+    approxmul_multiplier_destroy(m);
+}
+
 int main(void) {
     test_version();
     test_errors();
     test_matmul();
     test_bmm_and_conv2d();
+    test_specs();
+    test_table_parse();
+    test_foreign();
+    test_metrics();
     if (failures) {
         fprintf(stderr, "%d check(s) failed\n", failures);
         return 1;

@@ -88,6 +88,13 @@ std::shared_ptr<const Multiplier> Multiplier::exact(int bits, bool is_signed) {
     return m;
 }
 
+std::shared_ptr<const Multiplier> Multiplier::with_spec(std::shared_ptr<const Multiplier> m,
+                                                       std::string spec) {
+    // only called before the handle is shared, so the object is still private
+    const_cast<Multiplier *>(m.get())->spec_ = std::move(spec);
+    return m;
+}
+
 void Multiplier::finish() {
     if (has_table()) {
         auto [lo, hi] = std::minmax_element(table_.begin(), table_.end());

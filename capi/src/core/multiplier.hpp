@@ -91,6 +91,11 @@ public:
         return transposed ? wide_transposed_ : wide_;
     }
     const std::string &name() const { return name_; }
+    // The canonical spec string that rebuilds this model, "" if none.
+    const std::string &spec() const { return spec_; }
+    // Gives a model that was just built (not yet shared) its spec.
+    static std::shared_ptr<const Multiplier> with_spec(std::shared_ptr<const Multiplier> m,
+                                                       std::string spec);
 
 private:
     Multiplier(int bits, bool is_signed, std::string name);
@@ -99,6 +104,7 @@ private:
     int bits_;
     bool is_signed_;
     std::string name_;
+    std::string spec_;
     std::vector<int32_t> table_;
     ProductFunction function_;
     Factorization factorization_;
