@@ -16,7 +16,7 @@ def public_modules():
         leaf = info.name.rsplit(".", 1)[-1]
         # the packaged libapproxmul.so looks like an extension module to pkgutil
         is_python = importlib.util.find_spec(info.name).origin.endswith(".py")
-        if is_python and not leaf.startswith("_") and ".examples" not in info.name:
+        if is_python and not leaf.startswith("_"):
             names.append(info.name)
     return names
 
