@@ -56,18 +56,27 @@ void hand_out(std::shared_ptr<const Multiplier> impl, approxmul_multiplier **out
     *out = new approxmul_multiplier{std::move(impl)};
 }
 
-bool is_dtype(approxmul_dtype dtype) { return dtype_size(dtype) != 0; }
+// C callers may pass any int where the header says approxmul_dtype or
+// approxmul_status. In C++, loading a value outside an enum's range is
+// undefined behaviour, so enum arguments are read as the int they are.
+template <typename Enum>
+int enum_bits(const Enum &raw) {
+    static_assert(sizeof(Enum) == sizeof(int), "C enums are int-sized");
+    int value;
+    std::memcpy(&value, &raw, sizeof value);
+    return value;
+}
 
-void check_dtype_value(approxmul_dtype dtype, const char *name) {
-    if (!is_dtype(dtype))
-        fail(APPROXMUL_ERR_DTYPE, "%s: %d is not an approxmul_dtype value", name,
-             static_cast<int>(dtype));
+approxmul_dtype dtype_argument(const approxmul_dtype &raw, const char *name) {
+    const int code = enum_bits(raw);
+    if (code < APPROXMUL_INT8 || code > APPROXMUL_INT64)
+        fail(APPROXMUL_ERR_DTYPE, "%s: %d is not an approxmul_dtype value", name, code);
+    return static_cast<approxmul_dtype>(code);
 }
 
 // Validates a, b and c of an operation before anything is computed.
 void check_operation(const Multiplier &m, const MatrixView &a, const MatrixView &b,
                      const MatrixView &c, int64_t inner, int64_t a_zero, int64_t b_zero) {
-    for (const MatrixView *v : {&a, &b, &c}) check_dtype_value(v->dtype, v->name);
     check_operand(a, m);
     check_operand(b, m);
     const approxmul_dtype needed = accumulator_dtype(m, inner, a_zero, b_zero);
@@ -84,7 +93,7 @@ void check_operation(const Multiplier &m, const MatrixView &a, const MatrixView 
 extern "C" {
 
 const char *approxmul_status_string(approxmul_status status) {
-    switch (status) {
+    switch (enum_bits(status)) {
     case APPROXMUL_OK: return "ok";
     case APPROXMUL_ERR_INVALID_ARGUMENT: return "invalid argument";
     case APPROXMUL_ERR_NULL_POINTER: return "NULL pointer";
@@ -247,9 +256,12 @@ approxmul_status approxmul_matmul(const approxmul_multiplier *m, int64_t rows, i
     return guarded([&] {
         const Multiplier &impl = get(m);
         check_sizes(rows, cols, inner);
-        const MatrixView av{"a", a_dtype, a, rows, inner, a_row_stride, a_col_stride};
-        const MatrixView bv{"b", b_dtype, b, inner, cols, b_row_stride, b_col_stride};
-        const MatrixView cv{"c", c_dtype, c, rows, cols, c_row_stride, c_col_stride};
+        const MatrixView av{"a", dtype_argument(a_dtype, "a"), a, rows, inner,
+                            a_row_stride, a_col_stride};
+        const MatrixView bv{"b", dtype_argument(b_dtype, "b"), b, inner, cols,
+                            b_row_stride, b_col_stride};
+        const MatrixView cv{"c", dtype_argument(c_dtype, "c"), c, rows, cols,
+                            c_row_stride, c_col_stride};
         check_operation(impl, av, bv, cv, inner, a_zero_point, b_zero_point);
         if (rows == 0 || cols == 0) return;
         kernels::matmul({&impl, rows, cols, inner, av, bv, cv, a_zero_point, b_zero_point});
@@ -265,9 +277,12 @@ approxmul_status approxmul_multiply(const approxmul_multiplier *m, int64_t rows,
     return guarded([&] {
         const Multiplier &impl = get(m);
         check_sizes(rows, cols, 1);
-        const MatrixView av{"a", a_dtype, a, rows, cols, a_row_stride, a_col_stride};
-        const MatrixView bv{"b", b_dtype, b, rows, cols, b_row_stride, b_col_stride};
-        const MatrixView cv{"c", c_dtype, c, rows, cols, c_row_stride, c_col_stride};
+        const MatrixView av{"a", dtype_argument(a_dtype, "a"), a, rows, cols,
+                            a_row_stride, a_col_stride};
+        const MatrixView bv{"b", dtype_argument(b_dtype, "b"), b, rows, cols,
+                            b_row_stride, b_col_stride};
+        const MatrixView cv{"c", dtype_argument(c_dtype, "c"), c, rows, cols,
+                            c_row_stride, c_col_stride};
         check_operation(impl, av, bv, cv, 1, 0, 0);
         if (rows == 0 || cols == 0) return;
         kernels::multiply(impl, av, bv, cv);
