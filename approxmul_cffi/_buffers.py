@@ -54,12 +54,20 @@ def is_ndarray(obj):
 
 
 class Matrix:
-    """A 2-D view in C terms; ``keepalive`` holds what the pointer points into."""
+    """A 2-D view in C terms; ``keepalive`` holds what the pointer points into.
+
+    Use it as a context manager around the C call: leaving the block
+    releases the ``ffi.from_buffer`` export at once. Left to the garbage
+    collector, an export held inside a reference cycle (an exception's
+    traceback is one) can crash CPython when the cycle is collected, and
+    on PyPy it would keep the object locked until a late collection.
+    """
 
     __slots__ = ("name", "dtype", "pointer", "rows", "cols", "row_stride", "col_stride",
-                 "keepalive")
+                 "keepalive", "buffer")
 
-    def __init__(self, name, dtype, pointer, rows, cols, row_stride, col_stride, keepalive):
+    def __init__(self, name, dtype, pointer, rows, cols, row_stride, col_stride, keepalive,
+                 buffer=None):
         self.name = name
         self.dtype = dtype
         self.pointer = pointer
@@ -68,6 +76,19 @@ class Matrix:
         self.row_stride = row_stride
         self.col_stride = col_stride
         self.keepalive = keepalive
+        self.buffer = buffer  # the ffi.from_buffer object, or None
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.release()
+
+    def release(self):
+        """End the buffer export; the pointer must not be used afterwards."""
+        if self.buffer is not None:
+            ffi.release(self.buffer)
+            self.buffer = self.pointer = None
 
     @property
     def code(self):
@@ -107,7 +128,7 @@ def _ndarray_matrix(array, name, writable):
                                            writeable=writable)
     base = ffi.from_buffer(array.dtype.name + "_t[]", span, require_writable=writable)
     return Matrix(name, array.dtype.name, base - low, rows, cols, row_stride, col_stride,
-                  (array, span, base))
+                  (array, span), base)
 
 
 def _buffer_matrix(obj, name, writable):
@@ -139,7 +160,7 @@ def _buffer_matrix(obj, name, writable):
     if rows * cols == 0:
         return Matrix(name, dtype, ffi.NULL, rows, cols, cols, 1, view)
     pointer = ffi.from_buffer(dtype + "_t[]", view, require_writable=writable)
-    return Matrix(name, dtype, pointer, rows, cols, cols, 1, (view, pointer))
+    return Matrix(name, dtype, pointer, rows, cols, cols, 1, view, pointer)
 
 
 def as_matrix(obj, name, writable=False):

@@ -61,9 +61,9 @@ class Multiplier:
         bits = side.bit_length() - 1
         if side < 2 or side > 256 or side != 1 << bits:
             raise ShapeError(f"table: {side} x {side} is not a 2^n x 2^n table with n in 1..8")
-        pointer = ffi.from_buffer("int32_t[]", flat)
-        return cls._create(lib.approxmul_multiplier_from_table, pointer, len(flat), bits,
-                           bool(signed))
+        with ffi.from_buffer("int32_t[]", flat) as pointer:  # released after the call
+            return cls._create(lib.approxmul_multiplier_from_table, pointer, len(flat), bits,
+                               bool(signed))
 
     # ------------------------------------------------------------ queries
 
@@ -137,12 +137,12 @@ class Multiplier:
             np = None
         if np is not None:
             out = np.empty((side, side), dtype=np.int32)
-            check(lib.approxmul_multiplier_table(self.handle, ffi.from_buffer("int32_t[]", out),
-                                                 out.size))
+            with ffi.from_buffer("int32_t[]", out) as pointer:
+                check(lib.approxmul_multiplier_table(self.handle, pointer, out.size))
             return out
         out = array.array("i", bytes(4 * side * side))
-        check(lib.approxmul_multiplier_table(self.handle, ffi.from_buffer("int32_t[]", out),
-                                             len(out)))
+        with ffi.from_buffer("int32_t[]", out) as pointer:
+            check(lib.approxmul_multiplier_table(self.handle, pointer, len(out)))
         return memoryview(out).cast("B").cast("i", shape=[side, side])
 
     # ------------------------------------------------------------ lifetime

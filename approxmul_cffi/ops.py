@@ -68,8 +68,9 @@ def matmul(a, b, multiplier, out=None, *, a_zero_point=0, b_zero_point=0):
     result, cv = _output(out, av.rows, bv.cols, dtype, is_ndarray(a) or is_ndarray(b))
     if cv is None:
         cv = as_matrix(result, "out", writable=True)
-    check(lib.approxmul_matmul(handle, av.rows, bv.cols, av.cols, *av.args(), *bv.args(),
-                               a_zero_point, b_zero_point, *cv.args()))
+    with av, bv, cv:  # buffers exported only for the call
+        check(lib.approxmul_matmul(handle, av.rows, bv.cols, av.cols, *av.args(), *bv.args(),
+                                   a_zero_point, b_zero_point, *cv.args()))
     return result
 
 
@@ -109,5 +110,7 @@ def multiply(a, b, multiplier, out=None):
         out, cv = _output(out, av.rows, av.cols, dtype, False)
         if cv is None:
             cv = as_matrix(out, "out", writable=True)
-    check(lib.approxmul_multiply(handle, av.rows, av.cols, *av.args(), *bv.args(), *cv.args()))
+    with av, bv, cv:
+        check(lib.approxmul_multiply(handle, av.rows, av.cols, *av.args(), *bv.args(),
+                                     *cv.args()))
     return out
