@@ -10,6 +10,7 @@ memoryview); a multi-dimensional memoryview carries its own shape, e.g.
 NumPy is never imported here: an ndarray argument means NumPy is loaded.
 """
 
+import array
 import sys
 
 from ._library import ffi, lib
@@ -155,7 +156,9 @@ def _buffer_matrix(obj, name, writable):
     if not view.c_contiguous:
         if writable:
             raise InvalidArgumentError(f"{name}: output buffers must be C-contiguous")
-        view = memoryview(view.tobytes()).cast(FORMATS[dtype], shape=list(view.shape))
+        # copied through tolist(): PyPy 7.3's tobytes() of a strided view raises MemoryError
+        flat = array.array(FORMATS[dtype], [x for row in view.tolist() for x in row])
+        view = memoryview(flat).cast("B").cast(FORMATS[dtype], shape=list(view.shape))
     rows, cols = view.shape
     if rows * cols == 0:
         return Matrix(name, dtype, ffi.NULL, rows, cols, cols, 1, view)
