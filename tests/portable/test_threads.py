@@ -115,10 +115,15 @@ def test_gil_is_released_during_c_calls():
         threaded = best_time(lambda: run_in_threads(2, work))
     finally:
         am.set_num_threads(0)
-    if serial / two_cores < 1.4:
-        pytest.skip(f"two busy CPUs: OpenMP itself got only {serial / two_cores:.2f}x")
+    openmp = serial / two_cores
+    if openmp < 1.4:
+        pytest.skip(f"two busy CPUs: OpenMP itself got only {openmp:.2f}x")
+    # With the GIL held the threads would serialise (about 1.0x); released,
+    # they get most of what OpenMP gets on the same cores. Half of OpenMP's
+    # gain separates the two even on a noisy shared machine.
     speedup = serial / threaded
-    assert speedup > 1.3, f"2 Python threads gave {speedup:.2f}x, OpenMP {serial / two_cores:.2f}x"
+    assert speedup > 1 + (openmp - 1) / 2, \
+        f"2 Python threads gave {speedup:.2f}x, OpenMP {openmp:.2f}x"
 
 
 def test_concurrent_create_use_destroy():
