@@ -104,7 +104,9 @@ def test_gil_is_released_during_c_calls():
     b = matrix("B", 512, 256, rand.values(512 * 256, 0, 256))
 
     def work(_=None):
-        for _ in range(3):
+        # tens of milliseconds, so that starting threads is noise next to it
+        # (the table kernels do one of these matmuls in well under 1 ms)
+        for _ in range(40):
             am.matmul(a, b, m)
     try:
         # what two cores give when nothing else runs on them: approxmul's own threads
