@@ -103,22 +103,26 @@ approxmul_metrics metrics(const Multiplier &m) {
     double sum_relative = 0;
     for (double r : row_relative) sum_relative += r;
 
-    const long double pairs = std::ldexp(1.0L, 2 * m.bits());
-    const long double bias = (long double)s.sum_error / pairs;
-    const long double mse = (long double)s.sum_square / pairs;
+    // pairs = 4^bits is a power of two, so each mean is one exact scaling of
+    // the correctly rounded sum (long double is avoided: valgrind and some
+    // platforms compute it in plain double precision anyway).
+    const int pair_bits = 2 * m.bits();
+    const double pairs = std::ldexp(1.0, pair_bits);
+    const double bias = std::ldexp(double(s.sum_error), -pair_bits);
+    const double mse = std::ldexp(double(s.sum_square), -pair_bits);
     approxmul_metrics out{};
-    out.pairs = int64_t{1} << (2 * m.bits());
-    out.mae = double((long double)s.sum_abs / pairs);
-    out.mae_percent = 100.0 * out.mae / double(pairs);
-    out.mse = double(mse);
+    out.pairs = int64_t{1} << pair_bits;
+    out.mae = std::ldexp(double(s.sum_abs), -pair_bits);
+    out.mae_percent = 100.0 * out.mae / pairs;
+    out.mse = mse;
     out.wce = double(s.worst);
-    out.wce_percent = 100.0 * out.wce / double(pairs);
+    out.wce_percent = 100.0 * out.wce / pairs;
     out.wcre_percent = 100.0 * s.worst_relative;
     const int64_t nonzero = out.pairs - s.zero_products;
     out.mre_percent = nonzero ? 100.0 * sum_relative / double(nonzero) : 0.0;
-    out.ep_percent = 100.0 * double(s.wrong) / double(pairs);
-    out.bias = double(bias);
-    out.error_std = double(std::sqrt(std::max(0.0L, mse - bias * bias)));
+    out.ep_percent = 100.0 * double(s.wrong) / pairs;
+    out.bias = bias;
+    out.error_std = std::sqrt(std::max(0.0, mse - bias * bias));
     out.min_error = s.min_error;
     out.max_error = s.max_error;
     out.zero_product_pairs = s.zero_products;
