@@ -499,8 +499,12 @@ bool u8_gemm(const KernelTable &kt, const MatmulProblem &p0) {
         const int64_t block_row_jobs = ceil_div(pbn, mcp);
         const int64_t block_jobs = block_row_jobs * col_jobs;
         const int block_threads = static_cast<int>(std::min<int64_t>(nthreads, block_jobs));
-        // pack A panels (and row corrections)
-        parallel_for(pbn, std::min<int>(block_threads, static_cast<int>(pbn)), [&](int64_t pi, int thread) {
+        // pack A panels (and row corrections); a second parallel region per
+        // call only when A is large (each region waits for every thread,
+        // which on a loaded machine can mean a scheduler period)
+        const int pack_threads = pbn * panel_bytes * rank < (int64_t{4} << 20)
+                                     ? 1 : std::min<int>(block_threads, static_cast<int>(pbn));
+        parallel_for(pbn, pack_threads, [&](int64_t pi, int thread) {
             Workspace &w = workspaces[static_cast<size_t>(thread)];
             uint8_t *panel = apack.data() + pi * panel_bytes;
             std::memset(panel, 0, static_cast<size_t>(panel_bytes));
