@@ -10,6 +10,7 @@ memoryview); a multi-dimensional memoryview carries its own shape, e.g.
 NumPy is never imported here: an ndarray argument means NumPy is loaded.
 """
 
+import array
 import sys
 
 from ._library import ffi, lib
@@ -53,64 +54,85 @@ def is_ndarray(obj):
     return np is not None and isinstance(obj, (np.ndarray, np.generic))
 
 
-class Matrix:
-    """A 2-D view in C terms; ``keepalive`` holds what the pointer points into."""
+class Tensor:
+    """An N-D view in C terms: pointer, shape and strides in elements.
 
-    __slots__ = ("name", "dtype", "pointer", "rows", "cols", "row_stride", "col_stride",
-                 "keepalive")
+    Use it as a context manager around the C call: leaving the block
+    releases the ``ffi.from_buffer`` export at once. Left to the garbage
+    collector, an export held inside a reference cycle (an exception's
+    traceback is one) can crash CPython when the cycle is collected, and
+    on PyPy it would keep the object locked until a late collection.
+    """
 
-    def __init__(self, name, dtype, pointer, rows, cols, row_stride, col_stride, keepalive):
+    __slots__ = ("name", "dtype", "pointer", "shape", "strides", "keepalive", "buffer")
+
+    def __init__(self, name, dtype, pointer, shape, strides, keepalive, buffer=None):
         self.name = name
         self.dtype = dtype
         self.pointer = pointer
-        self.rows = rows
-        self.cols = cols
-        self.row_stride = row_stride
-        self.col_stride = col_stride
+        self.shape = tuple(shape)
+        self.strides = tuple(strides)
         self.keepalive = keepalive
+        self.buffer = buffer  # the ffi.from_buffer object, or None
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.release()
+
+    def release(self):
+        """End the buffer export; the pointer must not be used afterwards."""
+        if self.buffer is not None:
+            ffi.release(self.buffer)
+            self.buffer = self.pointer = None
 
     @property
     def code(self):
         return DTYPES[self.dtype]
 
+    # 2-D views (matrices) in BLIS terms
+    rows = property(lambda self: self.shape[0])
+    cols = property(lambda self: self.shape[1])
+    row_stride = property(lambda self: self.strides[0])
+    col_stride = property(lambda self: self.strides[1])
+
     def args(self):
-        """The (dtype, pointer, row stride, col stride) arguments of a C call."""
+        """The (dtype, pointer, row stride, col stride) arguments of a matrix in a C call."""
         return (self.code, self.pointer, self.row_stride, self.col_stride)
 
 
-def _ndarray_matrix(array, name, writable):
+def _ndarray_tensor(array, name, ndim, writable):
     np = numpy_module()
     if array.dtype.name not in DTYPES or not array.dtype.isnative:
         raise DTypeError(f"{name}: dtype {array.dtype} is not supported "
                          f"(expected one of {', '.join(DTYPES)})")
-    if array.ndim != 2:
-        raise ShapeError(f"{name}: expected a 2-D array, got {array.ndim}-D "
+    if array.ndim != ndim:
+        raise ShapeError(f"{name}: expected a {ndim}-D array, got {array.ndim}-D "
                          f"with shape {array.shape}")
     if writable and not array.flags.writeable:
         raise InvalidArgumentError(f"{name}: the array is read-only")
     itemsize = array.itemsize
     if any(s % itemsize for s in array.strides):
         # strides that split elements (e.g. a field of a record array)
-        array = np.ascontiguousarray(array)
         if writable:
             raise InvalidArgumentError(f"{name}: strides are not a multiple of the item size")
-    rows, cols = array.shape
-    row_stride, col_stride = (s // itemsize for s in array.strides)
+        array = np.ascontiguousarray(array)
+    strides = [s // itemsize for s in array.strides]
     if array.size == 0:
-        return Matrix(name, array.dtype.name, ffi.NULL, rows, cols, row_stride, col_stride, array)
+        return Tensor(name, array.dtype.name, ffi.NULL, array.shape, strides, array)
     # The element with the lowest address and the span up to the highest one.
-    low = sum((n - 1) * s for n, s in zip(array.shape, (row_stride, col_stride)) if s < 0)
-    high = sum((n - 1) * s for n, s in zip(array.shape, (row_stride, col_stride)) if s > 0)
+    low = sum((n - 1) * s for n, s in zip(array.shape, strides) if s < 0)
+    high = sum((n - 1) * s for n, s in zip(array.shape, strides) if s > 0)
     first = array[tuple(slice(n - 1, n) if s < 0 else slice(0, 1)
-                        for n, s in zip(array.shape, array.strides))]
+                        for n, s in zip(array.shape, strides))]
     span = np.lib.stride_tricks.as_strided(first, shape=(high - low + 1,), strides=(itemsize,),
                                            writeable=writable)
     base = ffi.from_buffer(array.dtype.name + "_t[]", span, require_writable=writable)
-    return Matrix(name, array.dtype.name, base - low, rows, cols, row_stride, col_stride,
-                  (array, span, base))
+    return Tensor(name, array.dtype.name, base - low, array.shape, strides, (array, span), base)
 
 
-def _buffer_matrix(obj, name, writable):
+def _buffer_tensor(obj, name, ndim, writable):
     try:
         view = memoryview(obj)
     except TypeError:
@@ -121,100 +143,10 @@ def _buffer_matrix(obj, name, writable):
     if dtype is None:
         raise DTypeError(f"{name}: buffer format {view.format!r} is not supported "
                          f"(expected one of {', '.join(DTYPES)})")
-    if view.ndim == 1:
-        view = view.cast("B").cast(FORMATS[dtype], shape=[1, view.shape[0]]) \
-            if view.c_contiguous else None
-        if view is None:
+    if ndim == 2 and view.ndim == 1:  # a flat buffer is one row
+        if not view.c_contiguous:
             raise ShapeError(f"{name}: a non-contiguous 1-D buffer cannot be used")
-    if view.ndim != 2:
-        raise ShapeError(f"{name}: expected a 2-D buffer, got {view.ndim}-D; give the shape "
-                         f"with memoryview(buffer).cast(format, shape=[rows, cols])")
-    if writable and view.readonly:
-        raise InvalidArgumentError(f"{name}: the buffer is read-only")
-    if not view.c_contiguous:
-        if writable:
-            raise InvalidArgumentError(f"{name}: output buffers must be C-contiguous")
-        view = memoryview(view.tobytes()).cast(FORMATS[dtype], shape=list(view.shape))
-    rows, cols = view.shape
-    if rows * cols == 0:
-        return Matrix(name, dtype, ffi.NULL, rows, cols, cols, 1, view)
-    pointer = ffi.from_buffer(dtype + "_t[]", view, require_writable=writable)
-    return Matrix(name, dtype, pointer, rows, cols, cols, 1, (view, pointer))
-
-
-def as_matrix(obj, name, writable=False):
-    """A 2-D Matrix view of an ndarray or buffer; no copy for ndarrays."""
-    if is_ndarray(obj):
-        return _ndarray_matrix(numpy_module().asanyarray(obj), name, writable)
-    return _buffer_matrix(obj, name, writable)
-
-
-def new_output(rows, cols, dtype, like_numpy):
-    """A fresh rows x cols output: an ndarray, or a memoryview when NumPy is not in play."""
-    if like_numpy:
-        return numpy_module().empty((rows, cols), dtype=dtype)
-    data = bytearray(rows * cols * ITEMSIZE[dtype])
-    if rows * cols == 0:
-        return memoryview(data).cast(FORMATS[dtype])
-    return memoryview(data).cast(FORMATS[dtype], shape=[rows, cols])
-
-
-class Tensor:
-    """An N-D view in C terms: pointer, shape and strides in elements."""
-
-    __slots__ = ("name", "dtype", "pointer", "shape", "strides", "keepalive")
-
-    def __init__(self, name, dtype, pointer, shape, strides, keepalive):
-        self.name = name
-        self.dtype = dtype
-        self.pointer = pointer
-        self.shape = tuple(shape)
-        self.strides = tuple(strides)
-        self.keepalive = keepalive
-
-    @property
-    def code(self):
-        return DTYPES[self.dtype]
-
-
-def as_tensor(obj, name, ndim, writable=False):
-    """An ndim-D Tensor of an ndarray (any strides, no copy) or of a C-contiguous buffer."""
-    if is_ndarray(obj):
-        np = numpy_module()
-        array = np.asanyarray(obj)
-        if array.dtype.name not in DTYPES or not array.dtype.isnative:
-            raise DTypeError(f"{name}: dtype {array.dtype} is not supported "
-                             f"(expected one of {', '.join(DTYPES)})")
-        if array.ndim != ndim:
-            raise ShapeError(f"{name}: expected a {ndim}-D array, got {array.ndim}-D "
-                             f"with shape {array.shape}")
-        if writable and not array.flags.writeable:
-            raise InvalidArgumentError(f"{name}: the array is read-only")
-        itemsize = array.itemsize
-        if any(s % itemsize for s in array.strides):
-            if writable:
-                raise InvalidArgumentError(f"{name}: strides are not a multiple of the item size")
-            array = np.ascontiguousarray(array)
-        strides = [s // itemsize for s in array.strides]
-        if array.size == 0:
-            return Tensor(name, array.dtype.name, ffi.NULL, array.shape, strides, array)
-        low = sum((n - 1) * s for n, s in zip(array.shape, strides) if s < 0)
-        high = sum((n - 1) * s for n, s in zip(array.shape, strides) if s > 0)
-        first = array[tuple(slice(n - 1, n) if s < 0 else slice(0, 1)
-                            for n, s in zip(array.shape, strides))]
-        span = np.lib.stride_tricks.as_strided(first, shape=(high - low + 1,),
-                                               strides=(itemsize,), writeable=writable)
-        base = ffi.from_buffer(array.dtype.name + "_t[]", span, require_writable=writable)
-        return Tensor(name, array.dtype.name, base - low, array.shape, strides,
-                      (array, span, base))
-    try:
-        view = memoryview(obj)
-    except TypeError:
-        raise DTypeError(f"{name}: expected a NumPy array or a buffer-protocol object, "
-                         f"got {type(obj).__name__}") from None
-    dtype = _buffer_dtype(view)
-    if dtype is None:
-        raise DTypeError(f"{name}: buffer format {view.format!r} is not supported")
+        view = view.cast("B").cast(FORMATS[dtype], shape=[1, view.shape[0]])
     if view.ndim != ndim:
         raise ShapeError(f"{name}: expected a {ndim}-D buffer, got {view.ndim}-D; give the "
                          f"shape with memoryview(buffer).cast(format, shape=[...])")
@@ -223,12 +155,29 @@ def as_tensor(obj, name, ndim, writable=False):
     if not view.c_contiguous:
         if writable:
             raise InvalidArgumentError(f"{name}: output buffers must be C-contiguous")
-        view = memoryview(view.tobytes()).cast(FORMATS[dtype], shape=list(view.shape))
+        # copied through tolist(): PyPy 7.3's tobytes() of a strided view raises MemoryError
+        values = view.tolist()
+        for _ in range(ndim - 1):
+            values = [x for row in values for x in row]
+        flat = array.array(FORMATS[dtype], values)
+        view = memoryview(flat).cast("B").cast(FORMATS[dtype], shape=list(view.shape))
     strides = [s // view.itemsize for s in view.strides]
     if 0 in view.shape:
         return Tensor(name, dtype, ffi.NULL, view.shape, strides, view)
     pointer = ffi.from_buffer(dtype + "_t[]", view, require_writable=writable)
-    return Tensor(name, dtype, pointer, view.shape, strides, (view, pointer))
+    return Tensor(name, dtype, pointer, view.shape, strides, view, pointer)
+
+
+def as_tensor(obj, name, ndim, writable=False):
+    """An ndim-D Tensor of an ndarray (any strides, no copy) or of a buffer."""
+    if is_ndarray(obj):
+        return _ndarray_tensor(numpy_module().asanyarray(obj), name, ndim, writable)
+    return _buffer_tensor(obj, name, ndim, writable)
+
+
+def as_matrix(obj, name, writable=False):
+    """A 2-D Tensor; a flat (1-D) buffer counts as one row."""
+    return as_tensor(obj, name, 2, writable)
 
 
 def new_tensor(shape, dtype, like_numpy):

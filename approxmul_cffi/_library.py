@@ -74,14 +74,20 @@ if lib.approxmul_abi_version() != ABI_VERSION:
 
 def check(status):
     """Raise the exception matching a non-zero approxmul_status, with the C message."""
-    if status == 0:
-        return
+    if status != 0:
+        # raised straight from the call: a local holding it would make a
+        # frame <-> traceback cycle that keeps the caller's buffers alive
+        raise error_for(status)
+
+
+def error_for(status):
+    """The exception for a non-zero status, carrying this thread's C message."""
     message = ffi.string(lib.approxmul_last_error()).decode("utf-8", "replace")
     if not message:
         message = ffi.string(lib.approxmul_status_string(status)).decode()
     error = STATUS_ERRORS.get(status, InternalError)(message)
     error.status = status
-    raise error
+    return error
 
 
 def c_string(pointer):

@@ -96,9 +96,10 @@ def read_table(path, *, signed, order="raw", format=None, bits=None):
     out = ffi.new("int32_t[]", 1 << 16)
     bits_out = ffi.new("int *")
     try:
-        check(lib.approxmul_table_parse(
-            ffi.from_buffer(data), len(data), getattr(lib, _C_FORMATS[format]), bits or 0,
-            signed, getattr(lib, _C_ORDERS[order]), out, 1 << 16, bits_out))
+        with ffi.from_buffer(data) as pointer:
+            check(lib.approxmul_table_parse(
+                pointer, len(data), getattr(lib, _C_FORMATS[format]), bits or 0,
+                signed, getattr(lib, _C_ORDERS[order]), out, 1 << 16, bits_out))
     except FormatError as error:
         raise FormatError(f"{os.fspath(path)} (read as {format}): {error}") from None
     side = 1 << bits_out[0]

@@ -66,9 +66,9 @@ class Multiplier:
         bits = side.bit_length() - 1
         if side < 2 or side > 256 or side != 1 << bits:
             raise ShapeError(f"table: {side} x {side} is not a 2^n x 2^n table with n in 1..8")
-        pointer = ffi.from_buffer("int32_t[]", flat)
-        return cls._create(lib.approxmul_multiplier_from_table, pointer, len(flat), bits,
-                           bool(signed))
+        with ffi.from_buffer("int32_t[]", flat) as pointer:  # released after the call
+            return cls._create(lib.approxmul_multiplier_from_table, pointer, len(flat), bits,
+                               bool(signed))
 
     # ------------------------------------------------------------ queries
 
@@ -142,13 +142,11 @@ class Multiplier:
             np = None
         if np is not None:
             out = np.empty((side, side), dtype=np.int32)
-            check(lib.approxmul_multiplier_table(self.handle, ffi.from_buffer("int32_t[]", out),
-                                                 out.size))
-            return out
-        out = array.array("i", bytes(4 * side * side))
-        check(lib.approxmul_multiplier_table(self.handle, ffi.from_buffer("int32_t[]", out),
-                                             len(out)))
-        return memoryview(out).cast("B").cast("i", shape=[side, side])
+        else:
+            out = array.array("i", bytes(4 * side * side))
+        with ffi.from_buffer("int32_t[]", out) as pointer:
+            check(lib.approxmul_multiplier_table(self.handle, pointer, side * side))
+        return out if np is not None else memoryview(out).cast("B").cast("i", shape=[side, side])
 
     # ------------------------------------------------ multiplier library
 
@@ -316,8 +314,8 @@ class Multiplier:
             np = None
         out = (np.empty((side, side), dtype=np.int64) if np is not None
                else array.array("q", bytes(8 * side * side)))
-        check(lib.approxmul_multiplier_error_map(self.handle, ffi.from_buffer("int64_t[]", out),
-                                                 side * side))
+        with ffi.from_buffer("int64_t[]", out) as pointer:
+            check(lib.approxmul_multiplier_error_map(self.handle, pointer, side * side))
         return out if np is not None else memoryview(out).cast("B").cast("q", shape=[side, side])
 
     def __reduce__(self):

@@ -1,6 +1,6 @@
 """Operations whose every multiplication goes through a :class:`Multiplier`."""
 
-from ._buffers import (DTYPE_NAMES, as_matrix, as_tensor, is_ndarray, new_output, new_tensor,
+from ._buffers import (DTYPE_NAMES, as_matrix, as_tensor, is_ndarray, new_tensor,
                        numpy_module)
 from ._library import check, ffi, lib
 from .errors import DTypeError, InvalidArgumentError, OperandRangeError, ShapeError
@@ -32,7 +32,7 @@ def accumulator_dtype(multiplier, inner, a_zero_point=0, b_zero_point=0):
 
 def _output(out, rows, cols, dtype, like_numpy):
     if out is None:
-        return new_output(rows, cols, dtype, like_numpy), None
+        return new_tensor((rows, cols), dtype, like_numpy), None
     view = as_matrix(out, "out", writable=True)
     if (view.rows, view.cols) != (rows, cols):
         raise ShapeError(f"out: shape ({view.rows}, {view.cols}), expected ({rows}, {cols})")
@@ -69,8 +69,9 @@ def matmul(a, b, multiplier, out=None, *, a_zero_point=0, b_zero_point=0):
     result, cv = _output(out, av.rows, bv.cols, dtype, is_ndarray(a) or is_ndarray(b))
     if cv is None:
         cv = as_matrix(result, "out", writable=True)
-    check(lib.approxmul_matmul(handle, av.rows, bv.cols, av.cols, *av.args(), *bv.args(),
-                               a_zero_point, b_zero_point, *cv.args()))
+    with av, bv, cv:  # buffers exported only for the call
+        check(lib.approxmul_matmul(handle, av.rows, bv.cols, av.cols, *av.args(), *bv.args(),
+                                   a_zero_point, b_zero_point, *cv.args()))
     return result
 
 
@@ -110,7 +111,9 @@ def multiply(a, b, multiplier, out=None):
         out, cv = _output(out, av.rows, av.cols, dtype, False)
         if cv is None:
             cv = as_matrix(out, "out", writable=True)
-    check(lib.approxmul_multiply(handle, av.rows, av.cols, *av.args(), *bv.args(), *cv.args()))
+    with av, bv, cv:
+        check(lib.approxmul_multiply(handle, av.rows, av.cols, *av.args(), *bv.args(),
+                                     *cv.args()))
     return out
 
 
@@ -148,11 +151,12 @@ def bmm(a, b, multiplier, out=None, *, a_zero_point=0, b_zero_point=0):
                          f"must match")
     dtype = accumulator_dtype(multiplier, inner, a_zero_point, b_zero_point)
     result, ct = _out_tensor(out, (batch, rows, cols), dtype, is_ndarray(a) or is_ndarray(b))
-    check(lib.approxmul_bmm(handle, batch, rows, cols, inner,
-                            at.code, at.pointer, *at.strides,
-                            bt.code, bt.pointer, *bt.strides,
-                            a_zero_point, b_zero_point,
-                            ct.code, ct.pointer, *ct.strides))
+    with at, bt, ct:  # buffers exported only for the call
+        check(lib.approxmul_bmm(handle, batch, rows, cols, inner,
+                                at.code, at.pointer, *at.strides,
+                                bt.code, bt.pointer, *bt.strides,
+                                a_zero_point, b_zero_point,
+                                ct.code, ct.pointer, *ct.strides))
     return result
 
 
@@ -212,7 +216,7 @@ def conv2d(x, w, multiplier, *, stride=1, padding=0, dilation=1, groups=1, x_zer
                              f"kernel span {span}")
         spatial.append((room - span) // s + 1)
     shape = (n, o, spatial[0], spatial[1])
-    low, high = multiplier.operand_range
+    low, high = multiplier.operand_range  # named here: the dtype query says a/b
     for zname, zero in (("x_zero_point", x_zero_point), ("w_zero_point", w_zero_point)):
         if not low <= zero <= high:
             raise OperandRangeError(f"{zname}: {zero} is not a {multiplier.bits}-bit code "
@@ -222,10 +226,11 @@ def conv2d(x, w, multiplier, *, stride=1, padding=0, dilation=1, groups=1, x_zer
     arrays = [ffi.new("int64_t[4]", list(v)) for v in (xt.shape, xt.strides, wt.shape,
                                                         wt.strides, ot.shape, ot.strides)]
     pairs = [ffi.new("int64_t[2]", list(v)) for v in (stride, padding, dilation)]
-    check(lib.approxmul_conv2d(handle, xt.code, xt.pointer, arrays[0], arrays[1],
-                               wt.code, wt.pointer, arrays[2], arrays[3],
-                               pairs[0], pairs[1], pairs[2], groups, x_zero_point, w_zero_point,
-                               ot.code, ot.pointer, arrays[4], arrays[5]))
+    with xt, wt, ot:
+        check(lib.approxmul_conv2d(handle, xt.code, xt.pointer, arrays[0], arrays[1],
+                                   wt.code, wt.pointer, arrays[2], arrays[3],
+                                   pairs[0], pairs[1], pairs[2], groups, x_zero_point,
+                                   w_zero_point, ot.code, ot.pointer, arrays[4], arrays[5]))
     return result
 
 
@@ -261,9 +266,10 @@ def linear(x, w, multiplier, *, x_zero_point=0, w_zero_point=0):
     if xv.cols != wv.cols:
         raise ShapeError(f"x has {xv.cols} features and w has {wv.cols}")
     dtype = accumulator_dtype(multiplier, xv.cols, x_zero_point, w_zero_point)
-    out = new_output(xv.rows, wv.rows, dtype, False)
+    out = new_tensor((xv.rows, wv.rows), dtype, False)
     cv = as_matrix(out, "out", writable=True)
-    check(lib.approxmul_matmul(_multiplier(multiplier), xv.rows, wv.rows, xv.cols, *xv.args(),
-                               wv.code, wv.pointer, wv.col_stride, wv.row_stride,
-                               x_zero_point, w_zero_point, *cv.args()))
+    with xv, wv, cv:
+        check(lib.approxmul_matmul(_multiplier(multiplier), xv.rows, wv.rows, xv.cols,
+                                   *xv.args(), wv.code, wv.pointer, wv.col_stride,
+                                   wv.row_stride, x_zero_point, w_zero_point, *cv.args()))
     return out

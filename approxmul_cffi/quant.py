@@ -428,12 +428,15 @@ def requantize(acc, bias, mantissa, shift, zero_point, qmin, qmax, *, axis=1,
     ffi, lib = _library.ffi, _library.lib
     rounding_code = {"double": lib.APPROXMUL_ROUND_DOUBLE,
                      "single": lib.APPROXMUL_ROUND_SINGLE}[rounding]
-    _library.check(lib.approxmul_requantize(
-        acc.shape[0], channels, acc[0, 0].size if acc.size else 0,
-        DTYPES[acc.dtype.name], ffi.from_buffer(acc),
-        ffi.from_buffer("int32_t[]", bias), ffi.from_buffer("int32_t[]", mantissa),
-        ffi.from_buffer("int32_t[]", shift), int(zero_point), int(qmin), int(qmax),
-        rounding_code, DTYPES[out.dtype.name], ffi.from_buffer(out, require_writable=True)))
+    # exports released right after the call (see _buffers.Tensor)
+    with ffi.from_buffer(acc) as acc_p, ffi.from_buffer("int32_t[]", bias) as bias_p, \
+            ffi.from_buffer("int32_t[]", mantissa) as mantissa_p, \
+            ffi.from_buffer("int32_t[]", shift) as shift_p, \
+            ffi.from_buffer(out, require_writable=True) as out_p:
+        _library.check(lib.approxmul_requantize(
+            acc.shape[0], channels, acc[0, 0].size if acc.size else 0,
+            DTYPES[acc.dtype.name], acc_p, bias_p, mantissa_p, shift_p, int(zero_point),
+            int(qmin), int(qmax), rounding_code, DTYPES[out.dtype.name], out_p))
     return np.moveaxis(out, 1, axis) if axis != 1 else out
 
 

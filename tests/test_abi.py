@@ -11,7 +11,7 @@ import approxmul_cffi as am
 from approxmul_cffi import _cdef
 from approxmul_cffi._library import ffi, lib
 
-ROOT = pathlib.Path(__file__).resolve().parent.parent
+from support import ROOT
 sys.path.insert(0, str(ROOT / "capi"))
 import gen_cdef  # noqa: E402
 

@@ -145,3 +145,32 @@ def test_size_overflow_at_c_level():
                                   2, 1)
     assert status == lib.APPROXMUL_ERR_OVERFLOW
     assert (c == 0).all()
+
+
+def test_more_size_overflows_at_c_level():
+    from approxmul_cffi._library import ffi, lib
+
+    m = am.Multiplier.exact(8, signed=True)
+    a = np.ones(4, np.int8)
+    c = np.zeros(4, np.int64)
+    pa, pc = ffi.from_buffer("int8_t[]", a), ffi.from_buffer("int64_t[]", c)
+
+    def matmul(rows, cols, inner, a_strides=(1, 1), c_strides=(1, 1)):
+        return lib.approxmul_matmul(m.handle, rows, cols, inner, lib.APPROXMUL_INT8, pa,
+                                    *a_strides, lib.APPROXMUL_INT8, pa, 0, 0, 0, 0,
+                                    lib.APPROXMUL_INT64, pc, *c_strides)
+    # rows * cols fits, rows * cols * inner does not
+    assert matmul(2**31, 2**31, 2**2) == lib.APPROXMUL_ERR_OVERFLOW
+    assert b"rows*cols*inner" in ffi.string(lib.approxmul_last_error())
+    # offsets fit int64 but the addresses would wrap below 0 (found by fuzzing)
+    assert matmul(2, 1, 1, a_strides=(-2**62, 1)) == lib.APPROXMUL_ERR_OVERFLOW
+    assert b"address space" in ffi.string(lib.approxmul_last_error())
+    # an output whose extent overflows
+    assert matmul(3, 1, 1, c_strides=(2**62, 1)) == lib.APPROXMUL_ERR_OVERFLOW
+    status = lib.approxmul_multiply(m.handle, 2**32, 2**32, lib.APPROXMUL_INT8, pa, 0, 0,
+                                    lib.APPROXMUL_INT8, pa, 0, 0, lib.APPROXMUL_INT64, pc, 1, 1)
+    assert status == lib.APPROXMUL_ERR_OVERFLOW
+    assert (c == 0).all()
+    # an accumulator bound beyond int64 is an error, not a wrap
+    with pytest.raises(am.AccumulatorOverflowError):
+        am.accumulator_dtype(m, 2**62)

@@ -4,7 +4,7 @@ import json
 import subprocess
 import sys
 
-from conftest import ROOT
+from support import ROOT
 
 
 def test_bench_gemm_quick_runs(tmp_path):

@@ -39,7 +39,7 @@ def supported_isas():
 
 
 def run_battery(python_runner, isa):
-    from conftest import ROOT
+    from support import ROOT
     result = python_runner(BATTERY.format(tests=str(ROOT / "tests")),
                            env={"APPROXMUL_ISA": isa}, timeout=300)
     assert result.returncode == 0, result.stderr
@@ -50,7 +50,7 @@ def run_battery(python_runner, isa):
 
 @pytest.fixture(scope="module")
 def battery_results():
-    from conftest import run_python
+    from support import run_python
     return {isa: run_battery(run_python, isa) for isa in supported_isas()}
 
 

@@ -3,7 +3,7 @@
 import pathlib
 import textwrap
 
-ROOT = pathlib.Path(__file__).resolve().parent.parent
+from support import ROOT
 
 
 def test_process_that_used_the_library_exits_cleanly(python_runner):

@@ -46,18 +46,9 @@ void hand_out(std::shared_ptr<const Multiplier> impl, approxmul_multiplier **out
     *out = new approxmul_multiplier{std::move(impl)};
 }
 
-bool is_dtype(approxmul_dtype dtype) { return dtype_size(dtype) != 0; }
-
-void check_dtype_value(approxmul_dtype dtype, const char *name) {
-    if (!is_dtype(dtype))
-        fail(APPROXMUL_ERR_DTYPE, "%s: %d is not an approxmul_dtype value", name,
-             static_cast<int>(dtype));
-}
-
 // Validates a, b and c of an operation before anything is computed.
 void check_operation(const Multiplier &m, const MatrixView &a, const MatrixView &b,
                      const MatrixView &c, int64_t inner, int64_t a_zero, int64_t b_zero) {
-    for (const MatrixView *v : {&a, &b, &c}) check_dtype_value(v->dtype, v->name);
     check_operand(a, m);
     check_operand(b, m);
     const approxmul_dtype needed = accumulator_dtype(m, inner, a_zero, b_zero);
@@ -89,7 +80,7 @@ void copy4(const int64_t *values, const char *name, int64_t *out, int count = 4)
 extern "C" {
 
 const char *approxmul_status_string(approxmul_status status) {
-    switch (status) {
+    switch (enum_bits(status)) {
     case APPROXMUL_OK: return "ok";
     case APPROXMUL_ERR_INVALID_ARGUMENT: return "invalid argument";
     case APPROXMUL_ERR_NULL_POINTER: return "NULL pointer";
@@ -256,9 +247,12 @@ approxmul_status approxmul_matmul(const approxmul_multiplier *m, int64_t rows, i
     return guarded([&] {
         const Multiplier &impl = get(m);
         check_sizes(rows, cols, inner);
-        const MatrixView av{"a", a_dtype, a, rows, inner, a_row_stride, a_col_stride};
-        const MatrixView bv{"b", b_dtype, b, inner, cols, b_row_stride, b_col_stride};
-        const MatrixView cv{"c", c_dtype, c, rows, cols, c_row_stride, c_col_stride};
+        const MatrixView av{"a", dtype_argument(a_dtype, "a"), a, rows, inner,
+                            a_row_stride, a_col_stride};
+        const MatrixView bv{"b", dtype_argument(b_dtype, "b"), b, inner, cols,
+                            b_row_stride, b_col_stride};
+        const MatrixView cv{"c", dtype_argument(c_dtype, "c"), c, rows, cols,
+                            c_row_stride, c_col_stride};
         check_operation(impl, av, bv, cv, inner, a_zero_point, b_zero_point);
         if (rows == 0 || cols == 0) return;
         kernels::matmul({&impl, rows, cols, inner, av, bv, cv, a_zero_point, b_zero_point});
@@ -280,21 +274,23 @@ approxmul_status approxmul_bmm(const approxmul_multiplier *m, int64_t batch, int
         check_sizes(rows, cols, inner);
         checked_mul(checked_mul(batch, rows, "batch*rows"), checked_mul(cols, std::max<int64_t>(inner, 1), "cols*inner"),
                     "batch*rows*cols*inner");
-        for (approxmul_dtype d : {a_dtype, b_dtype, c_dtype}) check_dtype_value(d, "dtype");
-        const TensorView at{"a", a_dtype, a, 3, {batch, rows, inner, 1},
+        const approxmul_dtype at_dtype = dtype_argument(a_dtype, "a");
+        const approxmul_dtype bt_dtype = dtype_argument(b_dtype, "b");
+        const approxmul_dtype ct_dtype = dtype_argument(c_dtype, "c");
+        const TensorView at{"a", at_dtype, a, 3, {batch, rows, inner, 1},
                             {a_batch_stride, a_row_stride, a_col_stride, 0}};
-        const TensorView bt{"b", b_dtype, b, 3, {batch, inner, cols, 1},
+        const TensorView bt{"b", bt_dtype, b, 3, {batch, inner, cols, 1},
                             {b_batch_stride, b_row_stride, b_col_stride, 0}};
-        const TensorView ct{"c", c_dtype, c, 3, {batch, rows, cols, 1},
+        const TensorView ct{"c", ct_dtype, c, 3, {batch, rows, cols, 1},
                             {c_batch_stride, c_row_stride, c_col_stride, 0}};
         check_tensor_operand(at, impl);
         check_tensor_operand(bt, impl);
-        check_output_type(impl, c_dtype, inner, a_zero_point, b_zero_point);
+        check_output_type(impl, ct_dtype, inner, a_zero_point, b_zero_point);
         check_tensor_output(ct, at, bt);
         if (batch == 0 || rows == 0 || cols == 0) return;
-        const MatrixView av{"a", a_dtype, a, rows, inner, a_row_stride, a_col_stride};
-        const MatrixView bv{"b", b_dtype, b, inner, cols, b_row_stride, b_col_stride};
-        const MatrixView cv{"c", c_dtype, c, rows, cols, c_row_stride, c_col_stride};
+        const MatrixView av{"a", at_dtype, a, rows, inner, a_row_stride, a_col_stride};
+        const MatrixView bv{"b", bt_dtype, b, inner, cols, b_row_stride, b_col_stride};
+        const MatrixView cv{"c", ct_dtype, c, rows, cols, c_row_stride, c_col_stride};
         kernels::bmm({{&impl, rows, cols, inner, av, bv, cv, a_zero_point, b_zero_point, 0},
                       batch, a_batch_stride, b_batch_stride, c_batch_stride});
     });
@@ -310,9 +306,11 @@ approxmul_status approxmul_conv2d(const approxmul_multiplier *m, approxmul_dtype
                                   const int64_t *out_strides) {
     return guarded([&] {
         const Multiplier &impl = get(m);
-        kernels::Conv2dProblem p{&impl, {"x", x_dtype, x, 4, {}, {}}, {"w", w_dtype, w, 4, {}, {}},
-                                 {"out", out_dtype, out, 4, {}, {}}, {}, {}, {}, groups,
-                                 x_zero_point, w_zero_point};
+        kernels::Conv2dProblem p{&impl,
+                                 {"x", dtype_argument(x_dtype, "x"), x, 4, {}, {}},
+                                 {"w", dtype_argument(w_dtype, "w"), w, 4, {}, {}},
+                                 {"out", dtype_argument(out_dtype, "out"), out, 4, {}, {}},
+                                 {}, {}, {}, groups, x_zero_point, w_zero_point};
         copy4(x_shape, "x_shape", p.x.shape);
         copy4(x_strides, "x_strides", p.x.strides);
         copy4(w_shape, "w_shape", p.w.shape);
@@ -322,7 +320,6 @@ approxmul_status approxmul_conv2d(const approxmul_multiplier *m, approxmul_dtype
         copy4(stride, "stride", p.stride, 2);
         copy4(padding, "padding", p.padding, 2);
         copy4(dilation, "dilation", p.dilation, 2);
-        for (approxmul_dtype d : {x_dtype, w_dtype, out_dtype}) check_dtype_value(d, "dtype");
         for (const TensorView *t : {&p.x, &p.w, &p.out}) t->size();  // negative sizes, overflow
         const char *axis[2] = {"height", "width"};
         for (int d = 0; d < 2; ++d) {
@@ -395,9 +392,12 @@ approxmul_status approxmul_multiply(const approxmul_multiplier *m, int64_t rows,
     return guarded([&] {
         const Multiplier &impl = get(m);
         check_sizes(rows, cols, 1);
-        const MatrixView av{"a", a_dtype, a, rows, cols, a_row_stride, a_col_stride};
-        const MatrixView bv{"b", b_dtype, b, rows, cols, b_row_stride, b_col_stride};
-        const MatrixView cv{"c", c_dtype, c, rows, cols, c_row_stride, c_col_stride};
+        const MatrixView av{"a", dtype_argument(a_dtype, "a"), a, rows, cols,
+                            a_row_stride, a_col_stride};
+        const MatrixView bv{"b", dtype_argument(b_dtype, "b"), b, rows, cols,
+                            b_row_stride, b_col_stride};
+        const MatrixView cv{"c", dtype_argument(c_dtype, "c"), c, rows, cols,
+                            c_row_stride, c_col_stride};
         check_operation(impl, av, bv, cv, 1, 0, 0);
         if (rows == 0 || cols == 0) return;
         kernels::multiply(impl, av, bv, cv);

@@ -13,9 +13,15 @@ approxmul_status approxmul_requantize(int64_t outer, int64_t channels, int64_t i
                                       int32_t qmax, approxmul_rounding rounding,
                                       approxmul_dtype out_dtype, void *out) {
     return approxmul::guarded([&] {
+        const int rounding_code = approxmul::enum_bits(rounding);
+        if (rounding_code != APPROXMUL_ROUND_DOUBLE && rounding_code != APPROXMUL_ROUND_SINGLE)
+            approxmul::fail(APPROXMUL_ERR_INVALID_ARGUMENT,
+                            "rounding: %d is not an approxmul_rounding value", rounding_code);
         const approxmul::quant::RequantizeProblem problem{
-            outer, channels, inner, acc_dtype, acc, bias, mantissa, shift,
-            zero_point, qmin, qmax, rounding, out_dtype, out};
+            outer, channels, inner, approxmul::dtype_argument(acc_dtype, "acc"), acc, bias,
+            mantissa, shift, zero_point, qmin, qmax,
+            static_cast<approxmul_rounding>(rounding_code),
+            approxmul::dtype_argument(out_dtype, "out"), out};
         approxmul::quant::check(problem);
         approxmul::quant::requantize(problem);
     });

@@ -83,6 +83,14 @@ static void test_matmul(void) {
                            2, 1, 0, 0, APPROXMUL_INT64, c, 2, 1) == APPROXMUL_ERR_OVERFLOW);
     CHECK(approxmul_matmul(m, 2, 2, 3, (approxmul_dtype)77, a, 3, 1, APPROXMUL_INT8, b, 2, 1, 0,
                            0, APPROXMUL_INT32, c, 2, 1) == APPROXMUL_ERR_DTYPE);
+    /* found by fuzzing: negative enum values, and strides whose span fits
+     * int64 but wraps the address space (were read before the fix) */
+    CHECK(approxmul_matmul(m, 2, 2, 3, (approxmul_dtype)-1, a, 3, 1, APPROXMUL_INT8, b, 2, 1, 0,
+                           0, APPROXMUL_INT32, c, 2, 1) == APPROXMUL_ERR_DTYPE);
+    CHECK(strcmp(approxmul_status_string((approxmul_status)-1), "unknown status") == 0);
+    CHECK(approxmul_matmul(m, 2, 2, 3, APPROXMUL_INT8, a, -((int64_t)1 << 62), 1, APPROXMUL_INT8,
+                           b, 2, 1, 0, 0, APPROXMUL_INT32, c, 2, 1) == APPROXMUL_ERR_OVERFLOW);
+    CHECK(strstr(approxmul_last_error(), "address space") != NULL);
     for (i = 0; i < 4; i++) CHECK(c[i] == 0x5a5a5a5a);
 
     /* int32 fits up to 2^31 / 128^2 = 131072 signed products, int64 beyond */

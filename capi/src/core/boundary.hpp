@@ -4,6 +4,7 @@
 // turns it into a status code and message. Nothing else may catch broadly.
 #pragma once
 
+#include <cstring>
 #include <new>
 #include <string>
 
@@ -11,6 +12,25 @@
 #include "error.hpp"
 
 namespace approxmul {
+
+// C callers may pass any int where the header names an enum type. In C++,
+// loading a value outside an enum's range is undefined behaviour, so enum
+// arguments are read as the int they are, then validated.
+template <typename Enum>
+int enum_bits(const Enum &raw) {
+    static_assert(sizeof(Enum) == sizeof(int), "C enums are int-sized");
+    int value;
+    std::memcpy(&value, &raw, sizeof value);
+    return value;
+}
+
+// An approxmul_dtype argument, validated.
+inline approxmul_dtype dtype_argument(const approxmul_dtype &raw, const char *name) {
+    const int code = enum_bits(raw);
+    if (code < APPROXMUL_INT8 || code > APPROXMUL_INT64)
+        fail(APPROXMUL_ERR_DTYPE, "%s: %d is not an approxmul_dtype value", name, code);
+    return static_cast<approxmul_dtype>(code);
+}
 
 // The calling thread's message for approxmul_last_error().
 std::string &last_error_message();

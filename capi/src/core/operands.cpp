@@ -67,8 +67,17 @@ void MatrixView::byte_range(intptr_t &lo, intptr_t &hi) const {
     }
     const int64_t low_bytes = checked_mul(low, size, name);
     const int64_t high_bytes = checked_add(checked_mul(high, size, name), size, name);
-    lo += static_cast<intptr_t>(low_bytes);
-    hi += static_cast<intptr_t>(high_bytes);
+    // The span must also exist as addresses: a view that would reach below
+    // address 0 or past the top of the address space is no real array, and
+    // computing pointers into it is already undefined behaviour.
+    static_assert(sizeof(intptr_t) == sizeof(int64_t), "64-bit address arithmetic");
+    int64_t first, last;
+    if (__builtin_add_overflow(static_cast<int64_t>(lo), low_bytes, &first) || first < 0 ||
+        __builtin_add_overflow(static_cast<int64_t>(hi), high_bytes, &last))
+        fail(APPROXMUL_ERR_OVERFLOW, "%s: strides (%lld, %lld) span beyond the address space",
+             name, static_cast<long long>(row_stride), static_cast<long long>(col_stride));
+    lo = static_cast<intptr_t>(first);
+    hi = static_cast<intptr_t>(last);
 }
 
 void check_zero_point(int64_t zero_point, const char *name, const Multiplier &m) {

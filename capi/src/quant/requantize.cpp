@@ -100,9 +100,6 @@ void check(const RequantizeProblem &p) {
     if (p.out_dtype != APPROXMUL_INT8 && p.out_dtype != APPROXMUL_UINT8)
         fail(APPROXMUL_ERR_DTYPE, "out: element type %s; codes are int8 or uint8",
              dtype_name(p.out_dtype));
-    if (p.rounding != APPROXMUL_ROUND_DOUBLE && p.rounding != APPROXMUL_ROUND_SINGLE)
-        fail(APPROXMUL_ERR_INVALID_ARGUMENT, "rounding: %d is not an approxmul_rounding value",
-             static_cast<int>(p.rounding));
     const int64_t lo = p.out_dtype == APPROXMUL_INT8 ? -128 : 0;
     const int64_t hi = p.out_dtype == APPROXMUL_INT8 ? 127 : 255;
     if (p.qmin > p.qmax || p.qmin < lo || p.qmax > hi)

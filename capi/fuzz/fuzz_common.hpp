@@ -1,0 +1,244 @@
+// Shared pieces of the libFuzzer harnesses over the C ABI (capi/fuzz).
+//
+// Harnesses only use the public header, like any C caller. The rules they
+// check are the ABI's promises (docs/abi.md, docs/security.md):
+//  - no crash and no sanitizer report, whatever the arguments;
+//  - a call that fails writes nothing and leaves a message;
+//  - a call that succeeds is bit-exact against an independent model here;
+//  - a call whose arguments are all valid succeeds.
+// Input buffers are allocated with exactly the bytes a strided view spans,
+// so AddressSanitizer catches any read one element outside of it.
+#pragma once
+
+#include <fuzzer/FuzzedDataProvider.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <memory>
+#include <vector>
+
+#include "approxmul.h"
+
+namespace fuzz {
+
+using i128 = __int128;
+
+// Largest input buffer a harness allocates; bigger views are not called with
+// real memory (they could legitimately be read by a correct library).
+constexpr i128 kMaxBufferBytes = 1 << 20;
+
+[[noreturn]] inline void die(const char *what, long long detail = 0) {
+    std::fprintf(stderr, "fuzz check failed: %s (%lld); last error: %s\n", what, detail,
+                 approxmul_last_error());
+    std::abort();
+}
+
+inline void expect(bool condition, const char *what, long long detail = 0) {
+    if (!condition) die(what, detail);
+}
+
+// Every status keeps the message contract: "" after success, text after failure.
+inline approxmul_status checked(approxmul_status status) {
+    const char *message = approxmul_last_error();
+    expect(message != nullptr, "last_error returned NULL");
+    if (status == APPROXMUL_OK)
+        expect(message[0] == '\0', "message left after success");
+    else
+        expect(message[0] != '\0', "no message after failure", status);
+    expect(std::strcmp(approxmul_status_string(status), "unknown status") != 0,
+           "status outside the enum", status);
+    return status;
+}
+
+inline size_t dtype_size(int dtype) {
+    switch (dtype) {
+    case APPROXMUL_INT8:
+    case APPROXMUL_UINT8: return 1;
+    case APPROXMUL_INT16:
+    case APPROXMUL_UINT16: return 2;
+    case APPROXMUL_INT32: return 4;
+    case APPROXMUL_INT64: return 8;
+    }
+    return 0;
+}
+
+// An independent model of a multiplier: the table the harness built, or a*b.
+struct Model {
+    int bits = 8;
+    bool is_signed = false;
+    std::vector<int32_t> table;  // empty: exact
+    approxmul_multiplier *handle = nullptr;
+
+    int64_t min_operand() const { return is_signed ? -(int64_t{1} << (bits - 1)) : 0; }
+    int64_t max_operand() const {
+        return is_signed ? (int64_t{1} << (bits - 1)) - 1 : (int64_t{1} << bits) - 1;
+    }
+    bool in_range(int64_t v) const { return v >= min_operand() && v <= max_operand(); }
+    int64_t product(int64_t a, int64_t b) const {
+        if (table.empty()) return a * b;
+        const uint64_t mask = (uint64_t{1} << bits) - 1;
+        return table[(static_cast<uint64_t>(a) & mask) << bits | (static_cast<uint64_t>(b) & mask)];
+    }
+    // The operand storage types this multiplier accepts.
+    int narrow_dtype() const {
+        if (bits <= 8) return is_signed ? APPROXMUL_INT8 : APPROXMUL_UINT8;
+        return is_signed ? APPROXMUL_INT16 : APPROXMUL_UINT16;
+    }
+    int wide_dtype() const { return is_signed ? APPROXMUL_INT16 : APPROXMUL_UINT16; }
+
+    ~Model() { approxmul_multiplier_destroy(handle); }
+};
+
+// A multiplier from the input: exact or a table with arbitrary (often extreme)
+// entries. Returns nullptr when the input asked for an invalid one, after
+// checking that the library refused it.
+inline std::unique_ptr<Model> make_model(FuzzedDataProvider &in) {
+    auto model = std::make_unique<Model>();
+    const bool exact = in.ConsumeBool();
+    model->is_signed = in.ConsumeBool();
+    if (exact) {
+        model->bits = in.ConsumeIntegralInRange(1, 16);
+        expect(checked(approxmul_multiplier_exact(model->bits, model->is_signed,
+                                                  &model->handle)) == APPROXMUL_OK,
+               "exact multiplier refused", model->bits);
+        return model;
+    }
+    model->bits = in.ConsumeIntegralInRange(1, 8);
+    const size_t entries = size_t{1} << (2 * model->bits);
+    model->table.resize(entries);
+    const int32_t extremes[] = {INT32_MIN, INT32_MAX, 0, -1, 1};
+    for (auto &entry : model->table)
+        entry = in.ConsumeBool() ? extremes[in.ConsumeIntegralInRange(0, 4)]
+                                 : in.ConsumeIntegralInRange<int32_t>(-70000, 70000);
+    expect(checked(approxmul_multiplier_from_table(model->table.data(),
+                                                   static_cast<int64_t>(entries), model->bits,
+                                                   model->is_signed, &model->handle)) ==
+               APPROXMUL_OK,
+           "valid table refused", model->bits);
+    return model;
+}
+
+// A strided matrix view over a buffer of exactly the bytes it spans.
+struct View {
+    int dtype = APPROXMUL_UINT8;
+    int64_t rows = 0, cols = 0, row_stride = 0, col_stride = 0;
+    std::vector<unsigned char> storage;  // resized to the exact span
+    int64_t first = 0;                   // element offset of [0, 0] in storage
+    bool addressable = true;             // false: the span cannot be allocated
+    bool impossible = false;             // the span leaves any address space
+    void *data = nullptr;
+
+    size_t size() const { return dtype_size(dtype); }
+    int64_t offset(int64_t i, int64_t j) const { return first + i * row_stride + j * col_stride; }
+    int64_t get(int64_t i, int64_t j) const {
+        const unsigned char *p = storage.data() + offset(i, j) * size();
+        switch (dtype) {
+        case APPROXMUL_INT8: return *reinterpret_cast<const int8_t *>(p);
+        case APPROXMUL_UINT8: return *p;
+        case APPROXMUL_INT16: { int16_t v; std::memcpy(&v, p, 2); return v; }
+        case APPROXMUL_UINT16: { uint16_t v; std::memcpy(&v, p, 2); return v; }
+        case APPROXMUL_INT32: { int32_t v; std::memcpy(&v, p, 4); return v; }
+        case APPROXMUL_INT64: { int64_t v; std::memcpy(&v, p, 8); return v; }
+        }
+        return 0;
+    }
+    void set(int64_t i, int64_t j, int64_t value) {
+        unsigned char *p = storage.data() + offset(i, j) * size();
+        std::memcpy(p, &value, size());  // little-endian: the low bytes
+    }
+};
+
+// Strides as a caller might pass them: row-major, column-major, reversed,
+// broadcast (zero), arbitrary small, or huge.
+inline int64_t pick_stride(FuzzedDataProvider &in, int64_t natural) {
+    switch (in.ConsumeIntegralInRange(0, 5)) {
+    case 0: return natural;
+    case 1: return -natural;
+    case 2: return 0;
+    case 3: return in.ConsumeIntegralInRange<int64_t>(-300, 300);
+    case 4: return in.ConsumeIntegral<int64_t>();
+    default: return natural * in.ConsumeIntegralInRange<int64_t>(1, 3);
+    }
+}
+
+// Lays out a view, allocating its exact span when it is small enough. The
+// span is computed in 128 bits; one that cannot fit a 64-bit address space
+// is marked impossible and given a dummy pointer: the library must refuse it.
+inline void layout(View &v, FuzzedDataProvider &in, bool column_major_natural) {
+    v.row_stride = pick_stride(in, column_major_natural ? 1 : v.cols);
+    v.col_stride = pick_stride(in, column_major_natural ? v.rows : 1);
+    if (v.rows == 0 || v.cols == 0 || dtype_size(v.dtype) == 0) {
+        v.addressable = v.rows == 0 || v.cols == 0;
+        v.data = v.storage.data();
+        return;
+    }
+    i128 low = 0, high = 0;
+    for (auto [n, s] : {std::pair{v.rows, v.row_stride}, std::pair{v.cols, v.col_stride}}) {
+        const i128 span = static_cast<i128>(n - 1) * s;
+        (span < 0 ? low : high) += span;
+    }
+    const i128 bytes = (high - low + 1) * static_cast<i128>(v.size());
+    v.addressable = bytes <= kMaxBufferBytes;
+    if (!v.addressable) {
+        static unsigned char dummy[16];
+        v.data = dummy;
+        // a range below address 0 or beyond the largest int64 cannot exist
+        const i128 address = static_cast<i128>(reinterpret_cast<intptr_t>(v.data));
+        v.impossible = address + low * static_cast<i128>(v.size()) < 0 ||
+                       address + (high + 1) * static_cast<i128>(v.size()) > INT64_MAX;
+        return;
+    }
+    v.storage.resize(static_cast<size_t>(bytes));
+    v.first = static_cast<int64_t>(-low);
+    v.data = v.storage.data() + v.first * v.size();
+}
+
+// Operand values: in range for the model, and now and then one outside it
+// when the storage type is wider than the multiplier.
+inline bool fill_operands(View &v, FuzzedDataProvider &in, const Model &m) {
+    bool all_in_range = true;
+    for (int64_t i = 0; i < v.rows; ++i)
+        for (int64_t j = 0; j < v.cols; ++j) {
+            int64_t value = in.ConsumeIntegralInRange(m.min_operand(), m.max_operand());
+            if (in.ConsumeProbability<float>() < 0.002f) value = in.ConsumeIntegral<int16_t>();
+            v.set(i, j, value);
+            // what the library will read back, after a zero stride repeats elements
+        }
+    for (int64_t i = 0; i < v.rows; ++i)
+        for (int64_t j = 0; j < v.cols; ++j) all_in_range &= m.in_range(v.get(i, j));
+    return all_in_range;
+}
+
+// Which elements of an output view a call may write: everything else in the
+// buffer must keep its sentinel.
+inline std::vector<bool> touched(const View &v) {
+    std::vector<bool> mask(v.storage.size() / (v.size() ? v.size() : 1), false);
+    for (int64_t i = 0; i < v.rows; ++i)
+        for (int64_t j = 0; j < v.cols; ++j) mask[static_cast<size_t>(v.offset(i, j))] = true;
+    return mask;
+}
+
+inline bool operand_dtype_ok(int dtype, const Model &m) {
+    return dtype == m.narrow_dtype() || dtype == m.wide_dtype();
+}
+
+// An operand dtype: usually one the multiplier accepts, sometimes any value.
+inline int pick_operand_dtype(FuzzedDataProvider &in, const Model &m) {
+    switch (in.ConsumeIntegralInRange(0, 7)) {
+    case 0: return in.ConsumeIntegralInRange(-1, 8);
+    case 1: return m.wide_dtype();
+    default: return m.narrow_dtype();
+    }
+}
+
+// Thread counts, including invalid ones (which must be refused).
+inline void pick_threads(FuzzedDataProvider &in) {
+    const int threads = in.ConsumeIntegralInRange(-2, 6);
+    const approxmul_status status = checked(approxmul_set_num_threads(threads));
+    expect((status == APPROXMUL_OK) == (threads >= 0), "thread count status", threads);
+}
+
+}  // namespace fuzz
