@@ -13,6 +13,10 @@ import approxmul_cffi as am
 SHAPES = [(0, 3, 4), (1, 1, 1), (3, 0, 5), (7, 33, 5), (9, 65, 129), (33, 130, 17),
           (64, 200, 70), (5, 300, 257), (130, 40, 3), (2, 40000, 3), (3, 70000, 2),
           (300, 20, 2)]
+# Only for the multipliers of the byte (vpdpbusd) path: several row and
+# column jobs on 2 threads, and A packed in more than one row block.
+BYTE_SHAPES = [(40, 100, 700), (72, 70000, 2)]
+BYTE_PATH = ("exact-u8", "exact-s8", "trunc4")
 
 
 def drum_table(bits=8, k=3):
@@ -44,6 +48,8 @@ def multipliers():
     yield "exact-u5", am.Multiplier.exact(5), False
     yield "drum", am.Multiplier.from_table(drum_table()), False
     yield "trunc2", am.Multiplier.from_table(truncated_table(2)), False
+    # rank 5; bit-linear terms with negative u and powers of two to move
+    yield "trunc4", am.Multiplier.from_table(truncated_table(4)), False
     # signed, bit-linear in the second operand only (factorized on the transpose)
     t = signed_exact.table().astype(np.int64)
     t[:, 1::2] += 3 * (np.arange(256)[:, None] % 2)
@@ -65,8 +71,10 @@ def cases():
     rng = np.random.default_rng(11)
     for mname, mult, signed in multipliers():
         bits = mult.bits
-        for index, (rows, inner, cols) in enumerate(SHAPES):
-            if inner > 1000 and mname not in ("exact-u8", "table-u8", "drum", "table-wide"):
+        extra = BYTE_SHAPES if mname in BYTE_PATH else []
+        for index, (rows, inner, cols) in enumerate(SHAPES + extra):
+            if inner > 1000 and mname not in ("exact-u8", "exact-s8", "trunc4", "table-u8",
+                                              "drum", "table-wide"):
                 continue
             wide = index % 4 == 3
             a = operands(rng, (rows, inner), bits, signed, wide)

@@ -20,6 +20,7 @@ void generic_matmul(const MatmulProblem &problem);
 void generic_multiply(const Multiplier &m, const MatrixView &a, const MatrixView &b,
                       const MatrixView &c);
 bool int16_gemm(const KernelTable &kernels, const MatmulProblem &problem);
+bool u8_gemm(const KernelTable &kernels, const MatmulProblem &problem);
 bool table_gemm(const KernelTable &kernels, const MatmulProblem &problem);
 
 namespace {
@@ -122,6 +123,7 @@ void matmul(const MatmulProblem &problem) {
     const KernelTable &kernels = selected_kernels();
     // The generic set runs the portable reference kernels for every plan.
     if (std::strcmp(kernels.name, "generic") != 0) {
+        if (u8_gemm(kernels, problem)) return;
         if (int16_gemm(kernels, problem)) return;
         if (table_gemm(kernels, problem)) return;
     }

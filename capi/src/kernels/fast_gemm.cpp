@@ -309,4 +309,307 @@ bool table_gemm(const KernelTable &kt, const MatmulProblem &p0) {
     return true;
 }
 
+
+// ------------------------------------------------------------- u8 x s8 GEMM
+// Exact and factorized plans on vpdpbusd (4 byte products per int32 lane
+// step, twice the rate of the int16 pairs). Every factor pair (u_r, v_r) is
+// brought to bytes exactly: powers of two move between the two factors
+// (truncation's bit-plane factors 2^j * bit), A's factor must then fit its
+// byte type as is, and B's is offset, v = v' + vo_r with v' in B's byte
+// type (exact unsigned: b = (b - 128) + 128). The offsets come back as a
+// per-row correction: sum_r vo_r * sum_k u_r(A[i,k]).
+namespace {
+
+struct ByteFit {
+    bool a_signed = false;  // A int8 / B uint8, else A uint8 / B int8
+    std::vector<uint8_t> a_lut, b_lut;  // rank x 256, indexed by raw stored byte
+    std::vector<int64_t> a_value;       // rank x 256: A's byte as a number (row sums)
+    std::vector<int64_t> b_offset;      // vo_r
+    int64_t step_bound = 0;             // max over one inner step of |sum_r u_r v'_r|
+};
+
+bool fit_bytes(const std::vector<int16_t> &u, const std::vector<int16_t> &v, int rank,
+               int64_t side, uint32_t mask, bool a_signed, ByteFit &fit) {
+    fit = ByteFit{};
+    fit.a_signed = a_signed;
+    fit.a_lut.assign(static_cast<size_t>(rank) * 256, 0);
+    fit.b_lut.assign(static_cast<size_t>(rank) * 256, 0);
+    fit.a_value.assign(static_cast<size_t>(rank) * 256, 0);
+    const int64_t a_lo = a_signed ? -128 : 0, a_hi = a_lo + 255;
+    const int64_t b_lo = a_signed ? 0 : -128;
+    for (int r = 0; r < rank; ++r) {
+        const int16_t *ur = u.data() + r * side, *vr = v.data() + r * side;
+        bool done = false;
+        // shift s > 0 moves 2^s from v to u, s < 0 from u to v; smallest |s|
+        // first; odd steps negate both factors (bit-linear terms come out
+        // with negative u)
+        for (int step = 0; step <= 57 && !done; ++step) {
+            const int neg = step % 2 ? -1 : 1, half = step / 2;
+            const int s = half % 2 ? (half + 1) / 2 : -(half / 2);
+            const int sh = s < 0 ? -s : s;
+            int64_t umin = INT64_MAX, umax = INT64_MIN, vmin = INT64_MAX, vmax = INT64_MIN;
+            bool divisible = true;
+            for (int64_t x = 0; x < side && divisible; ++x) {
+                int64_t uu = neg * ur[x], vv = neg * vr[x];
+                if (s > 0) {
+                    if (vv % (int64_t{1} << sh) != 0) divisible = false;
+                    vv /= int64_t{1} << sh;
+                    uu *= int64_t{1} << sh;
+                } else if (s < 0) {
+                    if (uu % (int64_t{1} << sh) != 0) divisible = false;
+                    uu /= int64_t{1} << sh;
+                    vv *= int64_t{1} << sh;
+                }
+                umin = std::min(umin, uu), umax = std::max(umax, uu);
+                vmin = std::min(vmin, vv), vmax = std::max(vmax, vv);
+            }
+            if (!divisible || umin < a_lo || umax > a_hi || vmax - vmin > 255) continue;
+            const int64_t vo = vmin >= b_lo && vmax <= b_lo + 255 ? 0 : vmin - b_lo;
+            for (int byte = 0; byte < 256; ++byte) {
+                const uint32_t x = static_cast<uint32_t>(byte) & mask;
+                if (x >= static_cast<uint32_t>(side)) continue;
+                int64_t uu = neg * ur[x], vv = neg * vr[x];
+                if (s > 0) vv /= int64_t{1} << sh, uu *= int64_t{1} << sh;
+                if (s < 0) uu /= int64_t{1} << sh, vv *= int64_t{1} << sh;
+                fit.a_lut[r * 256 + byte] = static_cast<uint8_t>(uu);
+                fit.a_value[r * 256 + byte] = uu;
+                fit.b_lut[r * 256 + byte] = static_cast<uint8_t>(vv - vo);
+            }
+            fit.b_offset.push_back(vo);
+            const int64_t umag = std::max(std::abs(umin), std::abs(umax));
+            const int64_t vmag = std::max(std::abs(vmin - vo), std::abs(vmax - vo));
+            fit.step_bound += umag * vmag;
+            done = true;
+        }
+        if (!done) return false;
+    }
+    return true;
+}
+
+}  // namespace
+
+bool u8_gemm(const KernelTable &kt, const MatmulProblem &p0) {
+    const Multiplier &m = *p0.multiplier;
+    if (kt.u8_micro == nullptr || m.bits() > 8 || p0.rows == 0 || p0.cols == 0 || p0.inner == 0 ||
+        (m.plan() != Plan::ExactGemm && m.plan() != Plan::Factorized))
+        return false;
+    const int64_t MR = kt.u8_mr, NR = kt.u8_nr;
+    const int64_t side = int64_t{1} << m.bits();
+    const uint32_t mask = m.operand_mask();
+    int rank = 1;
+    std::vector<int16_t> u0, v0;  // rank x side, by raw bit pattern
+    if (m.plan() == Plan::ExactGemm) {
+        u0.resize(static_cast<size_t>(side));
+        for (int64_t code = 0; code < side; ++code)
+            u0[code] = static_cast<int16_t>(m.is_signed() && code >= side / 2 ? code - side : code);
+        v0 = u0;
+    } else {
+        const Factorization &f = m.factorization();
+        rank = f.rank;
+        u0.assign(f.u.begin(), f.u.end());
+        v0.assign(f.v.begin(), f.v.end());
+    }
+    auto padded = [&](int64_t rows, int64_t cols) {
+        return ceil_div(rows, MR) * MR * ceil_div(cols, NR) * NR;
+    };
+    const bool prefer_flip = padded(p0.cols, p0.rows) * 5 < padded(p0.rows, p0.cols) * 4;
+    ByteFit fit;
+    bool flip = false, found = false;
+    for (int attempt = 0; attempt < 2 && !found; ++attempt) {
+        flip = attempt == 0 ? prefer_flip : !prefer_flip;
+        const auto &u = flip ? v0 : u0;
+        const auto &v = flip ? u0 : v0;
+        found = fit_bytes(u, v, rank, side, mask, false, fit) ||
+                fit_bytes(u, v, rank, side, mask, true, fit);
+    }
+    if (!found) return false;
+    MatmulProblem p = p0;
+    if (flip) {
+        p.rows = p0.cols;
+        p.cols = p0.rows;
+        p.a = transposed(p0.b);
+        p.b = transposed(p0.a);
+        p.c = transposed(p0.c);
+        p.a_zero_point = p0.b_zero_point;
+        p.b_zero_point = p0.a_zero_point;
+    }
+    // k steps per packed block: a multiple of 4 (whole quads for any rank),
+    // about 512 transformed bytes, and no more than int32 holds exactly.
+    const int64_t flush_inner = fit.step_bound == 0 ? p.inner
+                                                    : std::numeric_limits<int32_t>::max() / fit.step_bound;
+    int64_t kc = std::min<int64_t>(std::max<int64_t>(4, 512 / rank / 4 * 4), flush_inner / 4 * 4);
+    if (kc < 4) return false;
+    kc = std::min(kc, ceil_div(p.inner, 4) * 4);
+    const int64_t blocks_per_flush = std::max<int64_t>(1, flush_inner / kc);
+    const int64_t k_blocks = ceil_div(p.inner, kc);
+    const bool wide = k_blocks > blocks_per_flush;
+    const int64_t kqb = kc * rank / 4;  // quads per full block
+    const int64_t last_nk = p.inner - (k_blocks - 1) * kc;
+    const int64_t kq_total = (k_blocks - 1) * kqb + ceil_div(last_nk * rank, 4);
+
+    // Jobs: rows split into a multiple of the thread count (each thread one
+    // equal share of the B packing), columns in blocks of <= 256.
+    const int wanted = p.threads > 0 ? p.threads : num_threads();
+    const int64_t mpanels = ceil_div(p.rows, MR), npanels = ceil_div(p.cols, NR);
+    const bool small = p.rows * p.cols * std::max<int64_t>(p.inner, 1) < (int64_t{1} << 20);
+    const int64_t threads = small ? 1 : std::max<int64_t>(1, wanted);
+    constexpr int64_t MaxRowPanels = 8, MaxColPanels = 8;
+    int64_t row_jobs = std::min(mpanels, threads * ceil_div(mpanels, threads * MaxRowPanels));
+    const int64_t mcp = ceil_div(mpanels, row_jobs);
+    row_jobs = ceil_div(mpanels, mcp);
+    int64_t col_jobs = ceil_div(npanels, MaxColPanels);
+    if (row_jobs < threads)  // too few row panels: columns make up the rest
+        col_jobs = std::min(npanels, std::max(col_jobs, ceil_div(threads, row_jobs) * col_jobs));
+    const int64_t ncp = ceil_div(npanels, col_jobs);
+    col_jobs = ceil_div(npanels, ncp);
+    const int64_t jobs = row_jobs * col_jobs;
+    const int nthreads = static_cast<int>(std::min<int64_t>(threads, jobs));
+    const int64_t ldc = ncp * NR;
+
+    // A is packed once for the whole problem (weights: rows x inner bytes)
+    // in row blocks of at most a few MiB, with its row corrections.
+    const CrossTerms cross(p.a, p.b, p.inner, p.a_zero_point, p.b_zero_point);
+    const bool b_bytes = (p.b.dtype == APPROXMUL_UINT8 || p.b.dtype == APPROXMUL_INT8) &&
+                         p.b.col_stride == 1;
+    const bool a_bytes = (p.a.dtype == APPROXMUL_UINT8 || p.a.dtype == APPROXMUL_INT8) &&
+                         p.a.col_stride == 1;
+    bool any_offset = false;
+    for (int64_t vo : fit.b_offset) any_offset = any_offset || vo != 0;
+    const int64_t panel_bytes = kq_total * MR * 4;
+    const int64_t block_panels = std::max<int64_t>(
+        mcp, std::min<int64_t>(mpanels, (int64_t{4} << 20) / std::max<int64_t>(panel_bytes, 1) / mcp * mcp));
+    std::vector<uint8_t> apack(static_cast<size_t>(std::min(block_panels, mpanels) * panel_bytes));
+    std::vector<int64_t> row_corr(static_cast<size_t>(std::min(block_panels, mpanels) * MR));
+    struct Workspace {
+        std::vector<uint8_t> b, codes, row;
+        std::vector<int32_t> c;
+        std::vector<int64_t> wide;
+    };
+    std::vector<Workspace> workspaces(static_cast<size_t>(nthreads));
+    for (Workspace &w : workspaces) {
+        w.b.assign(static_cast<size_t>(ncp * kqb * NR * 4 + 64), 0);
+        w.c.resize(static_cast<size_t>(mcp * MR * ldc));
+        if (wide) w.wide.resize(static_cast<size_t>(mcp * MR * ldc));
+        if (!b_bytes) w.codes.resize(static_cast<size_t>(kc * ncp * NR));
+        w.row.resize(static_cast<size_t>(std::max<int64_t>(p.inner, 4) + 64));
+    }
+
+    for (int64_t pb0 = 0; pb0 < mpanels; pb0 += block_panels) {
+        const int64_t pbn = std::min(block_panels, mpanels - pb0);
+        const int64_t block_row_jobs = ceil_div(pbn, mcp);
+        const int64_t block_jobs = block_row_jobs * col_jobs;
+        const int block_threads = static_cast<int>(std::min<int64_t>(nthreads, block_jobs));
+        // pack A panels (and row corrections); a second parallel region per
+        // call only when A is large (each region waits for every thread,
+        // which on a loaded machine can mean a scheduler period)
+        const int pack_threads = pbn * panel_bytes * rank < (int64_t{4} << 20)
+                                     ? 1 : std::min<int>(block_threads, static_cast<int>(pbn));
+        parallel_for(pbn, pack_threads, [&](int64_t pi, int thread) {
+            Workspace &w = workspaces[static_cast<size_t>(thread)];
+            uint8_t *panel = apack.data() + pi * panel_bytes;
+            std::memset(panel, 0, static_cast<size_t>(panel_bytes));
+            for (int64_t r = 0; r < MR; ++r) {
+                const int64_t i = (pb0 + pi) * MR + r;
+                int64_t corr = 0;
+                if (i >= p.rows) {
+                    row_corr[static_cast<size_t>(pi * MR + r)] = 0;
+                    continue;
+                }
+                if (rank == 1 && a_bytes) {
+                    const auto *src = static_cast<const uint8_t *>(p.a.data) + i * p.a.row_stride;
+                    kt.u8_lut(p.inner, src, fit.a_lut.data(), w.row.data());
+                    const int64_t kq_n = ceil_div(p.inner, 4);
+                    std::memset(w.row.data() + p.inner, 0, 4);
+                    for (int64_t kq = 0; kq < kq_n; ++kq)
+                        std::memcpy(panel + (kq * MR + r) * 4, w.row.data() + kq * 4, 4);
+                    if (fit.b_offset[0] != 0) {
+                        int64_t sum = 0;
+                        if (fit.a_signed)
+                            for (int64_t k = 0; k < p.inner; ++k)
+                                sum += static_cast<int8_t>(w.row[static_cast<size_t>(k)]);
+                        else
+                            for (int64_t k = 0; k < p.inner; ++k) sum += w.row[static_cast<size_t>(k)];
+                        corr = fit.b_offset[0] * sum;
+                    }
+                } else {
+                    with_codes(p.a, mask, [&](auto code) {
+                        for (int64_t k = 0; k < p.inner; ++k) {
+                            const uint32_t x = code(i, k) & 0xff;
+                            const int64_t kb = k / kc, t = (k - kb * kc) * rank;
+                            for (int q = 0; q < rank; ++q) {
+                                const int64_t tt = kb * kqb * 4 + t + q;
+                                panel[((tt >> 2) * MR + r) * 4 + (tt & 3)] = fit.a_lut[q * 256 + x];
+                                corr += fit.b_offset[q] * fit.a_value[q * 256 + x];
+                            }
+                        }
+                    });
+                }
+                row_corr[static_cast<size_t>(pi * MR + r)] = any_offset ? corr : 0;
+            }
+        });
+        parallel_for(block_jobs, block_threads, [&](int64_t job, int thread) {
+            Workspace &w = workspaces[static_cast<size_t>(thread)];
+            const int64_t rj = job / col_jobs, cj = job % col_jobs;
+            const int64_t pi0 = rj * mcp, ip_count = std::min(mcp, pbn - pi0);
+            const int64_t i0 = (pb0 + pi0) * MR, j0 = cj * ncp * NR;
+            const int64_t ni = std::min(ip_count * MR, p.rows - i0), nj = std::min(ncp * NR, p.cols - j0);
+            const int64_t jp_count = ceil_div(nj, NR);
+            for (int64_t kb = 0; kb < k_blocks; ++kb) {
+                const int64_t k0 = kb * kc, nk = std::min(kc, p.inner - k0);
+                const int64_t kquads = ceil_div(nk * rank, 4);
+                const uint8_t *rows_base;
+                int64_t rows_stride;
+                if (b_bytes) {
+                    rows_base = static_cast<const uint8_t *>(p.b.data) + k0 * p.b.row_stride + j0;
+                    rows_stride = p.b.row_stride;
+                } else {
+                    with_codes(p.b, mask, [&](auto code) {
+                        for (int64_t k = 0; k < nk; ++k)
+                            for (int64_t j = 0; j < nj; ++j)
+                                w.codes[static_cast<size_t>(k * nj + j)] =
+                                    static_cast<uint8_t>(code(k0 + k, j0 + j));
+                    });
+                    rows_base = w.codes.data();
+                    rows_stride = nj;
+                }
+                const int64_t panel_stride = kquads * NR * 4;
+                for (int64_t kq = 0; kq < kquads; ++kq) {
+                    const uint8_t *rows[4];
+                    const uint8_t *luts[4];
+                    for (int h = 0; h < 4; ++h) {
+                        int64_t t = kq * 4 + h;
+                        // padding steps (A is 0 there) reuse the last real row
+                        if (t >= nk * rank) t = nk * rank - 1;
+                        rows[h] = rows_base + (t / rank) * rows_stride;
+                        luts[h] = fit.b_lut.data() + (t % rank) * 256;
+                    }
+                    kt.u8_pack(nj, rows, luts, w.b.data() + kq * NR * 4, panel_stride);
+                }
+                const bool accumulate = kb % blocks_per_flush != 0;
+                for (int64_t jp = 0; jp < jp_count; ++jp)
+                    for (int64_t ip = 0; ip < ip_count; ++ip)
+                        kt.u8_micro(kquads,
+                                    apack.data() + (pi0 + ip) * panel_bytes + kb * kqb * MR * 4,
+                                    w.b.data() + jp * panel_stride,
+                                    w.c.data() + ip * MR * ldc + jp * NR, ldc, accumulate,
+                                    fit.a_signed);
+                if (wide && (kb % blocks_per_flush == blocks_per_flush - 1 || kb == k_blocks - 1)) {
+                    const bool first = kb < blocks_per_flush;
+                    for (int64_t i = 0; i < ni; ++i)
+                        for (int64_t j = 0; j < nj; ++j)
+                            w.wide[i * ldc + j] = (first ? 0 : w.wide[i * ldc + j]) + w.c[i * ldc + j];
+                }
+            }
+            for (int64_t i = 0; i < ni; ++i) {
+                const int64_t rc = row_corr[static_cast<size_t>(pi0 * MR + i)];
+                for (int64_t j = 0; j < nj; ++j) {
+                    const int64_t sum = wide ? w.wide[i * ldc + j] : w.c[i * ldc + j];
+                    store_value(p.c, i0 + i, j0 + j, sum + rc + cross(i0 + i, j0 + j));
+                }
+            }
+        });
+    }
+    return true;
+}
+
 }  // namespace approxmul::kernels

@@ -38,6 +38,24 @@ struct KernelTable {
     void (*table_block)(int64_t inner, const uint8_t *s, const uint8_t *x, int64_t x_stride,
                         int64_t width, const uint8_t *planes, const uint16_t *wide,
                         uint32_t *acc);
+
+    // u8 x s8 quad GEMM (vpdpbusd), or nullptr where the set has none (the
+    // avx2 level does not assume AVX-VNNI). C (u8_mr x u8_nr int32, row
+    // stride ldc) = or += sum over kquads of 4 byte products, wrapping
+    // modulo 2^32 (no saturation). Packed layouts:
+    //   a[(kq * u8_mr + r) * 4 + h]   (row r, transformed inner index 4 kq + h)
+    //   b[(kq * u8_nr + j) * 4 + h]   (column j)
+    // a_signed: A's bytes are int8 and B's uint8; else A uint8 and B int8.
+    int u8_mr, u8_nr;
+    void (*u8_micro)(int64_t kquads, const uint8_t *a, const uint8_t *b, int32_t *c,
+                     int64_t ldc, int accumulate, int a_signed);
+    // dst[j] = lut[src[j]] for j < n.
+    void (*u8_lut)(int64_t n, const uint8_t *src, const uint8_t *lut, uint8_t *dst);
+    // Packs 4 streamed rows into B quads: column j's bytes luts[h][rows[h][j]]
+    // go to dst[(j / u8_nr) * panel_stride + (j % u8_nr) * 4 + h], j < n,
+    // written in whole 16-column groups (u8_nr is a multiple of 16).
+    void (*u8_pack)(int64_t n, const uint8_t *const *rows, const uint8_t *const *luts,
+                    uint8_t *dst, int64_t panel_stride);
 };
 
 const KernelTable *generic_kernel_table();

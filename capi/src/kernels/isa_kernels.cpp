@@ -275,6 +275,125 @@ void table_block(int64_t inner, const uint8_t *s, const uint8_t *x, int64_t x_st
 }
 #endif
 
+
+// ------------------------------------------------------- u8 x s8 GEMM
+#if defined(__AVX512F__) && defined(__AVX512BW__) && defined(__AVX512VNNI__) && \
+    defined(__AVX512VBMI__)
+constexpr int kU8Rows = 8, kU8Cols = 32;
+#pragma GCC diagnostic push  // the same header false positive as above
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+
+// kU8Rows x 2 zmm accumulators; the A quad of each row is broadcast, B's
+// two vectors hold 16 columns x 4 inner steps each. vpdpbusd's first
+// multiplicand is the unsigned one.
+template <bool ASigned>
+void u8_micro_t(int64_t kquads, const uint8_t *a, const uint8_t *b, int32_t *c, int64_t ldc,
+                int accumulate) {
+    __m512i acc[kU8Rows][2];
+#pragma GCC unroll 16
+    for (int r = 0; r < kU8Rows; ++r) acc[r][0] = acc[r][1] = _mm512_setzero_si512();
+    for (int64_t kq = 0; kq < kquads; ++kq) {
+        const __m512i b0 = _mm512_loadu_si512(b + kq * kU8Cols * 4);
+        const __m512i b1 = _mm512_loadu_si512(b + kq * kU8Cols * 4 + 64);
+        const uint8_t *ap = a + kq * kU8Rows * 4;
+#pragma GCC unroll 16
+        for (int r = 0; r < kU8Rows; ++r) {
+            int32_t q;
+            std::memcpy(&q, ap + 4 * r, 4);
+            const __m512i x = _mm512_set1_epi32(q);
+            if (ASigned) {
+                acc[r][0] = _mm512_dpbusd_epi32(acc[r][0], b0, x);
+                acc[r][1] = _mm512_dpbusd_epi32(acc[r][1], b1, x);
+            } else {
+                acc[r][0] = _mm512_dpbusd_epi32(acc[r][0], x, b0);
+                acc[r][1] = _mm512_dpbusd_epi32(acc[r][1], x, b1);
+            }
+        }
+    }
+#pragma GCC unroll 16
+    for (int r = 0; r < kU8Rows; ++r) {
+        int32_t *row = c + r * ldc;
+        if (accumulate) {
+            acc[r][0] = _mm512_add_epi32(acc[r][0], _mm512_loadu_si512(row));
+            acc[r][1] = _mm512_add_epi32(acc[r][1], _mm512_loadu_si512(row + 16));
+        }
+        _mm512_storeu_si512(row, acc[r][0]);
+        _mm512_storeu_si512(row + 16, acc[r][1]);
+    }
+}
+
+void u8_micro(int64_t kquads, const uint8_t *a, const uint8_t *b, int32_t *c, int64_t ldc,
+              int accumulate, int a_signed) {
+    if (a_signed)
+        u8_micro_t<true>(kquads, a, b, c, ldc, accumulate);
+    else
+        u8_micro_t<false>(kquads, a, b, c, ldc, accumulate);
+}
+
+// A 256-entry byte table in 4 registers: vpermi2b on each half, blend on
+// the index's top bit.
+struct ByteLut {
+    __m512i t0, t1, t2, t3;
+    explicit ByteLut(const uint8_t *lut)
+        : t0(_mm512_loadu_si512(lut)),
+          t1(_mm512_loadu_si512(lut + 64)),
+          t2(_mm512_loadu_si512(lut + 128)),
+          t3(_mm512_loadu_si512(lut + 192)) {}
+    __m512i operator()(__m512i idx) const {
+        return _mm512_mask_blend_epi8(_mm512_movepi8_mask(idx), _mm512_permutex2var_epi8(t0, idx, t1),
+                                      _mm512_permutex2var_epi8(t2, idx, t3));
+    }
+};
+
+void u8_lut(int64_t n, const uint8_t *src, const uint8_t *lut, uint8_t *dst) {
+    const ByteLut table(lut);
+    for (int64_t j = 0; j < n; j += 64) {
+        const __mmask64 m = n - j >= 64 ? ~__mmask64{0} : (__mmask64{1} << (n - j)) - 1;
+        _mm512_mask_storeu_epi8(dst + j, m, table(_mm512_maskz_loadu_epi8(m, src + j)));
+    }
+}
+
+void u8_pack(int64_t n, const uint8_t *const *rows, const uint8_t *const *luts, uint8_t *dst,
+             int64_t panel_stride) {
+    const ByteLut l0(luts[0]), l1(luts[1]), l2(luts[2]), l3(luts[3]);
+    for (int64_t j = 0; j < n; j += 64) {
+        const __mmask64 m = n - j >= 64 ? ~__mmask64{0} : (__mmask64{1} << (n - j)) - 1;
+        const __m512i r0 = l0(_mm512_maskz_loadu_epi8(m, rows[0] + j));
+        const __m512i r1 = l1(_mm512_maskz_loadu_epi8(m, rows[1] + j));
+        const __m512i r2 = l2(_mm512_maskz_loadu_epi8(m, rows[2] + j));
+        const __m512i r3 = l3(_mm512_maskz_loadu_epi8(m, rows[3] + j));
+        // Within each 128-bit lane L (columns 16L..16L+15): q0 = quads of
+        // columns 0-3, q1 4-7, q2 8-11, q3 12-15; then a 4x4 transpose of
+        // lanes puts columns 16L..16L+15 into one vector.
+        const __m512i a = _mm512_unpacklo_epi8(r0, r1), b = _mm512_unpackhi_epi8(r0, r1);
+        const __m512i c = _mm512_unpacklo_epi8(r2, r3), d = _mm512_unpackhi_epi8(r2, r3);
+        const __m512i q0 = _mm512_unpacklo_epi16(a, c), q1 = _mm512_unpackhi_epi16(a, c);
+        const __m512i q2 = _mm512_unpacklo_epi16(b, d), q3 = _mm512_unpackhi_epi16(b, d);
+        const __m512i t0 = _mm512_shuffle_i32x4(q0, q1, 0x44), t1 = _mm512_shuffle_i32x4(q2, q3, 0x44);
+        const __m512i t2 = _mm512_shuffle_i32x4(q0, q1, 0xee), t3 = _mm512_shuffle_i32x4(q2, q3, 0xee);
+        const __m512i o[4] = {_mm512_shuffle_i32x4(t0, t1, 0x88), _mm512_shuffle_i32x4(t0, t1, 0xdd),
+                              _mm512_shuffle_i32x4(t2, t3, 0x88), _mm512_shuffle_i32x4(t2, t3, 0xdd)};
+        for (int g = 0; g < 4; ++g) {
+            const int64_t col = j + 16 * g;
+            if (col >= n) break;
+            _mm512_storeu_si512(dst + (col / kU8Cols) * panel_stride + (col % kU8Cols) * 4, o[g]);
+        }
+    }
+}
+#pragma GCC diagnostic pop
+constexpr auto kU8Micro = u8_micro;
+constexpr auto kU8Lut = u8_lut;
+constexpr auto kU8Pack = u8_pack;
+#else
+constexpr int kU8Rows = 0, kU8Cols = 0;
+constexpr void (*kU8Micro)(int64_t, const uint8_t *, const uint8_t *, int32_t *, int64_t, int,
+                           int) = nullptr;
+constexpr void (*kU8Lut)(int64_t, const uint8_t *, const uint8_t *, uint8_t *) = nullptr;
+constexpr void (*kU8Pack)(int64_t, const uint8_t *const *, const uint8_t *const *, uint8_t *,
+                          int64_t) = nullptr;
+#endif
+
 #define APPROXMUL_STRINGIFY2(x) #x
 #define APPROXMUL_STRINGIFY(x) APPROXMUL_STRINGIFY2(x)
 
@@ -287,6 +406,11 @@ const KernelTable kTable = {
     gemm_micro,
     kTableMaxChunks * 64,
     table_block,
+    kU8Rows,
+    kU8Cols,
+    kU8Micro,
+    kU8Lut,
+    kU8Pack,
 };
 
 }  // namespace
