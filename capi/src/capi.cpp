@@ -408,17 +408,6 @@ approxmul_status approxmul_multiply(const approxmul_multiplier *m, int64_t rows,
 
 }  // extern "C"
 
-namespace {
-// A C caller may pass any int where an enum is declared; reading it as a C++
-// enum outside the enumerators' range is undefined, so read the bits.
-template <typename Enum>
-int enum_value(const Enum &value) {
-    static_assert(sizeof(Enum) == sizeof(int), "C enums are int-sized");
-    int raw;
-    std::memcpy(&raw, &value, sizeof raw);
-    return raw;
-}
-}  // namespace
 
 extern "C" {
 
@@ -467,8 +456,8 @@ approxmul_status approxmul_table_parse(const void *data, int64_t size,
         if (size < 0) fail(APPROXMUL_ERR_SHAPE, "size: %lld is negative", static_cast<long long>(size));
         int width = bits;
         auto table = library::parse_table(static_cast<const unsigned char *>(data), size_t(size),
-                                          enum_value(format), width, is_signed != 0,
-                                          enum_value(order));
+                                          enum_bits(format), width, is_signed != 0,
+                                          enum_bits(order));
         if (out_len < static_cast<int64_t>(table.size()))
             fail(APPROXMUL_ERR_SHAPE, "out_len: %lld entries, the %d-bit table has %zu",
                  static_cast<long long>(out_len), width, table.size());
@@ -483,7 +472,7 @@ approxmul_status approxmul_multiplier_from_c_function(approxmul_function functio
                                                       approxmul_multiplier **out) {
     return guarded([&] {
         require_pointer(out, "out");
-        hand_out(library::from_c_function(function, enum_value(signature), bits, is_signed != 0,
+        hand_out(library::from_c_function(function, enum_bits(signature), bits, is_signed != 0,
                                           name ? name : "c-function"),
                  out);
     });

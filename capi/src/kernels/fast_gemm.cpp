@@ -43,6 +43,23 @@ MatrixView transposed(const MatrixView &v) {
     return MatrixView{v.name, v.dtype, v.data, v.cols, v.rows, v.col_stride, v.row_stride};
 }
 
+// The per-operand factors of an exact or factorized plan, indexed by raw bit
+// pattern: M(a, b) = sum_r u[r][a] * v[r][b] (rank 1, u = v = value for exact).
+int operand_factors(const Multiplier &m, std::vector<int16_t> &u, std::vector<int16_t> &v) {
+    const int64_t side = int64_t{1} << m.bits();
+    if (m.plan() == Plan::ExactGemm) {
+        u.resize(static_cast<size_t>(side));
+        for (int64_t code = 0; code < side; ++code)
+            u[code] = static_cast<int16_t>(m.is_signed() && code >= side / 2 ? code - side : code);
+        v = u;
+        return 1;
+    }
+    const Factorization &f = m.factorization();
+    u.assign(f.u.begin(), f.u.end());  // fits int16: the plan says so
+    v.assign(f.v.begin(), f.v.end());
+    return f.rank;
+}
+
 }  // namespace
 
 bool int16_gemm(const KernelTable &kt, const MatmulProblem &p0) {
@@ -69,20 +86,9 @@ bool int16_gemm(const KernelTable &kt, const MatmulProblem &p0) {
         p.b_zero_point = p0.a_zero_point;
     }
     const int64_t side = int64_t{1} << m.bits();
-    int rank = 1;
     std::vector<int16_t> u, v;  // rank x side, by raw bit pattern
-    if (m.plan() == Plan::ExactGemm) {
-        u.resize(static_cast<size_t>(side));
-        for (int64_t code = 0; code < side; ++code)
-            u[code] = static_cast<int16_t>(m.is_signed() && code >= side / 2 ? code - side : code);
-        v = u;
-    } else {
-        const Factorization &f = m.factorization();
-        rank = f.rank;
-        u.assign(f.u.begin(), f.u.end());  // fits int16: the plan says so
-        v.assign(f.v.begin(), f.v.end());
-        if (flip) std::swap(u, v);
-    }
+    const int rank = operand_factors(m, u, v);
+    if (flip) std::swap(u, v);
     const int64_t max_product = m.max_abs_product();
     const int64_t flush_inner =  // inner steps whose true sum fits int32
         max_product == 0 ? p.inner : std::numeric_limits<int32_t>::max() / max_product;
@@ -396,19 +402,8 @@ bool u8_gemm(const KernelTable &kt, const MatmulProblem &p0) {
     const int64_t MR = kt.u8_mr, NR = kt.u8_nr;
     const int64_t side = int64_t{1} << m.bits();
     const uint32_t mask = m.operand_mask();
-    int rank = 1;
     std::vector<int16_t> u0, v0;  // rank x side, by raw bit pattern
-    if (m.plan() == Plan::ExactGemm) {
-        u0.resize(static_cast<size_t>(side));
-        for (int64_t code = 0; code < side; ++code)
-            u0[code] = static_cast<int16_t>(m.is_signed() && code >= side / 2 ? code - side : code);
-        v0 = u0;
-    } else {
-        const Factorization &f = m.factorization();
-        rank = f.rank;
-        u0.assign(f.u.begin(), f.u.end());
-        v0.assign(f.v.begin(), f.v.end());
-    }
+    const int rank = operand_factors(m, u0, v0);
     auto padded = [&](int64_t rows, int64_t cols) {
         return ceil_div(rows, MR) * MR * ceil_div(cols, NR) * NR;
     };
