@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <cstdlib>
+#include <type_traits>
 #include <vector>
 
 #include "../core/operands.hpp"
@@ -76,6 +77,8 @@ struct CrossTerms {
           a_zero(a_zero_point),
           b_zero(b_zero_point),
           constant(inner * a_zero_point * b_zero_point) {}
+    // the row part: b_zero * sum_k a[i, k] (a_sums non-empty)
+    int64_t row_cross(int64_t i) const { return b_zero * a_sums[static_cast<size_t>(i)]; }
     int64_t operator()(int64_t i, int64_t j) const {
         int64_t value = constant;
         if (!a_sums.empty()) value -= b_zero * a_sums[static_cast<size_t>(i)];
@@ -83,6 +86,40 @@ struct CrossTerms {
         return value;
     }
 };
+
+// c[i0 + i, j0 + j] = src[i * ld + j] + base + cross(i0 + i, j0 + j) for a
+// ni x nj block: the cross terms are split into a row part and a column
+// part (col_term, nj entries of scratch) so the inner loop is a plain
+// vectorisable add and store.
+template <typename Sum>
+inline void store_block(const MatrixView &c, const CrossTerms &cross, int64_t base, int64_t i0,
+                        int64_t j0, int64_t ni, int64_t nj, const Sum *src, int64_t ld,
+                        std::vector<int64_t> &col_term) {
+    col_term.assign(static_cast<size_t>(nj), 0);
+    if (!cross.b_sums.empty())
+        for (int64_t j = 0; j < nj; ++j)
+            col_term[static_cast<size_t>(j)] = -cross.a_zero * cross.b_sums[static_cast<size_t>(j0 + j)];
+    auto emit = [&](auto *out) {
+        using Out = std::remove_reference_t<decltype(*out)>;
+        for (int64_t i = 0; i < ni; ++i) {
+            int64_t row = base + cross.constant;
+            if (!cross.a_sums.empty()) row -= cross.row_cross(i0 + i);
+            const Sum *from = src + i * ld;
+            const int64_t *ct = col_term.data();
+            Out *dst = out + (i0 + i) * c.row_stride + j0 * c.col_stride;
+            if (c.col_stride == 1)
+                for (int64_t j = 0; j < nj; ++j)
+                    dst[j] = static_cast<Out>(row + ct[j] + static_cast<int64_t>(from[j]));
+            else
+                for (int64_t j = 0; j < nj; ++j)
+                    dst[j * c.col_stride] = static_cast<Out>(row + ct[j] + static_cast<int64_t>(from[j]));
+        }
+    };
+    if (c.dtype == APPROXMUL_INT32)
+        emit(static_cast<int32_t *>(const_cast<void *>(c.data)));
+    else
+        emit(static_cast<int64_t *>(const_cast<void *>(c.data)));
+}
 
 // Raw bit pattern (table index) of element (i, j) of a validated operand view.
 template <typename T>

@@ -273,6 +273,7 @@ bool table_gemm(const KernelTable &kt, const MatmulProblem &p0) {
         std::vector<uint8_t> x, s;
         std::vector<uint32_t> acc;
         std::vector<int64_t> wide;
+        std::vector<int64_t> col_term;
     };
     std::vector<Workspace> workspaces(static_cast<size_t>(threads));
     parallel_for(jobs, threads, [&](int64_t job, int thread) {
@@ -300,11 +301,10 @@ bool table_gemm(const KernelTable &kt, const MatmulProblem &p0) {
             }
         }
         const int64_t total_offset = p.inner * offset;
-        for (int64_t i = 0; i < ni; ++i)
-            for (int64_t j = 0; j < nj; ++j) {
-                const int64_t sum = wide ? w.wide[i * W + j] : int64_t{w.acc[i * W + j]};
-                store_value(p.c, i0 + i, j0 + j, sum + total_offset + cross(i0 + i, j0 + j));
-            }
+        if (wide)
+            store_block(p.c, cross, total_offset, i0, j0, ni, nj, w.wide.data(), W, w.col_term);
+        else
+            store_block(p.c, cross, total_offset, i0, j0, ni, nj, w.acc.data(), W, w.col_term);
     });
     return true;
 }
