@@ -87,14 +87,14 @@ struct CrossTerms {
     }
 };
 
-// c[i0 + i, j0 + j] = src[i * ld + j] + base + cross(i0 + i, j0 + j) for a
-// ni x nj block: the cross terms are split into a row part and a column
+// c[i0 + i, j0 + j] = src[i * ld + j] + base (+ row_extra[i]) + cross(i0 + i,
+// j0 + j) for a ni x nj block: the cross terms are split into a row part and a column
 // part (col_term, nj entries of scratch) so the inner loop is a plain
 // vectorisable add and store.
 template <typename Sum>
 inline void store_block(const MatrixView &c, const CrossTerms &cross, int64_t base, int64_t i0,
                         int64_t j0, int64_t ni, int64_t nj, const Sum *src, int64_t ld,
-                        std::vector<int64_t> &col_term) {
+                        std::vector<int64_t> &col_term, const int64_t *row_extra = nullptr) {
     col_term.assign(static_cast<size_t>(nj), 0);
     if (!cross.b_sums.empty())
         for (int64_t j = 0; j < nj; ++j)
@@ -104,6 +104,7 @@ inline void store_block(const MatrixView &c, const CrossTerms &cross, int64_t ba
         for (int64_t i = 0; i < ni; ++i) {
             int64_t row = base + cross.constant;
             if (!cross.a_sums.empty()) row -= cross.row_cross(i0 + i);
+            if (row_extra != nullptr) row += row_extra[i];
             const Sum *from = src + i * ld;
             const int64_t *ct = col_term.data();
             Out *dst = out + (i0 + i) * c.row_stride + j0 * c.col_stride;

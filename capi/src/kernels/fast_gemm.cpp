@@ -117,7 +117,7 @@ bool int16_gemm(const KernelTable &kt, const MatmulProblem &p0) {
     struct Workspace {
         std::vector<int16_t> a, b;
         std::vector<int32_t> c;
-        std::vector<int64_t> wide;
+        std::vector<int64_t> wide, col_term;
     };
     std::vector<Workspace> workspaces(static_cast<size_t>(threads));
     parallel_for(jobs, threads, [&](int64_t job, int thread) {
@@ -191,11 +191,10 @@ bool int16_gemm(const KernelTable &kt, const MatmulProblem &p0) {
                 for (int64_t i = 0; i < ni; ++i)
                     for (int64_t j = 0; j < nj; ++j) w.wide[i * ldc + j] += w.c[i * ldc + j];
         }
-        for (int64_t i = 0; i < ni; ++i)
-            for (int64_t j = 0; j < nj; ++j) {
-                const int64_t sum = wide ? w.wide[i * ldc + j] : w.c[i * ldc + j];
-                store_value(p.c, i0 + i, j0 + j, sum + cross(i0 + i, j0 + j));
-            }
+        if (wide)
+            store_block(p.c, cross, 0, i0, j0, ni, nj, w.wide.data(), ldc, w.col_term);
+        else
+            store_block(p.c, cross, 0, i0, j0, ni, nj, w.c.data(), ldc, w.col_term);
     });
     return true;
 }
@@ -483,7 +482,7 @@ bool u8_gemm(const KernelTable &kt, const MatmulProblem &p0) {
     struct Workspace {
         std::vector<uint8_t> b, codes, row;
         std::vector<int32_t> c;
-        std::vector<int64_t> wide;
+        std::vector<int64_t> wide, col_term;
     };
     std::vector<Workspace> workspaces(static_cast<size_t>(nthreads));
     for (Workspace &w : workspaces) {
@@ -600,13 +599,11 @@ bool u8_gemm(const KernelTable &kt, const MatmulProblem &p0) {
                             w.wide[i * ldc + j] = (first ? 0 : w.wide[i * ldc + j]) + w.c[i * ldc + j];
                 }
             }
-            for (int64_t i = 0; i < ni; ++i) {
-                const int64_t rc = row_corr[static_cast<size_t>(pi0 * MR + i)];
-                for (int64_t j = 0; j < nj; ++j) {
-                    const int64_t sum = wide ? w.wide[i * ldc + j] : w.c[i * ldc + j];
-                    store_value(p.c, i0 + i, j0 + j, sum + rc + cross(i0 + i, j0 + j));
-                }
-            }
+            const int64_t *rc = row_corr.data() + pi0 * MR;
+            if (wide)
+                store_block(p.c, cross, 0, i0, j0, ni, nj, w.wide.data(), ldc, w.col_term, rc);
+            else
+                store_block(p.c, cross, 0, i0, j0, ni, nj, w.c.data(), ldc, w.col_term, rc);
         });
     }
     return true;
