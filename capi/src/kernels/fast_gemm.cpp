@@ -470,8 +470,9 @@ bool u8_gemm(const KernelTable &kt, const MatmulProblem &p0) {
     const CrossTerms cross(p.a, p.b, p.inner, p.a_zero_point, p.b_zero_point);
     const bool b_bytes = (p.b.dtype == APPROXMUL_UINT8 || p.b.dtype == APPROXMUL_INT8) &&
                          p.b.col_stride == 1;
-    const bool a_bytes = (p.a.dtype == APPROXMUL_UINT8 || p.a.dtype == APPROXMUL_INT8) &&
-                         p.a.col_stride == 1;
+    // byte rows, contiguous or strided (conv2d's column-major pixel views):
+    // a strided row is gathered first, then looked up as a whole
+    const bool a_bytes = p.a.dtype == APPROXMUL_UINT8 || p.a.dtype == APPROXMUL_INT8;
     bool any_offset = false;
     for (int64_t vo : fit.b_offset) any_offset = any_offset || vo != 0;
     const int64_t panel_bytes = kq_total * MR * 4;
@@ -480,7 +481,7 @@ bool u8_gemm(const KernelTable &kt, const MatmulProblem &p0) {
     std::vector<uint8_t> apack(static_cast<size_t>(std::min(block_panels, mpanels) * panel_bytes));
     std::vector<int64_t> row_corr(static_cast<size_t>(std::min(block_panels, mpanels) * MR));
     struct Workspace {
-        std::vector<uint8_t> b, codes, row;
+        std::vector<uint8_t> b, codes, row, gathered;
         std::vector<int32_t> c;
         std::vector<int64_t> wide, col_term;
     };
@@ -516,6 +517,12 @@ bool u8_gemm(const KernelTable &kt, const MatmulProblem &p0) {
                 }
                 if (rank == 1 && a_bytes) {
                     const auto *src = static_cast<const uint8_t *>(p.a.data) + i * p.a.row_stride;
+                    if (p.a.col_stride != 1) {
+                        w.gathered.resize(static_cast<size_t>(p.inner));
+                        for (int64_t k = 0; k < p.inner; ++k)
+                            w.gathered[static_cast<size_t>(k)] = src[k * p.a.col_stride];
+                        src = w.gathered.data();
+                    }
                     kt.u8_lut(p.inner, src, fit.a_lut.data(), w.row.data());
                     const int64_t kq_n = ceil_div(p.inner, 4);
                     std::memset(w.row.data() + p.inner, 0, 4);
