@@ -414,6 +414,11 @@ def requantize(acc, bias, mantissa, shift, zero_point, qmin, qmax, *, axis=1,
     channels = acc.shape[1]
 
     def per_channel(v, name):
+        if isinstance(v, np.ndarray) and v.dtype == np.int32:  # fits int32 by its type
+            if v.shape == (channels,) and v.flags.c_contiguous:
+                return v  # as QuantizedModel's layers keep them: no copy, no checks
+            if not v.ndim:
+                return np.full(channels, v, dtype=np.int32)
         v = np.asarray(v, dtype=np.int64)
         if v.ndim and v.shape != (channels,):
             raise ValueError(f"{name}: {v.shape[0]} values for {channels} channels")

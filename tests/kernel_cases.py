@@ -87,3 +87,36 @@ def cases():
             za, zb = (0, 0) if index % 2 == 0 else (int(rng.integers(low, high + 1)),
                                                      int(rng.integers(low, high + 1)))
             yield (f"{mname}-{rows}x{inner}x{cols}", mult, a, b, za, zb, 1 + index % 2)
+
+
+def requantize_cases():
+    """(name, args, kwargs) of quant.requantize: both roundings, int32/int64
+    accumulators, per-tensor and per-channel factors from 2^-35 to 2^29
+    (shifts -31..30), rows long (channel by channel in C) and short
+    (per-element parameters), saturating values and exact ties."""
+    from approxmul_cffi import quant
+    rng = np.random.default_rng(77)
+    out = []
+    for shape in [(3, 4), (2, 6, 16), (2, 3, 70), (1, 1, 99)]:
+        channels = shape[1]
+        for acc_dtype in ("int32", "int64"):
+            span = 2**40 if acc_dtype == "int64" else 2**31
+            acc = rng.integers(-span, span, size=shape)
+            flat = acc.reshape(-1)
+            flat[::3] = rng.integers(-5000, 5000, size=flat[::3].shape)  # unsaturated
+            flat[:4] = [-(2**31), 2**31 - 1, -6, 6]
+            acc = acc.astype(acc_dtype)
+            reals = np.exp2(rng.uniform(-35, 29, size=channels))
+            reals[0] = 0.25  # ties at +-6 * 0.25 rounds
+            mantissa, shift = quant.quantize_multiplier(reals)
+            bias = rng.integers(-2**20, 2**20, size=channels).astype(np.int32)
+            bias[0] = 0  # channel 0's -6, 6 (where its row holds them) are ties
+            for rounding in quant.ROUNDINGS:
+                for signed, zp, lo, hi in ((True, -3, -128, 127), (False, 100, 20, 255)):
+                    name = f"requantize {shape} {acc_dtype} {rounding} {signed}"
+                    out.append((name, (acc, bias, mantissa, shift, zp, lo, hi),
+                                dict(signed=signed, rounding=rounding)))
+                    out.append((name + " per-tensor",
+                                (acc, int(bias[0]), mantissa[0], shift[0], zp, lo, hi),
+                                dict(signed=signed, rounding=rounding)))
+    return out

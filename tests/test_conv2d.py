@@ -178,3 +178,28 @@ def test_conv2d_bad_operands_and_untouched_output():
     with pytest.raises(am.OperandRangeError):
         am.conv2d(x.astype(np.uint16) * 300, w, m, out=out)
     assert (out == -7).all()
+
+
+@pytest.mark.parametrize("spec", ["table", "drum:bits=16,k=4"])
+def test_conv2d_large_images_and_staged_outputs(spec):
+    # 3x3 taps x 90x90 pixels is past the tap-offset table (2^16 entries):
+    # the run-by-run im2col; a 16-bit function plan stages its sums. Both
+    # write into a strided output.
+    rng = np.random.default_rng(33)
+    if spec == "table":
+        m = am.Multiplier.from_table(rng.integers(0, 60000, (256, 256)))
+        x = rng.integers(0, 256, (1, 2, 90, 90)).astype(np.uint8)
+        dtype = np.uint8
+    else:
+        m = am.Multiplier.from_spec(spec)
+        x = rng.integers(0, 256, (2, 2, 9, 7)).astype(np.uint16)
+        dtype = np.uint16
+    codes = np.arange(256)
+    table = am.multiply(codes[:, None].astype(dtype), codes[None, :].astype(dtype), m)
+    wt = rng.integers(0, 256, (1, 2, 3, 3)).astype(dtype)
+    shape = (x.shape[0], 1, x.shape[2], x.shape[3])
+    expected = reference_conv(table, x, wt, 8, (1, 1), (1, 1), (1, 1), 1, 5, 9)
+    out = np.zeros(shape[:3] + (2 * shape[3],), np.int64)[..., ::2]
+    got = am.conv2d(x, wt, m, padding=1, x_zero_point=5, w_zero_point=9, out=out)
+    assert got is out
+    np.testing.assert_array_equal(out, expected)

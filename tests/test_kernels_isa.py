@@ -23,6 +23,10 @@ out = {{}}
 for name, mult, a, b, za, zb, threads in cases():
     am.set_num_threads(threads)
     out[name] = [mult.plan, am.matmul(a, b, mult, a_zero_point=za, b_zero_point=zb).tolist()]
+from kernel_cases import requantize_cases
+from approxmul_cffi import quant
+for name, args, kw in requantize_cases():
+    out[name] = ["requantize", quant.requantize(*args, **kw).tolist()]
 print(json.dumps({{"isa": am.info()["isa"], "results": out}}))
 """
 
@@ -62,6 +66,12 @@ def test_every_isa_matches_generic_and_numpy(battery_results):
         assert results.keys() == generic.keys()
         for name, (plan, values) in results.items():
             assert values == generic[name][1], f"{isa} differs from generic on {name} ({plan})"
+    from approxmul_cffi import quant
+    from kernel_cases import requantize_cases
+    for name, args, kw in requantize_cases():
+        want = quant.requantize_reference(*args, **kw)
+        np.testing.assert_array_equal(np.array(generic[name][1]).reshape(want.shape), want,
+                                      err_msg=name)
     for name, (mult, a, b, za, zb) in expected.items():
         reference = table_matmul(mult.table(), a, b, mult.bits, za, zb)
         np.testing.assert_array_equal(np.array(generic[name][1]).reshape(reference.shape),

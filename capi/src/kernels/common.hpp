@@ -3,6 +3,8 @@
 #pragma once
 
 #include <cstdint>
+#include <cstdlib>
+#include <type_traits>
 #include <vector>
 
 #include "../core/operands.hpp"
@@ -23,14 +25,44 @@ inline void store_value(const MatrixView &c, int64_t i, int64_t j, int64_t value
 }
 
 // Sums of each row of a / column of b, for the exact zero-point cross terms.
+// The loops run in memory order (the summed index outer when the other one
+// has the shorter stride), so conv2d's column-major pixel views sum at
+// vector speed instead of one strided load per element.
+template <typename T>
+inline void sum_lines(const T *data, int64_t n, int64_t len, int64_t n_stride, int64_t len_stride,
+                      int64_t *sums) {
+    if (std::llabs(n_stride) < std::llabs(len_stride)) {
+        for (int64_t y = 0; y < len; ++y) {
+            const T *line = data + y * len_stride;
+            for (int64_t x = 0; x < n; ++x) sums[x] += line[x * n_stride];
+        }
+    } else {
+        for (int64_t x = 0; x < n; ++x) {
+            const T *line = data + x * n_stride;
+            int64_t total = 0;
+            for (int64_t y = 0; y < len; ++y) total += line[y * len_stride];
+            sums[x] = total;
+        }
+    }
+}
+
 inline std::vector<int64_t> operand_sums(const MatrixView &v, bool along_rows,
                                          int64_t zero_point) {
     if (zero_point == 0) return {};
     const int64_t n = along_rows ? v.rows : v.cols;
     const int64_t len = along_rows ? v.cols : v.rows;
+    const int64_t ns = along_rows ? v.row_stride : v.col_stride;
+    const int64_t ls = along_rows ? v.col_stride : v.row_stride;
     std::vector<int64_t> sums(static_cast<size_t>(n), 0);
-    for (int64_t x = 0; x < n; ++x)
-        for (int64_t y = 0; y < len; ++y) sums[x] += along_rows ? load(v, x, y) : load(v, y, x);
+    switch (v.dtype) {
+    case APPROXMUL_INT8: sum_lines(static_cast<const int8_t *>(v.data), n, len, ns, ls, sums.data()); break;
+    case APPROXMUL_UINT8: sum_lines(static_cast<const uint8_t *>(v.data), n, len, ns, ls, sums.data()); break;
+    case APPROXMUL_INT16: sum_lines(static_cast<const int16_t *>(v.data), n, len, ns, ls, sums.data()); break;
+    case APPROXMUL_UINT16: sum_lines(static_cast<const uint16_t *>(v.data), n, len, ns, ls, sums.data()); break;
+    default:
+        for (int64_t x = 0; x < n; ++x)
+            for (int64_t y = 0; y < len; ++y) sums[x] += along_rows ? load(v, x, y) : load(v, y, x);
+    }
     return sums;
 }
 
@@ -45,6 +77,8 @@ struct CrossTerms {
           a_zero(a_zero_point),
           b_zero(b_zero_point),
           constant(inner * a_zero_point * b_zero_point) {}
+    // the row part: b_zero * sum_k a[i, k] (a_sums non-empty)
+    int64_t row_cross(int64_t i) const { return b_zero * a_sums[static_cast<size_t>(i)]; }
     int64_t operator()(int64_t i, int64_t j) const {
         int64_t value = constant;
         if (!a_sums.empty()) value -= b_zero * a_sums[static_cast<size_t>(i)];
@@ -52,6 +86,41 @@ struct CrossTerms {
         return value;
     }
 };
+
+// c[i0 + i, j0 + j] = src[i * ld + j] + base (+ row_extra[i]) + cross(i0 + i,
+// j0 + j) for a ni x nj block: the cross terms are split into a row part and a column
+// part (col_term, nj entries of scratch) so the inner loop is a plain
+// vectorisable add and store.
+template <typename Sum>
+inline void store_block(const MatrixView &c, const CrossTerms &cross, int64_t base, int64_t i0,
+                        int64_t j0, int64_t ni, int64_t nj, const Sum *src, int64_t ld,
+                        std::vector<int64_t> &col_term, const int64_t *row_extra = nullptr) {
+    col_term.assign(static_cast<size_t>(nj), 0);
+    if (!cross.b_sums.empty())
+        for (int64_t j = 0; j < nj; ++j)
+            col_term[static_cast<size_t>(j)] = -cross.a_zero * cross.b_sums[static_cast<size_t>(j0 + j)];
+    auto emit = [&](auto *out) {
+        using Out = std::remove_reference_t<decltype(*out)>;
+        for (int64_t i = 0; i < ni; ++i) {
+            int64_t row = base + cross.constant;
+            if (!cross.a_sums.empty()) row -= cross.row_cross(i0 + i);
+            if (row_extra != nullptr) row += row_extra[i];
+            const Sum *from = src + i * ld;
+            const int64_t *ct = col_term.data();
+            Out *dst = out + (i0 + i) * c.row_stride + j0 * c.col_stride;
+            if (c.col_stride == 1)
+                for (int64_t j = 0; j < nj; ++j)
+                    dst[j] = static_cast<Out>(row + ct[j] + static_cast<int64_t>(from[j]));
+            else
+                for (int64_t j = 0; j < nj; ++j)
+                    dst[j * c.col_stride] = static_cast<Out>(row + ct[j] + static_cast<int64_t>(from[j]));
+        }
+    };
+    if (c.dtype == APPROXMUL_INT32)
+        emit(static_cast<int32_t *>(const_cast<void *>(c.data)));
+    else
+        emit(static_cast<int64_t *>(const_cast<void *>(c.data)));
+}
 
 // Raw bit pattern (table index) of element (i, j) of a validated operand view.
 template <typename T>

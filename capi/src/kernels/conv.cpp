@@ -11,6 +11,7 @@
 // the batch size.
 #include <algorithm>
 #include <cstring>
+#include <type_traits>
 #include <vector>
 
 #include "../core/error.hpp"
@@ -30,6 +31,40 @@ const char *offset_ptr(const void *data, int64_t elements, approxmul_dtype dtype
 // A model function may fail part-way (a user callback): such multipliers
 // compute into a scratch copy of the output, written out only on success.
 bool needs_staging(const Multiplier &m) { return m.plan() == Plan::Function; }
+
+// Images up to this many kernel taps x output pixels gather their im2col
+// rows through a precomputed offset table (one entry per tap and pixel).
+constexpr int64_t kMaxTapTable = 1 << 16;
+
+// dst[t] = plane[offsets[t]], or zero where the offset is -1 (a padded tap).
+template <typename T>
+void gather_codes(const T *plane, const int64_t *offsets, int64_t count, T zero, T *dst) {
+    for (int64_t t = 0; t < count; ++t) {
+        const int64_t off = offsets[t];
+        dst[t] = off < 0 ? zero : plane[off];
+    }
+}
+
+// One image's run of sums for one channel into the target tensor: base is
+// the (n, channel) offset; pixel >= 0 when the plane is contiguous (the run
+// starts there), else pixel_offsets gives each pixel's place.
+template <typename Sum>
+void scatter_run(const Sum *src, int64_t count, int64_t base, const int64_t *pixel_offsets,
+                 int64_t pixel, const TensorView &target) {
+    auto write = [&](auto *out) {
+        if (pixel >= 0) {
+            auto *dst = out + base + pixel;
+            for (int64_t t = 0; t < count; ++t) dst[t] = static_cast<std::remove_reference_t<decltype(*dst)>>(src[t]);
+        } else {
+            for (int64_t t = 0; t < count; ++t)
+                out[base + pixel_offsets[t]] = static_cast<std::remove_reference_t<decltype(*out)>>(src[t]);
+        }
+    };
+    if (target.dtype == APPROXMUL_INT32)
+        write(static_cast<int32_t *>(const_cast<void *>(target.data)));
+    else
+        write(static_cast<int64_t *>(const_cast<void *>(target.data)));
+}
 
 }  // namespace
 
@@ -121,6 +156,33 @@ void conv2d(const Conv2dProblem &p) {
 
     std::vector<int64_t> staged;  // the whole output, for failing-capable models only
     if (needs_staging(m)) staged.resize(static_cast<size_t>(N * O * P));
+    // Where the GEMM's sums go: the output itself, or the staging copy (N O P, int64).
+    TensorView target = p.out;
+    if (!staged.empty()) {
+        target.data = staged.data();
+        target.dtype = APPROXMUL_INT64;
+        const int64_t st[4] = {O * P, P, OW, 1};
+        std::copy(st, st + 4, target.strides);
+    }
+    std::vector<int64_t> pixel_offsets(static_cast<size_t>(P));
+    for (int64_t px = 0; px < P; ++px)
+        pixel_offsets[static_cast<size_t>(px)] = px / OW * target.strides[2] + px % OW * target.strides[3];
+    const bool plane_contiguous = target.strides[3] == 1 && target.strides[2] == OW;
+    // For small images, each kernel tap's input offset (within a channel
+    // plane) for every output pixel, -1 where the tap is padding.
+    std::vector<int64_t> tap_offsets;
+    if (KH * KW * P <= kMaxTapTable) {
+        tap_offsets.resize(static_cast<size_t>(KH * KW * P));
+        for (int64_t i = 0; i < KH; ++i)
+            for (int64_t j = 0; j < KW; ++j)
+                for (int64_t px = 0; px < P; ++px) {
+                    const int64_t y = px / OW * p.stride[0] - p.padding[0] + i * p.dilation[0];
+                    const int64_t x = px % OW * p.stride[1] - p.padding[1] + j * p.dilation[1];
+                    tap_offsets[static_cast<size_t>((i * KW + j) * P + px)] =
+                        y < 0 || y >= H || x < 0 || x >= W ? -1
+                                                           : y * p.x.strides[2] + x * p.x.strides[3];
+                }
+    }
 
     struct Workspace {
         std::vector<char> col;      // K x block codes, k-major (a block row per tap)
@@ -139,44 +201,74 @@ void conv2d(const Conv2dProblem &p) {
         ws.out.resize(static_cast<size_t>(block * Og));
         const int64_t g = job / pixel_blocks;
         const int64_t r0 = job % pixel_blocks * block, np = std::min(block, R - r0);
-        // im2col, one tap (c, i, j) at a time over runs of pixels that share
-        // an image row: a run is a strided copy with zero-point fills at the edges.
-        for (int64_t c = 0; c < Cg; ++c)
-            for (int64_t i = 0; i < KH; ++i)
-                for (int64_t j = 0; j < KW; ++j) {
-                    char *dst = ws.col.data() + ((c * KH + i) * KW + j) * block *
-                                                    static_cast<int64_t>(item);
-                    for (int64_t q = 0; q < np;) {
-                        const int64_t r = r0 + q, n = r / P, pixel = r % P;
-                        const int64_t oy = pixel / OW, ox = pixel % OW;
-                        const int64_t run = std::min(OW - ox, np - q);
-                        char *d = dst + q * static_cast<int64_t>(item);
-                        q += run;
-                        const int64_t y = oy * p.stride[0] - p.padding[0] + i * p.dilation[0];
-                        if (y < 0 || y >= H) {
-                            fill_zero(d, run);
-                            continue;
+        if (!tap_offsets.empty()) {
+            // im2col by the tap table: image by image, every tap of the
+            // group's channels reads its pixels through one offset list.
+            for (int64_t q = 0; q < np;) {
+                const int64_t r = r0 + q, n = r / P, pixel = r % P;
+                const int64_t run = std::min(P - pixel, np - q);
+                const char *image = offset_ptr(p.x.data, n * p.x.strides[0] + g * Cg * p.x.strides[1],
+                                               p.x.dtype);
+                for (int64_t c = 0; c < Cg; ++c) {
+                    const char *plane = image + c * p.x.strides[1] * static_cast<int64_t>(item);
+                    for (int64_t t = 0; t < KH * KW; ++t) {
+                        const int64_t *off = tap_offsets.data() + t * P + pixel;
+                        char *d = ws.col.data() + ((c * KH * KW + t) * block + q) *
+                                                      static_cast<int64_t>(item);
+                        if (item == 1)
+                            gather_codes(reinterpret_cast<const uint8_t *>(plane), off, run,
+                                         static_cast<uint8_t>(zero_code[0]),
+                                         reinterpret_cast<uint8_t *>(d));
+                        else {
+                            uint16_t z;
+                            std::memcpy(&z, zero_code, 2);
+                            gather_codes(reinterpret_cast<const uint16_t *>(plane), off, run, z,
+                                         reinterpret_cast<uint16_t *>(d));
                         }
-                        // pixels ox + t with 0 <= x < W, x = (ox + t) * s - pad + j * dil
-                        const int64_t s1 = p.stride[1];
-                        const int64_t x0 = ox * s1 - p.padding[1] + j * p.dilation[1];
-                        const int64_t t_lo = std::min(run, x0 >= 0 ? 0 : (-x0 + s1 - 1) / s1);
-                        const int64_t t_hi = std::max(t_lo, std::min(run, x0 >= W ? 0 : (W - x0 + s1 - 1) / s1));
-                        fill_zero(d, t_lo);
-                        fill_zero(d + t_hi * static_cast<int64_t>(item), run - t_hi);
-                        const char *src = offset_ptr(p.x.data,
-                                                     n * p.x.strides[0] + (g * Cg + c) * p.x.strides[1] +
-                                                         y * p.x.strides[2] + (x0 + t_lo * s1) * p.x.strides[3],
-                                                     p.x.dtype);
-                        const int64_t step = s1 * p.x.strides[3] * static_cast<int64_t>(item);
-                        if (step == static_cast<int64_t>(item))
-                            std::memcpy(d + t_lo * static_cast<int64_t>(item), src,
-                                        static_cast<size_t>((t_hi - t_lo)) * item);
-                        else
-                            for (int64_t t = t_lo; t < t_hi; ++t)
-                                std::memcpy(d + t * static_cast<int64_t>(item), src + (t - t_lo) * step, item);
                     }
                 }
+                q += run;
+            }
+        } else {
+            // im2col, one tap (c, i, j) at a time over runs of pixels that share
+            // an image row: a run is a strided copy with zero-point fills at the edges.
+            for (int64_t c = 0; c < Cg; ++c)
+                for (int64_t i = 0; i < KH; ++i)
+                    for (int64_t j = 0; j < KW; ++j) {
+                        char *dst = ws.col.data() + ((c * KH + i) * KW + j) * block *
+                                                        static_cast<int64_t>(item);
+                        for (int64_t q = 0; q < np;) {
+                            const int64_t r = r0 + q, n = r / P, pixel = r % P;
+                            const int64_t oy = pixel / OW, ox = pixel % OW;
+                            const int64_t run = std::min(OW - ox, np - q);
+                            char *d = dst + q * static_cast<int64_t>(item);
+                            q += run;
+                            const int64_t y = oy * p.stride[0] - p.padding[0] + i * p.dilation[0];
+                            if (y < 0 || y >= H) {
+                                fill_zero(d, run);
+                                continue;
+                            }
+                            // pixels ox + t with 0 <= x < W, x = (ox + t) * s - pad + j * dil
+                            const int64_t s1 = p.stride[1];
+                            const int64_t x0 = ox * s1 - p.padding[1] + j * p.dilation[1];
+                            const int64_t t_lo = std::min(run, x0 >= 0 ? 0 : (-x0 + s1 - 1) / s1);
+                            const int64_t t_hi = std::max(t_lo, std::min(run, x0 >= W ? 0 : (W - x0 + s1 - 1) / s1));
+                            fill_zero(d, t_lo);
+                            fill_zero(d + t_hi * static_cast<int64_t>(item), run - t_hi);
+                            const char *src = offset_ptr(p.x.data,
+                                                         n * p.x.strides[0] + (g * Cg + c) * p.x.strides[1] +
+                                                             y * p.x.strides[2] + (x0 + t_lo * s1) * p.x.strides[3],
+                                                         p.x.dtype);
+                            const int64_t step = s1 * p.x.strides[3] * static_cast<int64_t>(item);
+                            if (step == static_cast<int64_t>(item))
+                                std::memcpy(d + t_lo * static_cast<int64_t>(item), src,
+                                            static_cast<size_t>((t_hi - t_lo)) * item);
+                            else
+                                for (int64_t t = t_lo; t < t_hi; ++t)
+                                    std::memcpy(d + t * static_cast<int64_t>(item), src + (t - t_lo) * step, item);
+                        }
+                    }
+        }
         // pixels x taps (column-major view of the k-major buffer) times the
         // group's taps x channels, into channels x pixels
         MatmulProblem mp{&m, np, Og, K,
@@ -186,31 +278,22 @@ void conv2d(const Conv2dProblem &p) {
                          MatrixView{"out", out_dtype, ws.out.data(), np, Og, 1, block},
                          p.x_zero_point, p.w_zero_point, inner_threads};
         matmul(mp);
-        const bool out32 = out_dtype == APPROXMUL_INT32;
-        for (int64_t o = 0; o < Og; ++o) {
-            const int64_t oc = g * Og + o;
-            for (int64_t q = 0; q < np;) {
-                const int64_t r = r0 + q, n = r / P, pixel = r % P;
-                const int64_t run = std::min(P - pixel, np - q);
-                for (int64_t t = 0; t < run; ++t) {
-                    const int64_t e = o * block + q + t;
-                    const int64_t value = out32 ? reinterpret_cast<const int32_t *>(ws.out.data())[e]
-                                                : ws.out[static_cast<size_t>(e)];
-                    const int64_t px = pixel + t;
-                    if (!staged.empty()) {
-                        staged[static_cast<size_t>((n * O + oc) * P + px)] = value;
-                        continue;
-                    }
-                    const int64_t offset = n * p.out.strides[0] + oc * p.out.strides[1] +
-                                           px / OW * p.out.strides[2] + px % OW * p.out.strides[3];
-                    if (p.out.dtype == APPROXMUL_INT32)
-                        static_cast<int32_t *>(const_cast<void *>(p.out.data))[offset] =
-                            static_cast<int32_t>(value);
-                    else
-                        static_cast<int64_t *>(const_cast<void *>(p.out.data))[offset] = value;
-                }
-                q += run;
+        // channels x pixels back to N O OH OW (or the staging copy), one
+        // image's run of pixels at a time
+        for (int64_t q = 0; q < np;) {
+            const int64_t r = r0 + q, n = r / P, pixel = r % P;
+            const int64_t run = std::min(P - pixel, np - q);
+            for (int64_t o = 0; o < Og; ++o) {
+                const int64_t e = o * block + q;
+                const int64_t base = n * target.strides[0] + (g * Og + o) * target.strides[1];
+                if (out_dtype == APPROXMUL_INT32)
+                    scatter_run(reinterpret_cast<const int32_t *>(ws.out.data()) + e, run, base,
+                                pixel_offsets.data() + pixel, plane_contiguous ? pixel : -1, target);
+                else
+                    scatter_run(ws.out.data() + e, run, base, pixel_offsets.data() + pixel,
+                                plane_contiguous ? pixel : -1, target);
             }
+            q += run;
         }
     };
     if (outer)

@@ -123,7 +123,7 @@ bool int16_gemm(const KernelTable &kt, const MatmulProblem &p0) {
     struct Workspace {
         std::vector<int16_t> a, b;
         std::vector<int32_t> c;
-        std::vector<int64_t> wide;
+        std::vector<int64_t> wide, col_term;
     };
     std::vector<Workspace> workspaces(static_cast<size_t>(threads));
     parallel_for(jobs, threads, [&](int64_t job, int thread) {
@@ -197,11 +197,10 @@ bool int16_gemm(const KernelTable &kt, const MatmulProblem &p0) {
                 for (int64_t i = 0; i < ni; ++i)
                     for (int64_t j = 0; j < nj; ++j) w.wide[i * ldc + j] += w.c[i * ldc + j];
         }
-        for (int64_t i = 0; i < ni; ++i)
-            for (int64_t j = 0; j < nj; ++j) {
-                const int64_t sum = wide ? w.wide[i * ldc + j] : w.c[i * ldc + j];
-                store_value(p.c, i0 + i, j0 + j, sum + cross(i0 + i, j0 + j));
-            }
+        if (wide)
+            store_block(p.c, cross, 0, i0, j0, ni, nj, w.wide.data(), ldc, w.col_term);
+        else
+            store_block(p.c, cross, 0, i0, j0, ni, nj, w.c.data(), ldc, w.col_term);
     });
     return true;
 }
@@ -279,6 +278,7 @@ bool table_gemm(const KernelTable &kt, const MatmulProblem &p0) {
         std::vector<uint8_t> x, s;
         std::vector<uint32_t> acc;
         std::vector<int64_t> wide;
+        std::vector<int64_t> col_term;
     };
     std::vector<Workspace> workspaces(static_cast<size_t>(threads));
     parallel_for(jobs, threads, [&](int64_t job, int thread) {
@@ -306,11 +306,10 @@ bool table_gemm(const KernelTable &kt, const MatmulProblem &p0) {
             }
         }
         const int64_t total_offset = p.inner * offset;
-        for (int64_t i = 0; i < ni; ++i)
-            for (int64_t j = 0; j < nj; ++j) {
-                const int64_t sum = wide ? w.wide[i * W + j] : int64_t{w.acc[i * W + j]};
-                store_value(p.c, i0 + i, j0 + j, sum + total_offset + cross(i0 + i, j0 + j));
-            }
+        if (wide)
+            store_block(p.c, cross, total_offset, i0, j0, ni, nj, w.wide.data(), W, w.col_term);
+        else
+            store_block(p.c, cross, total_offset, i0, j0, ni, nj, w.acc.data(), W, w.col_term);
     });
     return true;
 }
@@ -466,8 +465,9 @@ bool u8_gemm(const KernelTable &kt, const MatmulProblem &p0) {
     const CrossTerms cross(p.a, p.b, p.inner, p.a_zero_point, p.b_zero_point);
     const bool b_bytes = (p.b.dtype == APPROXMUL_UINT8 || p.b.dtype == APPROXMUL_INT8) &&
                          p.b.col_stride == 1;
-    const bool a_bytes = (p.a.dtype == APPROXMUL_UINT8 || p.a.dtype == APPROXMUL_INT8) &&
-                         p.a.col_stride == 1;
+    // byte rows, contiguous or strided (conv2d's column-major pixel views):
+    // a strided row is gathered first, then looked up as a whole
+    const bool a_bytes = p.a.dtype == APPROXMUL_UINT8 || p.a.dtype == APPROXMUL_INT8;
     bool any_offset = false;
     for (int64_t vo : fit.b_offset) any_offset = any_offset || vo != 0;
     const int64_t panel_bytes = kq_total * MR * 4;
@@ -476,9 +476,9 @@ bool u8_gemm(const KernelTable &kt, const MatmulProblem &p0) {
     std::vector<uint8_t> apack(static_cast<size_t>(std::min(block_panels, mpanels) * panel_bytes));
     std::vector<int64_t> row_corr(static_cast<size_t>(std::min(block_panels, mpanels) * MR));
     struct Workspace {
-        std::vector<uint8_t> b, codes, row;
+        std::vector<uint8_t> b, codes, row, gathered;
         std::vector<int32_t> c;
-        std::vector<int64_t> wide;
+        std::vector<int64_t> wide, col_term;
     };
     std::vector<Workspace> workspaces(static_cast<size_t>(nthreads));
     for (Workspace &w : workspaces) {
@@ -512,6 +512,12 @@ bool u8_gemm(const KernelTable &kt, const MatmulProblem &p0) {
                 }
                 if (rank == 1 && a_bytes) {
                     const auto *src = static_cast<const uint8_t *>(p.a.data) + i * p.a.row_stride;
+                    if (p.a.col_stride != 1) {
+                        w.gathered.resize(static_cast<size_t>(p.inner));
+                        for (int64_t k = 0; k < p.inner; ++k)
+                            w.gathered[static_cast<size_t>(k)] = src[k * p.a.col_stride];
+                        src = w.gathered.data();
+                    }
                     kt.u8_lut(p.inner, src, fit.a_lut.data(), w.row.data());
                     const int64_t kq_n = ceil_div(p.inner, 4);
                     std::memset(w.row.data() + p.inner, 0, 4);
@@ -595,13 +601,11 @@ bool u8_gemm(const KernelTable &kt, const MatmulProblem &p0) {
                             w.wide[i * ldc + j] = (first ? 0 : w.wide[i * ldc + j]) + w.c[i * ldc + j];
                 }
             }
-            for (int64_t i = 0; i < ni; ++i) {
-                const int64_t rc = row_corr[static_cast<size_t>(pi0 * MR + i)];
-                for (int64_t j = 0; j < nj; ++j) {
-                    const int64_t sum = wide ? w.wide[i * ldc + j] : w.c[i * ldc + j];
-                    store_value(p.c, i0 + i, j0 + j, sum + rc + cross(i0 + i, j0 + j));
-                }
-            }
+            const int64_t *rc = row_corr.data() + pi0 * MR;
+            if (wide)
+                store_block(p.c, cross, 0, i0, j0, ni, nj, w.wide.data(), ldc, w.col_term, rc);
+            else
+                store_block(p.c, cross, 0, i0, j0, ni, nj, w.c.data(), ldc, w.col_term, rc);
         });
     }
     return true;

@@ -56,6 +56,17 @@ struct KernelTable {
     // written in whole 16-column groups (u8_nr is a multiple of 16).
     void (*u8_pack)(int64_t n, const uint8_t *const *rows, const uint8_t *const *luts,
                     uint8_t *dst, int64_t panel_stride);
+
+    // Requantization of n accumulators (int64 if acc64, else int32) into
+    // 8-bit codes (the low byte of the clamped value, int8 or uint8 alike):
+    // out[i] = clamp(zero_point + scale(sat32(acc[i] + bias[i * step]),
+    // mantissa[i * step], shift[i * step]), qmin, qmax), step 0 (one channel)
+    // or 1 (parameters per element); scale is gemmlowp's double rounding, or
+    // TFLite's single rounding if single (quant/requantize.cpp states both).
+    // Parameters are validated: mantissa >= 0, shift in -31..30.
+    void (*requantize)(int64_t n, const void *acc, int acc64, const int32_t *bias,
+                       const int32_t *mantissa, const int32_t *shift, int step,
+                       int32_t zero_point, int32_t qmin, int32_t qmax, int single, uint8_t *out);
 };
 
 const KernelTable *generic_kernel_table();

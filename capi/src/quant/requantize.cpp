@@ -2,86 +2,90 @@
 
 #include <algorithm>
 #include <limits>
+#include <vector>
 
 #include "../core/error.hpp"
 #include "../core/operands.hpp"
 #include "../core/threads.hpp"
+#include "../kernels/isa.hpp"
 #include "../kernels/parallel.hpp"
 
 namespace approxmul::quant {
 
 namespace {
 
-constexpr int64_t kInt32Min = std::numeric_limits<int32_t>::min();
-constexpr int64_t kInt32Max = std::numeric_limits<int32_t>::max();
+// The arithmetic, per element with the channel's bias b, mantissa m, shift e:
+//   t = sat32(acc + b)
+//   double rounding (gemmlowp): x = sat32(t * 2^max(e, 0));
+//     high = (x * m + (x * m >= 0 ? 2^30 : 1 - 2^30)) / 2^31, rounded toward zero
+//     (SaturatingRoundingDoublingHighMul: ties up; it cannot saturate, m >= 0);
+//     y = RoundingDivideByPOT(high, max(-e, 0)): ties away from zero
+//   single rounding (TFLite): y = (t * m + 2^(30 - e)) >> (31 - e), ties up
+//   code = clamp(y + zero_point, qmin, qmax)
 
-int64_t saturate32(int64_t x) { return std::min(std::max(x, kInt32Min), kInt32Max); }
+// The kernel set's vectorised loop (isa_kernels.cpp) does the arithmetic
+// above; this function splits the work. Rows of at least kRowRun elements
+// run with their channel's parameters as scalars; shorter rows (a linear
+// layer's are one element, a small feature map's 16) run as whole
+// channels*inner stretches with the parameters expanded per element.
+constexpr int64_t kRowRun = 64;
 
-// x / 2^n rounded toward zero, as C division does
-int64_t truncating_shift(int64_t x, int n) { return (x + ((x >> 63) & ((int64_t{1} << n) - 1))) >> n; }
-
-// gemmlowp's SaturatingRoundingDoublingHighMul(x << left, m) followed by
-// RoundingDivideByPOT(., right): ties up in the first, away from zero in the second.
-int64_t scale_double(int64_t x, int64_t m, int shift) {
-    const int left = std::max(shift, 0), right = std::max(-shift, 0);
-    x = saturate32(x * (int64_t{1} << left));
-    const int64_t product = x * m;
-    const int64_t nudge = product >= 0 ? (int64_t{1} << 30) : 1 - (int64_t{1} << 30);
-    const int64_t high = truncating_shift(product + nudge, 31);
-    const int64_t mask = (int64_t{1} << right) - 1;
-    const int64_t remainder = high & mask;
-    const int64_t threshold = (mask >> 1) + (high < 0 ? 1 : 0);
-    return (high >> right) + (remainder > threshold ? 1 : 0);
+const kernels::KernelTable &requantize_kernels() {
+    try {
+        return kernels::selected_kernels();
+    } catch (const Error &) {  // a forced, unavailable set: requantization needs none
+        return *kernels::generic_kernel_table();
+    }
 }
 
-// TFLite's single rounding: one rounding of x*m / 2^(31-shift), ties up.
-int64_t scale_single(int64_t x, int64_t m, int shift) {
-    const int total = 31 - shift;
-    return (x * m + (int64_t{1} << (total - 1))) >> total;
-}
-
-template <typename Acc, typename Out, int64_t (*Scale)(int64_t, int64_t, int)>
 void run(const RequantizeProblem &p) {
-    const Acc *acc = static_cast<const Acc *>(p.acc);
-    Out *out = static_cast<Out *>(p.out);
-    const int64_t rows = p.outer * p.channels;
-    // Rows can be short (a linear layer's are one element): hand out blocks of
-    // about 16k elements so that scheduling costs nothing next to the work.
-    const int64_t rows_per_task = std::max<int64_t>(1, 16384 / std::max<int64_t>(p.inner, 1));
-    const int64_t tasks = (rows + rows_per_task - 1) / rows_per_task;
+    const kernels::KernelTable &kt = requantize_kernels();
+    const int acc64 = p.acc_dtype == APPROXMUL_INT64 ? 1 : 0;
+    const size_t acc_item = acc64 ? 8 : 4;
+    const int single = p.rounding == APPROXMUL_ROUND_DOUBLE ? 0 : 1;
+    const auto *acc = static_cast<const char *>(p.acc);
+    auto *out = static_cast<uint8_t *>(p.out);
+    std::vector<int32_t> zero_bias;
+    const int32_t *bias = p.bias;
+    if (bias == nullptr) {
+        zero_bias.assign(static_cast<size_t>(p.channels), 0);
+        bias = zero_bias.data();
+    }
+    const bool by_row = p.inner >= kRowRun || p.channels == 1;
+    // Units of work: one row (by_row), or one outer index's channels*inner.
+    const int64_t unit = by_row ? p.inner : p.channels * p.inner;
+    const int64_t units = by_row ? p.outer * p.channels : p.outer;
+    std::vector<int32_t> expanded;  // bias, mantissa, shift per element of a unit
+    if (!by_row) {
+        expanded.resize(static_cast<size_t>(3 * unit));
+        for (int64_t c = 0; c < p.channels; ++c)
+            for (int64_t i = 0; i < p.inner; ++i) {
+                const size_t e = static_cast<size_t>(c * p.inner + i);
+                expanded[e] = bias[c];
+                expanded[static_cast<size_t>(unit) + e] = p.mantissa[c];
+                expanded[static_cast<size_t>(2 * unit) + e] = p.shift[c];
+            }
+    }
+    // Blocks of about 16k elements so that scheduling costs nothing next to the work.
+    const int64_t per_task = std::max<int64_t>(1, 16384 / std::max<int64_t>(unit, 1));
+    const int64_t tasks = (units + per_task - 1) / per_task;
     const int threads = tasks > 1 ? num_threads() : 1;
     kernels::parallel_for(tasks, threads, [&](int64_t task, int) {
-        const int64_t end = std::min(rows, (task + 1) * rows_per_task);
-        for (int64_t row = task * rows_per_task; row < end; ++row) {
-            const int64_t c = row % p.channels;
-            const int64_t bias = p.bias ? p.bias[c] : 0;
-            const int64_t m = p.mantissa[c];
-            const int shift = p.shift[c];
-            const Acc *in = acc + row * p.inner;
-            Out *to = out + row * p.inner;
-            for (int64_t i = 0; i < p.inner; ++i) {
-                const int64_t y = Scale(saturate32(static_cast<int64_t>(in[i]) + bias), m, shift);
-                to[i] = static_cast<Out>(
-                    std::min<int64_t>(std::max<int64_t>(y + p.zero_point, p.qmin), p.qmax));
+        const int64_t end = std::min(units, (task + 1) * per_task);
+        for (int64_t u = task * per_task; u < end; ++u) {
+            const void *in = acc + u * unit * static_cast<int64_t>(acc_item);
+            uint8_t *to = out + u * unit;
+            if (by_row) {
+                const int64_t c = u % p.channels;
+                kt.requantize(unit, in, acc64, bias + c, p.mantissa + c, p.shift + c, 0,
+                              p.zero_point, p.qmin, p.qmax, single, to);
+            } else {
+                kt.requantize(unit, in, acc64, expanded.data(), expanded.data() + unit,
+                              expanded.data() + 2 * unit, 1, p.zero_point, p.qmin, p.qmax,
+                              single, to);
             }
         }
     });
-}
-
-template <typename Acc, typename Out>
-void run_rounding(const RequantizeProblem &p) {
-    if (p.rounding == APPROXMUL_ROUND_DOUBLE)
-        run<Acc, Out, scale_double>(p);
-    else
-        run<Acc, Out, scale_single>(p);
-}
-
-template <typename Acc>
-void run_output(const RequantizeProblem &p) {
-    if (p.out_dtype == APPROXMUL_INT8)
-        run_rounding<Acc, int8_t>(p);
-    else
-        run_rounding<Acc, uint8_t>(p);
 }
 
 }  // namespace
@@ -128,10 +132,7 @@ void check(const RequantizeProblem &p) {
 
 void requantize(const RequantizeProblem &p) {
     if (p.outer * p.channels * p.inner == 0) return;
-    if (p.acc_dtype == APPROXMUL_INT32)
-        run_output<int32_t>(p);
-    else
-        run_output<int64_t>(p);
+    run(p);
 }
 
 }  // namespace approxmul::quant
