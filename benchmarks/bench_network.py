@@ -24,7 +24,7 @@ def parse_args(argv=None):
     p.add_argument("--images", type=int, default=4096, help="images per pass (held-out, tiled)")
     p.add_argument("--batch", type=int, default=512, help="batch size of every engine")
     p.add_argument("--repeat", type=int, default=3)
-    p.add_argument("--json", default="bench_network.json", help="output file")
+    p.add_argument("--json", help="also write the results to this JSON file")
     return p.parse_args(argv)
 
 
@@ -138,8 +138,9 @@ def main():
                machine=dict(platform=platform.platform(), processor=platform.processor(),
                             python=sys.version.split()[0], numpy=np.__version__,
                             torch=getattr(torch, "__version__", None)))
-    with open(args.json, "w") as f:
-        json.dump(doc, f, indent=1)
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(doc, f, indent=1)
     return 0
 
 
