@@ -121,6 +121,12 @@ static void test_bmm_and_conv2d(void) {
                         0, 0, APPROXMUL_INT32, c, 0, 2, 1) == APPROXMUL_ERR_ALIASING);
     CHECK(approxmul_bmm(m, INT64_MAX, 2, 2, 3, APPROXMUL_UINT8, a, 6, 3, 1, APPROXMUL_UINT8, b, 0,
                         2, 1, 0, 0, APPROXMUL_INT32, c, 4, 2, 1) == APPROXMUL_ERR_OVERFLOW);
+    /* found by fuzzing: a batch stride whose span fits int64 but reaches
+     * below address 0 (was accepted and read before the fix) */
+    CHECK(approxmul_bmm(m, 2, 2, 2, 3, APPROXMUL_UINT8, a, -((int64_t)1 << 62), 3, 1,
+                        APPROXMUL_UINT8, b, 0, 2, 1, 0, 0, APPROXMUL_INT32, c, 4, 2, 1) ==
+          APPROXMUL_ERR_OVERFLOW);
+    CHECK(strstr(approxmul_last_error(), "address space") != NULL);
     for (i = 0; i < 8; ++i) CHECK(c[i] == -1);
 
     {
@@ -153,6 +159,14 @@ static void test_bmm_and_conv2d(void) {
         CHECK(approxmul_conv2d(m, APPROXMUL_UINT8, x, xs, xst, APPROXMUL_UINT8, w, ws, wst, one,
                                zero, one, 2, 0, 0, APPROXMUL_INT32, out, xs, ost) ==
               APPROXMUL_ERR_SHAPE);
+        {
+            /* found by fuzzing: like the bmm case above, for x's row stride */
+            const int64_t wrap[4] = {18, 9, -((int64_t)1 << 61), 1};
+            CHECK(approxmul_conv2d(m, APPROXMUL_UINT8, x, xs, wrap, APPROXMUL_UINT8, w, ws, wst,
+                                   one, zero, one, 2, 0, 0, APPROXMUL_INT32, out, os, ost) ==
+                  APPROXMUL_ERR_OVERFLOW);
+            CHECK(strstr(approxmul_last_error(), "address space") != NULL);
+        }
         for (i = 0; i < 8; ++i) CHECK(out[i] == -1);
     }
     approxmul_multiplier_destroy(m);
