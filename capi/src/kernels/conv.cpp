@@ -51,8 +51,10 @@ void bmm(const BmmProblem &p) {
                        base.rows * base.cols * std::max<int64_t>(base.inner, 1) < (int64_t{1} << 22);
     auto one = [&](int64_t t, int inner_threads) {
         MatmulProblem q = first;
-        q.a.data = offset_ptr(base.a.data, t * p.a_batch_stride, base.a.dtype);
-        q.b.data = offset_ptr(base.b.data, t * p.b_batch_stride, base.b.dtype);
+        if (base.inner > 0) {  // else A and B are empty (may be NULL): no offsets into them
+            q.a.data = offset_ptr(base.a.data, t * p.a_batch_stride, base.a.dtype);
+            q.b.data = offset_ptr(base.b.data, t * p.b_batch_stride, base.b.dtype);
+        }
         q.c.data = offset_ptr(first.c.data, t * c_batch_stride, first.c.dtype);
         q.threads = inner_threads;
         matmul(q);
@@ -164,6 +166,9 @@ void conv2d(const Conv2dProblem &p) {
                         const int64_t t_hi = std::max(t_lo, std::min(run, x0 >= W ? 0 : (W - x0 + s1 - 1) / s1));
                         fill_zero(d, t_lo);
                         fill_zero(d + t_hi * static_cast<int64_t>(item), run - t_hi);
+                        // no tap inside the row: form no pointer into x (it may
+                        // be empty, even NULL, and the offset lies outside it)
+                        if (t_hi == t_lo) continue;
                         const char *src = offset_ptr(p.x.data,
                                                      n * p.x.strides[0] + (g * Cg + c) * p.x.strides[1] +
                                                          y * p.x.strides[2] + (x0 + t_lo * s1) * p.x.strides[3],
