@@ -142,6 +142,17 @@ static void test_bmm_and_conv2d(void) {
         CHECK(approxmul_conv2d(m, APPROXMUL_UINT8, x, xs, xst, APPROXMUL_UINT8, w, ws, wst, one,
                                zero, one, 2, 0, 0, APPROXMUL_INT32, out, os, ost) == APPROXMUL_OK);
         CHECK(out[0] == 10 && out[3] == 10 && out[4] == 26 && out[7] == 26);
+        {
+            /* found by fuzzing: weights stored wider than x (uint16 vs
+             * uint8) were copied with x's element size and read past it */
+            uint16_t w16[8];
+            for (i = 0; i < 8; ++i) w16[i] = (uint16_t)(i + 1);
+            for (i = 0; i < 8; ++i) out[i] = -1;
+            CHECK(approxmul_conv2d(m, APPROXMUL_UINT8, x, xs, xst, APPROXMUL_UINT16, w16, ws, wst,
+                                   one, zero, one, 2, 0, 0, APPROXMUL_INT32, out, os, ost) ==
+                  APPROXMUL_OK);
+            CHECK(out[0] == 10 && out[3] == 10 && out[4] == 26 && out[7] == 26);
+        }
         for (i = 0; i < 8; ++i) out[i] = -1;
         CHECK(approxmul_conv2d(m, APPROXMUL_UINT8, x, xs, xst, APPROXMUL_UINT8, w, ws, wst, one,
                                zero, one, 3, 0, 0, APPROXMUL_INT32, out, os, ost) ==

@@ -86,7 +86,9 @@ void conv2d(const Conv2dProblem &p) {
     const approxmul_dtype out_dtype = needs_staging(m) ? APPROXMUL_INT64 : p.out.dtype;
 
     // Weights per group as K x Og (inner x cols), copied once: B of every matmul.
-    std::vector<char> weights(static_cast<size_t>(G * K * Og) * item);
+    // (in w's own storage type, which may differ from x's: uint8 and uint16)
+    const size_t w_item = dtype_size(p.w.dtype);
+    std::vector<char> weights(static_cast<size_t>(G * K * Og) * w_item);
     for (int64_t g = 0; g < G; ++g)
         for (int64_t o = 0; o < Og; ++o)
             for (int64_t c = 0; c < Cg; ++c)
@@ -95,8 +97,8 @@ void conv2d(const Conv2dProblem &p) {
                         const int64_t src = (g * Og + o) * p.w.strides[0] + c * p.w.strides[1] +
                                             i * p.w.strides[2] + j * p.w.strides[3];
                         const int64_t dst = (g * K + (c * KH + i) * KW + j) * Og + o;
-                        std::memcpy(weights.data() + dst * item,
-                                    offset_ptr(p.w.data, src, p.w.dtype), item);
+                        std::memcpy(weights.data() + dst * w_item,
+                                    offset_ptr(p.w.data, src, p.w.dtype), w_item);
                     }
     // The zero point in the input's storage type, for padded taps.
     char zero_code[2];
@@ -186,7 +188,7 @@ void conv2d(const Conv2dProblem &p) {
         // group's taps x channels, into channels x pixels
         MatmulProblem mp{&m, np, Og, K,
                          MatrixView{"x", p.x.dtype, ws.col.data(), np, K, 1, block},
-                         MatrixView{"w", p.w.dtype, weights.data() + static_cast<size_t>(g * K * Og) * item,
+                         MatrixView{"w", p.w.dtype, weights.data() + static_cast<size_t>(g * K * Og) * w_item,
                                     K, Og, Og, 1},
                          MatrixView{"out", out_dtype, ws.out.data(), np, Og, 1, block},
                          p.x_zero_point, p.w_zero_point, inner_threads};
