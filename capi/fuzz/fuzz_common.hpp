@@ -297,8 +297,10 @@ inline void pick_strides(Tensor &t, FuzzedDataProvider &in) {
         natural[order[o]] = step;
         if (__builtin_mul_overflow(step, std::max<int64_t>(t.shape[order[o]], 1), &step)) step = 1;
     }
-    for (int d = 0; d < t.ndim; ++d)
+    for (int d = 0; d < t.ndim; ++d) {
+        if (natural[d] > INT64_MAX / 3) natural[d] = 1;  // pick_stride may triple it
         t.strides[d] = mode <= 1 ? natural[d] : pick_stride(in, natural[d]);
+    }
 }
 
 // Allocates the exact span of a tensor whose shape and strides are set; all
