@@ -12,6 +12,7 @@ need_meson
         -Db_sanitize=address,undefined -Db_lundef=false -Dbuildtype=debugoptimized >/dev/null
 ninja -C build-fuzz >/dev/null
 export UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1
+export LSAN_OPTIONS="suppressions=$ROOT/capi/fuzz/lsan.supp"  # the OpenMP runtime's own state
 meson test -C build-fuzz --suite c --suite fuzz --print-errorlogs
 
 work=$(mktemp -d)

@@ -111,6 +111,25 @@ def test_conv2d_strided_inputs_and_output():
     np.testing.assert_array_equal(out, expected)
 
 
+@pytest.mark.parametrize("flip", [(2,), (3,), (1, 3), (0, 2, 3)])
+@pytest.mark.parametrize("size", [5, 40])  # small images take the tap-table gather
+def test_conv2d_reversed_axes(flip, size):
+    # negative strides make negative element offsets ordinary; a reversed
+    # width once read as padding in the tap table (found by fuzz_conv2d)
+    rng = np.random.default_rng(size)
+    table = rng.integers(0, 60000, (256, 256))
+    m = am.Multiplier.from_table(table)
+    x = rng.integers(0, 256, (2, 4, size, size)).astype(np.uint8)
+    w = rng.integers(0, 256, (6, 2, 3, 3)).astype(np.uint8)
+    view = np.ascontiguousarray(np.flip(x, flip))
+    view = np.flip(view, flip)  # the same values through negative strides
+    kw = dict(stride=(2, 1), padding=(2, 1), dilation=(1, 2), groups=2, x_zero_point=5,
+              w_zero_point=9)
+    got = am.conv2d(view, w, m, **kw)
+    want = reference_conv(table, x, w, 8, (2, 1), (2, 1), (1, 2), 2, 5, 9)
+    np.testing.assert_array_equal(got, want)
+
+
 @pytest.mark.parametrize("dtype, threads", [(np.uint8, 1), (np.uint16, 2)])
 def test_conv2d_pixel_blocks_cross_images(dtype, threads):
     # conv2d streams batch*pixels in blocks of up to 4096: 50 images of 12 x 8

@@ -234,6 +234,163 @@ inline int pick_operand_dtype(FuzzedDataProvider &in, const Model &m) {
     }
 }
 
+// A strided tensor of up to 4 dimensions (bmm's batches, conv2d's NCHW)
+// over a buffer of exactly the bytes it spans, like View.
+struct Tensor {
+    int dtype = APPROXMUL_UINT8;
+    int ndim = 4;
+    int64_t shape[4] = {1, 1, 1, 1};
+    int64_t strides[4] = {0, 0, 0, 0};
+    std::vector<unsigned char> storage;  // resized to the exact span
+    int64_t first = 0;                   // element offset of [0, 0, 0, 0] in storage
+    bool empty = false;                  // some dimension is 0 (and none negative)
+    bool addressable = true;             // false: the span cannot be allocated
+    bool impossible = false;             // the library must refuse the view
+    void *data = nullptr;
+
+    size_t size() const { return dtype_size(dtype); }
+    int64_t offset(const int64_t *index) const {
+        int64_t o = first;
+        for (int d = 0; d < ndim; ++d) o += index[d] * strides[d];
+        return o;
+    }
+    int64_t get(const int64_t *index) const {
+        const unsigned char *p = storage.data() + offset(index) * size();
+        switch (dtype) {
+        case APPROXMUL_INT8: return *reinterpret_cast<const int8_t *>(p);
+        case APPROXMUL_UINT8: return *p;
+        case APPROXMUL_INT16: { int16_t v; std::memcpy(&v, p, 2); return v; }
+        case APPROXMUL_UINT16: { uint16_t v; std::memcpy(&v, p, 2); return v; }
+        case APPROXMUL_INT32: { int32_t v; std::memcpy(&v, p, 4); return v; }
+        case APPROXMUL_INT64: { int64_t v; std::memcpy(&v, p, 8); return v; }
+        }
+        return 0;
+    }
+    void set(const int64_t *index, int64_t value) {
+        std::memcpy(storage.data() + offset(index) * size(), &value, size());
+    }
+    // Calls f(index) for every element, last dimension fastest.
+    template <class F> void for_each(F f) const {
+        if (empty || impossible) return;
+        int64_t index[4] = {0, 0, 0, 0};
+        for (;;) {
+            f(static_cast<const int64_t *>(index));
+            int d = ndim - 1;
+            for (; d >= 0; --d) {
+                if (++index[d] < shape[d]) break;
+                index[d] = 0;
+            }
+            if (d < 0) return;
+        }
+    }
+};
+
+// Strides for a tensor: contiguous in a random dimension order, or each
+// dimension picked by pick_stride (zero, negative, huge, ...).
+inline void pick_strides(Tensor &t, FuzzedDataProvider &in) {
+    int order[4] = {0, 1, 2, 3};
+    const int mode = in.ConsumeIntegralInRange(0, 3);
+    if (mode == 1)
+        for (int d = t.ndim - 1; d > 0; --d) std::swap(order[d], order[in.ConsumeIntegralInRange(0, d)]);
+    int64_t natural[4], step = 1;
+    for (int o = t.ndim - 1; o >= 0; --o) {
+        natural[order[o]] = step;
+        if (__builtin_mul_overflow(step, std::max<int64_t>(t.shape[order[o]], 1), &step)) step = 1;
+    }
+    for (int d = 0; d < t.ndim; ++d) {
+        if (natural[d] > INT64_MAX / 3) natural[d] = 1;  // pick_stride may triple it
+        t.strides[d] = mode <= 1 ? natural[d] : pick_stride(in, natural[d]);
+    }
+}
+
+// Allocates the exact span of a tensor whose shape and strides are set; all
+// arithmetic in 128 bits, with what even that cannot hold marked impossible.
+inline void allocate(Tensor &t) {
+    static unsigned char dummy[16];
+    t.empty = false;
+    bool negative = false;
+    for (int d = 0; d < t.ndim; ++d) (t.shape[d] < 0 ? negative : t.empty) |= t.shape[d] <= 0;
+    if (negative) {
+        t.empty = false, t.addressable = false, t.impossible = true, t.data = dummy;
+        return;
+    }
+    if (t.empty) {
+        t.data = t.storage.data();
+        return;
+    }
+    i128 count = 1;
+    for (int d = 0; d < t.ndim && count <= INT64_MAX; ++d) count *= t.shape[d];
+    if (count > INT64_MAX) {  // more elements than int64 counts
+        t.addressable = false, t.impossible = true, t.data = dummy;
+        return;
+    }
+    if (t.size() == 0) {  // invalid dtype: refused for that, whatever the pointer
+        t.addressable = false, t.data = dummy;
+        return;
+    }
+    i128 low = 0, high = 0;
+    bool overflow = false;
+    for (int d = 0; d < t.ndim; ++d) {
+        const i128 span = static_cast<i128>(t.shape[d] - 1) * t.strides[d];
+        i128 &side = span < 0 ? low : high;
+        overflow |= __builtin_add_overflow(side, span, &side);
+    }
+    const i128 item = static_cast<i128>(t.size());
+    i128 bytes = 0, low_bytes = 0, high_bytes = 0;
+    overflow |= __builtin_mul_overflow(high - low + 1, item, &bytes) ||
+                __builtin_mul_overflow(low, item, &low_bytes) ||
+                __builtin_mul_overflow(high + 1, item, &high_bytes);
+    t.addressable = !overflow && bytes <= kMaxBufferBytes;
+    if (!t.addressable) {
+        t.data = dummy;
+        const i128 address = static_cast<i128>(reinterpret_cast<intptr_t>(t.data));
+        t.impossible = overflow || address + low_bytes < 0 || address + high_bytes > INT64_MAX;
+        return;
+    }
+    t.storage.resize(static_cast<size_t>(bytes));
+    t.first = static_cast<int64_t>(-low);
+    t.data = t.storage.data() + t.first * t.size();
+}
+
+// Operand values as fill_operands gives them; true when all are in range.
+inline bool fill_tensor(Tensor &t, FuzzedDataProvider &in, const Model &m) {
+    if (!t.addressable || t.size() == 0) return true;
+    t.for_each([&](const int64_t *index) {
+        int64_t value = in.ConsumeIntegralInRange(m.min_operand(), m.max_operand());
+        if (in.ConsumeProbability<float>() < 0.002f) value = in.ConsumeIntegral<int16_t>();
+        t.set(index, value);
+    });
+    bool all_in_range = true;  // read back: zero strides repeat elements
+    t.for_each([&](const int64_t *index) { all_in_range &= m.in_range(t.get(index)); });
+    return all_in_range;
+}
+
+// Output layouts the ABI promises to accept: sorted by |stride|, each
+// stride steps past every element the smaller ones reach.
+inline bool ordinary_output(const Tensor &t) {
+    std::vector<std::pair<i128, i128>> dims;  // |stride|, size
+    for (int d = 0; d < t.ndim; ++d)
+        if (t.shape[d] > 1) dims.push_back({t.strides[d] < 0 ? -static_cast<i128>(t.strides[d]) : t.strides[d], t.shape[d]});
+    std::sort(dims.begin(), dims.end());
+    i128 reach = 0;
+    for (auto [s, n] : dims) {
+        if (s <= reach) return false;
+        reach += s * (n - 1);
+    }
+    return true;
+}
+
+// Checks a successful call wrote exactly the output's elements: every other
+// byte of the buffer keeps the sentinel 0x5a.
+inline void expect_only_view_written(const Tensor &t) {
+    std::vector<bool> mask(t.storage.size() / (t.size() ? t.size() : 1), false);
+    t.for_each([&](const int64_t *index) { mask[static_cast<size_t>(t.offset(index))] = true; });
+    for (size_t e = 0; e < mask.size(); ++e)
+        if (!mask[e])
+            for (size_t byte = 0; byte < t.size(); ++byte)
+                expect(t.storage[e * t.size() + byte] == 0x5a, "wrote outside the output view");
+}
+
 // Thread counts, including invalid ones (which must be refused).
 inline void pick_threads(FuzzedDataProvider &in) {
     const int threads = in.ConsumeIntegralInRange(-2, 6);

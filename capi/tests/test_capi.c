@@ -121,6 +121,12 @@ static void test_bmm_and_conv2d(void) {
                         0, 0, APPROXMUL_INT32, c, 0, 2, 1) == APPROXMUL_ERR_ALIASING);
     CHECK(approxmul_bmm(m, INT64_MAX, 2, 2, 3, APPROXMUL_UINT8, a, 6, 3, 1, APPROXMUL_UINT8, b, 0,
                         2, 1, 0, 0, APPROXMUL_INT32, c, 4, 2, 1) == APPROXMUL_ERR_OVERFLOW);
+    /* found by fuzzing: a batch stride whose span fits int64 but reaches
+     * below address 0 (was accepted and read before the fix) */
+    CHECK(approxmul_bmm(m, 2, 2, 2, 3, APPROXMUL_UINT8, a, -((int64_t)1 << 62), 3, 1,
+                        APPROXMUL_UINT8, b, 0, 2, 1, 0, 0, APPROXMUL_INT32, c, 4, 2, 1) ==
+          APPROXMUL_ERR_OVERFLOW);
+    CHECK(strstr(approxmul_last_error(), "address space") != NULL);
     for (i = 0; i < 8; ++i) CHECK(c[i] == -1);
 
     {
@@ -136,6 +142,17 @@ static void test_bmm_and_conv2d(void) {
         CHECK(approxmul_conv2d(m, APPROXMUL_UINT8, x, xs, xst, APPROXMUL_UINT8, w, ws, wst, one,
                                zero, one, 2, 0, 0, APPROXMUL_INT32, out, os, ost) == APPROXMUL_OK);
         CHECK(out[0] == 10 && out[3] == 10 && out[4] == 26 && out[7] == 26);
+        {
+            /* found by fuzzing: weights stored wider than x (uint16 vs
+             * uint8) were copied with x's element size and read past it */
+            uint16_t w16[8];
+            for (i = 0; i < 8; ++i) w16[i] = (uint16_t)(i + 1);
+            for (i = 0; i < 8; ++i) out[i] = -1;
+            CHECK(approxmul_conv2d(m, APPROXMUL_UINT8, x, xs, xst, APPROXMUL_UINT16, w16, ws, wst,
+                                   one, zero, one, 2, 0, 0, APPROXMUL_INT32, out, os, ost) ==
+                  APPROXMUL_OK);
+            CHECK(out[0] == 10 && out[3] == 10 && out[4] == 26 && out[7] == 26);
+        }
         for (i = 0; i < 8; ++i) out[i] = -1;
         CHECK(approxmul_conv2d(m, APPROXMUL_UINT8, x, xs, xst, APPROXMUL_UINT8, w, ws, wst, one,
                                zero, one, 3, 0, 0, APPROXMUL_INT32, out, os, ost) ==
@@ -153,6 +170,14 @@ static void test_bmm_and_conv2d(void) {
         CHECK(approxmul_conv2d(m, APPROXMUL_UINT8, x, xs, xst, APPROXMUL_UINT8, w, ws, wst, one,
                                zero, one, 2, 0, 0, APPROXMUL_INT32, out, xs, ost) ==
               APPROXMUL_ERR_SHAPE);
+        {
+            /* found by fuzzing: like the bmm case above, for x's row stride */
+            const int64_t wrap[4] = {18, 9, -((int64_t)1 << 61), 1};
+            CHECK(approxmul_conv2d(m, APPROXMUL_UINT8, x, xs, wrap, APPROXMUL_UINT8, w, ws, wst,
+                                   one, zero, one, 2, 0, 0, APPROXMUL_INT32, out, os, ost) ==
+                  APPROXMUL_ERR_OVERFLOW);
+            CHECK(strstr(approxmul_last_error(), "address space") != NULL);
+        }
         for (i = 0; i < 8; ++i) CHECK(out[i] == -1);
     }
     approxmul_multiplier_destroy(m);

@@ -178,8 +178,15 @@ void TensorView::byte_range(intptr_t &lo, intptr_t &hi) const {
         const int64_t span = checked_mul(shape[d] - 1, strides[d], name);
         (span < 0 ? low : high) = checked_add(span < 0 ? low : high, span, name);
     }
-    lo += static_cast<intptr_t>(checked_mul(low, item, name));
-    hi += static_cast<intptr_t>(checked_add(checked_mul(high, item, name), item, name));
+    const int64_t low_bytes = checked_mul(low, item, name);
+    const int64_t high_bytes = checked_add(checked_mul(high, item, name), item, name);
+    // As for MatrixView: the span must exist as addresses.
+    int64_t first, last;
+    if (__builtin_add_overflow(static_cast<int64_t>(lo), low_bytes, &first) || first < 0 ||
+        __builtin_add_overflow(static_cast<int64_t>(hi), high_bytes, &last))
+        fail(APPROXMUL_ERR_OVERFLOW, "%s: strides span beyond the address space", name);
+    lo = static_cast<intptr_t>(first);
+    hi = static_cast<intptr_t>(last);
 }
 
 void check_tensor_operand(const TensorView &v, const Multiplier &m) {

@@ -54,6 +54,7 @@ inline std::vector<int64_t> operand_sums(const MatrixView &v, bool along_rows,
     const int64_t ns = along_rows ? v.row_stride : v.col_stride;
     const int64_t ls = along_rows ? v.col_stride : v.row_stride;
     std::vector<int64_t> sums(static_cast<size_t>(n), 0);
+    if (len == 0) return sums;  // an empty operand may be NULL: form no pointer into it
     switch (v.dtype) {
     case APPROXMUL_INT8: sum_lines(static_cast<const int8_t *>(v.data), n, len, ns, ls, sums.data()); break;
     case APPROXMUL_UINT8: sum_lines(static_cast<const uint8_t *>(v.data), n, len, ns, ls, sums.data()); break;

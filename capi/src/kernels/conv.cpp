@@ -10,6 +10,7 @@
 // worker: one such block and its O/groups x pixels outputs, independent of
 // the batch size.
 #include <algorithm>
+#include <limits>
 #include <cstring>
 #include <type_traits>
 #include <vector>
@@ -37,11 +38,15 @@ bool needs_staging(const Multiplier &m) { return m.plan() == Plan::Function; }
 constexpr int64_t kMaxTapTable = 1 << 16;
 
 // dst[t] = plane[offsets[t]], or zero where the offset is -1 (a padded tap).
+// Marks a padded tap in the offset table: negative strides make negative
+// offsets ordinary, so only a value no view can reach will do.
+constexpr int64_t kPaddingTap = std::numeric_limits<int64_t>::min();
+
 template <typename T>
 void gather_codes(const T *plane, const int64_t *offsets, int64_t count, T zero, T *dst) {
     for (int64_t t = 0; t < count; ++t) {
         const int64_t off = offsets[t];
-        dst[t] = off < 0 ? zero : plane[off];
+        dst[t] = off == kPaddingTap ? zero : plane[off];
     }
 }
 
@@ -86,8 +91,10 @@ void bmm(const BmmProblem &p) {
                        base.rows * base.cols * std::max<int64_t>(base.inner, 1) < (int64_t{1} << 22);
     auto one = [&](int64_t t, int inner_threads) {
         MatmulProblem q = first;
-        q.a.data = offset_ptr(base.a.data, t * p.a_batch_stride, base.a.dtype);
-        q.b.data = offset_ptr(base.b.data, t * p.b_batch_stride, base.b.dtype);
+        if (base.inner > 0) {  // else A and B are empty (may be NULL): no offsets into them
+            q.a.data = offset_ptr(base.a.data, t * p.a_batch_stride, base.a.dtype);
+            q.b.data = offset_ptr(base.b.data, t * p.b_batch_stride, base.b.dtype);
+        }
         q.c.data = offset_ptr(first.c.data, t * c_batch_stride, first.c.dtype);
         q.threads = inner_threads;
         matmul(q);
@@ -119,7 +126,9 @@ void conv2d(const Conv2dProblem &p) {
     const approxmul_dtype out_dtype = needs_staging(m) ? APPROXMUL_INT64 : p.out.dtype;
 
     // Weights per group as K x Og (inner x cols), copied once: B of every matmul.
-    std::vector<char> weights(static_cast<size_t>(G * K * Og) * item);
+    // (in w's own storage type, which may differ from x's: uint8 and uint16)
+    const size_t w_item = dtype_size(p.w.dtype);
+    std::vector<char> weights(static_cast<size_t>(G * K * Og) * w_item);
     for (int64_t g = 0; g < G; ++g)
         for (int64_t o = 0; o < Og; ++o)
             for (int64_t c = 0; c < Cg; ++c)
@@ -128,8 +137,8 @@ void conv2d(const Conv2dProblem &p) {
                         const int64_t src = (g * Og + o) * p.w.strides[0] + c * p.w.strides[1] +
                                             i * p.w.strides[2] + j * p.w.strides[3];
                         const int64_t dst = (g * K + (c * KH + i) * KW + j) * Og + o;
-                        std::memcpy(weights.data() + dst * item,
-                                    offset_ptr(p.w.data, src, p.w.dtype), item);
+                        std::memcpy(weights.data() + dst * w_item,
+                                    offset_ptr(p.w.data, src, p.w.dtype), w_item);
                     }
     // The zero point in the input's storage type, for padded taps.
     char zero_code[2];
@@ -169,9 +178,10 @@ void conv2d(const Conv2dProblem &p) {
         pixel_offsets[static_cast<size_t>(px)] = px / OW * target.strides[2] + px % OW * target.strides[3];
     const bool plane_contiguous = target.strides[3] == 1 && target.strides[2] == OW;
     // For small images, each kernel tap's input offset (within a channel
-    // plane) for every output pixel, -1 where the tap is padding.
+    // plane) for every output pixel, kPaddingTap where the tap is padding. Not for an
+    // empty input (all padding): the row path then forms no pointer into x.
     std::vector<int64_t> tap_offsets;
-    if (KH * KW * P <= kMaxTapTable) {
+    if (KH * KW * P <= kMaxTapTable && p.x.size() > 0) {
         tap_offsets.resize(static_cast<size_t>(KH * KW * P));
         for (int64_t i = 0; i < KH; ++i)
             for (int64_t j = 0; j < KW; ++j)
@@ -179,7 +189,7 @@ void conv2d(const Conv2dProblem &p) {
                     const int64_t y = px / OW * p.stride[0] - p.padding[0] + i * p.dilation[0];
                     const int64_t x = px % OW * p.stride[1] - p.padding[1] + j * p.dilation[1];
                     tap_offsets[static_cast<size_t>((i * KW + j) * P + px)] =
-                        y < 0 || y >= H || x < 0 || x >= W ? -1
+                        y < 0 || y >= H || x < 0 || x >= W ? kPaddingTap
                                                            : y * p.x.strides[2] + x * p.x.strides[3];
                 }
     }
@@ -255,6 +265,9 @@ void conv2d(const Conv2dProblem &p) {
                             const int64_t t_hi = std::max(t_lo, std::min(run, x0 >= W ? 0 : (W - x0 + s1 - 1) / s1));
                             fill_zero(d, t_lo);
                             fill_zero(d + t_hi * static_cast<int64_t>(item), run - t_hi);
+                            // no tap inside the row: form no pointer into x (it may
+                            // be empty, even NULL, and the offset lies outside it)
+                            if (t_hi == t_lo) continue;
                             const char *src = offset_ptr(p.x.data,
                                                          n * p.x.strides[0] + (g * Cg + c) * p.x.strides[1] +
                                                              y * p.x.strides[2] + (x0 + t_lo * s1) * p.x.strides[3],
@@ -273,7 +286,7 @@ void conv2d(const Conv2dProblem &p) {
         // group's taps x channels, into channels x pixels
         MatmulProblem mp{&m, np, Og, K,
                          MatrixView{"x", p.x.dtype, ws.col.data(), np, K, 1, block},
-                         MatrixView{"w", p.w.dtype, weights.data() + static_cast<size_t>(g * K * Og) * item,
+                         MatrixView{"w", p.w.dtype, weights.data() + static_cast<size_t>(g * K * Og) * w_item,
                                     K, Og, Og, 1},
                          MatrixView{"out", out_dtype, ws.out.data(), np, Og, 1, block},
                          p.x_zero_point, p.w_zero_point, inner_threads};
