@@ -219,6 +219,23 @@ void pack_codes(const MatrixView &v, uint32_t mask, int64_t r0, int64_t nr, int6
             std::memcpy(dst + r * ld, base + (r0 + r) * v.row_stride + c0, static_cast<size_t>(nc));
         return;
     }
+    if (bytes && mask == 0xff && v.row_stride == 1) {
+        // a transposed byte matrix (the flipped problem's operand): copied in
+        // 32 x 32 tiles, each source column read contiguously (the per-element
+        // path below ran a 256x2304x196 table GEMM a third slower)
+        const auto *base = static_cast<const uint8_t *>(v.data) + r0 + c0 * v.col_stride;
+        constexpr int64_t T = 32;
+        for (int64_t rt = 0; rt < nr; rt += T)
+            for (int64_t ct = 0; ct < nc; ct += T) {
+                const int64_t rn = std::min(T, nr - rt), cn = std::min(T, nc - ct);
+                for (int64_t c = ct; c < ct + cn; ++c) {
+                    const uint8_t *src = base + c * v.col_stride + rt;
+                    uint8_t *d = dst + rt * ld + c;
+                    for (int64_t r = 0; r < rn; ++r) d[r * ld] = src[r];
+                }
+            }
+        return;
+    }
     with_codes(v, mask, [&](auto code) {
         if (std::llabs(v.col_stride) <= std::llabs(v.row_stride)) {
             for (int64_t r = 0; r < nr; ++r)

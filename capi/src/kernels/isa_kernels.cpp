@@ -8,6 +8,7 @@
 // isa.hpp for why).
 #include <cstring>
 
+
 #include "isa.hpp"
 
 #if defined(__AVX512F__) || defined(__AVX2__)
@@ -288,10 +289,11 @@ void table_block(int64_t inner, const uint8_t *s, const uint8_t *x, int64_t x_st
 constexpr int kPtRows = 16;
 constexpr int kPtSteps = 8;  // inner steps per precomputed block (64 KiB of P)
 constexpr int kPtCols = 4;   // streamed columns per pass (2 accumulators each)
-// Streamed length from which the driver prefers this order. AVX2's scalar
-// weight-stationary kernel runs about 4 G/s; this order passes it from a
-// streamed length of about 24 (measured, Zen 5). The AVX-512 VBMI register
-// kernel is faster still on the shapes measured: never chosen there.
+// Streamed length from which the driver prefers this order: AVX2's scalar
+// weight-stationary kernel runs about 4 G/s and this order passes it from a
+// streamed length of about 24 (Zen 5). On AVX-512 VBMI the register kernel
+// is faster on every shape measured (a zmm variant of this order, 32 rows,
+// reached 12-32 G/s against 26-46): there it runs only when forced.
 #if defined(__AVX512VBMI__)
 constexpr int64_t kPtMinStream = int64_t{1} << 62;
 #else
