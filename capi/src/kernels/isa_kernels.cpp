@@ -278,7 +278,7 @@ void table_block(int64_t inner, const uint8_t *s, const uint8_t *x, int64_t x_st
 
 
 // ------------------------------------------------------- product-table order
-// For kPtRows (16) stationary codes s_i and kPtSteps inner steps at a time,
+// For kPtRows (16) stationary codes s_i and kPtSteps (16) inner steps at a time,
 // the products P[kk][v][i] = wide[s_i(kk) * 256 + v] (uint16) are laid out
 // contiguous over i (8x8 16-bit transposes); every streamed column j then
 // adds the row P[kk][x_j(kk)]: one 256-bit load, split into even and odd
@@ -287,7 +287,7 @@ void table_block(int64_t inner, const uint8_t *s, const uint8_t *x, int64_t x_st
 // 256 x 16 x inner precompute.
 #if defined(__AVX2__)
 constexpr int kPtRows = 16;
-constexpr int kPtSteps = 8;  // inner steps per precomputed block (64 KiB of P)
+constexpr int kPtSteps = 16;  // inner steps per precomputed block (128 KiB of P)
 constexpr int kPtCols = 4;   // streamed columns per pass (2 accumulators each)
 // Streamed length from which the driver prefers this order: AVX2's scalar
 // weight-stationary kernel runs about 4 G/s and this order passes it from a
@@ -324,6 +324,39 @@ inline void pt_transpose8x16(__m256i r[8]) {
     r[7] = _mm256_unpackhi_epi64(u3, u7);
 }
 
+// Adds the products of Q streamed columns j.. over kb precomputed steps.
+template <int Q>
+inline void pt_columns(int kb, const uint16_t *work, const uint8_t *const *xk, int64_t j,
+                       uint32_t *acc) {
+    const __m256i low16 = _mm256_set1_epi32(0xffff);
+    __m256i even[Q], odd[Q];
+#pragma GCC unroll 8
+    for (int q = 0; q < Q; ++q) even[q] = odd[q] = _mm256_setzero_si256();
+    for (int kk = 0; kk < kb; ++kk) {
+        const uint16_t *p = work + static_cast<int64_t>(kk) * 256 * kPtRows;
+        const uint8_t *xs = xk[kk] + j;
+#pragma GCC unroll 8
+        for (int q = 0; q < Q; ++q) {
+            const __m256i v = _mm256_loadu_si256(
+                reinterpret_cast<const __m256i *>(p + static_cast<uint32_t>(xs[q]) * kPtRows));
+            even[q] = _mm256_add_epi32(even[q], _mm256_and_si256(v, low16));
+            odd[q] = _mm256_add_epi32(odd[q], _mm256_srli_epi32(v, 16));
+        }
+    }
+#pragma GCC unroll 8
+    for (int q = 0; q < Q; ++q) {
+        // even: rows 0,2,..,14; odd: 1,3,..,15 -> rows 0-3|8-11 and 4-7|12-15
+        const __m256i a = _mm256_unpacklo_epi32(even[q], odd[q]);
+        const __m256i b = _mm256_unpackhi_epi32(even[q], odd[q]);
+        uint32_t *c = acc + (j + q) * kPtRows;
+        __m256i *c0 = reinterpret_cast<__m256i *>(c), *c1 = reinterpret_cast<__m256i *>(c + 8);
+        _mm256_storeu_si256(c0, _mm256_add_epi32(_mm256_loadu_si256(c0),
+                                                 _mm256_permute2x128_si256(a, b, 0x20)));
+        _mm256_storeu_si256(c1, _mm256_add_epi32(_mm256_loadu_si256(c1),
+                                                 _mm256_permute2x128_si256(a, b, 0x31)));
+    }
+}
+
 // s[i * s_stride + k] (i < kPtRows, k < inner): stationary codes;
 // x[k * x_stride + j] (j < ncols): streamed codes; acc[j * kPtRows + i] +=
 // sum_k wide[s * 256 + x] modulo 2^32; work: 256 * kPtRows * kPtSteps
@@ -332,7 +365,6 @@ void pt_block(int64_t inner, const uint8_t *s, int64_t s_stride, const uint8_t *
               int64_t x_stride, int64_t ncols, const uint16_t *wide, uint32_t *acc,
               uint32_t *work32) {
     uint16_t *work = reinterpret_cast<uint16_t *>(work32);
-    const __m256i low16 = _mm256_set1_epi32(0xffff);
     for (int64_t k0 = 0; k0 < inner; k0 += kPtSteps) {
         const int kb = static_cast<int>(inner - k0 < kPtSteps ? inner - k0 : kPtSteps);
         for (int kk = 0; kk < kb; ++kk) {
@@ -361,46 +393,8 @@ void pt_block(int64_t inner, const uint8_t *s, int64_t s_stride, const uint8_t *
         const uint8_t *xk[kPtSteps];
         for (int kk = 0; kk < kb; ++kk) xk[kk] = x + (k0 + kk) * x_stride;
         int64_t j = 0;
-        for (; j < ncols; j += kPtCols) {
-            const int nq = static_cast<int>(ncols - j < kPtCols ? ncols - j : kPtCols);
-            __m256i even[kPtCols], odd[kPtCols];
-#pragma GCC unroll 8
-            for (int q = 0; q < kPtCols; ++q) even[q] = odd[q] = _mm256_setzero_si256();
-            if (nq == kPtCols) {
-                for (int kk = 0; kk < kb; ++kk) {
-                    const uint16_t *p = work + static_cast<int64_t>(kk) * 256 * kPtRows;
-                    const uint8_t *xs = xk[kk] + j;
-#pragma GCC unroll 8
-                    for (int q = 0; q < kPtCols; ++q) {
-                        const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i *>(
-                            p + static_cast<uint32_t>(xs[q]) * kPtRows));
-                        even[q] = _mm256_add_epi32(even[q], _mm256_and_si256(v, low16));
-                        odd[q] = _mm256_add_epi32(odd[q], _mm256_srli_epi32(v, 16));
-                    }
-                }
-            } else {
-                for (int kk = 0; kk < kb; ++kk) {
-                    const uint16_t *p = work + static_cast<int64_t>(kk) * 256 * kPtRows;
-                    for (int q = 0; q < nq; ++q) {
-                        const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i *>(
-                            p + static_cast<uint32_t>(xk[kk][j + q]) * kPtRows));
-                        even[q] = _mm256_add_epi32(even[q], _mm256_and_si256(v, low16));
-                        odd[q] = _mm256_add_epi32(odd[q], _mm256_srli_epi32(v, 16));
-                    }
-                }
-            }
-            for (int q = 0; q < nq; ++q) {
-                // even: rows 0,2,..,14; odd: 1,3,..,15 -> rows 0-3|8-11 and 4-7|12-15
-                const __m256i a = _mm256_unpacklo_epi32(even[q], odd[q]);
-                const __m256i b = _mm256_unpackhi_epi32(even[q], odd[q]);
-                uint32_t *c = acc + (j + q) * kPtRows;
-                __m256i *c0 = reinterpret_cast<__m256i *>(c), *c1 = reinterpret_cast<__m256i *>(c + 8);
-                _mm256_storeu_si256(c0, _mm256_add_epi32(_mm256_loadu_si256(c0),
-                                                         _mm256_permute2x128_si256(a, b, 0x20)));
-                _mm256_storeu_si256(c1, _mm256_add_epi32(_mm256_loadu_si256(c1),
-                                                         _mm256_permute2x128_si256(a, b, 0x31)));
-            }
-        }
+        for (; j + kPtCols <= ncols; j += kPtCols) pt_columns<kPtCols>(kb, work, xk, j, acc);
+        for (; j < ncols; ++j) pt_columns<1>(kb, work, xk, j, acc);
     }
 }
 constexpr auto kPtBlock = pt_block;
