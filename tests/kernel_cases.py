@@ -17,6 +17,11 @@ SHAPES = [(0, 3, 4), (1, 1, 1), (3, 0, 5), (7, 33, 5), (9, 65, 129), (33, 130, 1
 # column jobs on 2 threads, and A packed in more than one row block.
 BYTE_SHAPES = [(40, 100, 700), (72, 70000, 2)]
 BYTE_PATH = ("exact-u8", "exact-s8", "trunc4")
+# Only for table multipliers: the product-table-order kernel's edges (row
+# blocks of 16 with a partial one, streamed columns off its 4-column step,
+# inner off its 8-step block and past its 256-code packing, both orientations).
+TABLE_SHAPES = [(40, 300, 203), (203, 37, 21)]
+TABLE_PATH = ("table-u8", "table-s8", "table-u6")
 
 
 def drum_table(bits=8, k=3):
@@ -71,7 +76,8 @@ def cases():
     rng = np.random.default_rng(11)
     for mname, mult, signed in multipliers():
         bits = mult.bits
-        extra = BYTE_SHAPES if mname in BYTE_PATH else []
+        extra = (BYTE_SHAPES if mname in BYTE_PATH else
+                 TABLE_SHAPES if mname in TABLE_PATH else [])
         for index, (rows, inner, cols) in enumerate(SHAPES + extra):
             if inner > 1000 and mname not in ("exact-u8", "exact-s8", "trunc4", "table-u8",
                                               "drum", "table-wide"):

@@ -20,12 +20,15 @@ import approxmul_cffi as am
 sys.path.insert(0, {tests!r})
 from kernel_cases import cases
 out = {{}}
+only = {only!r}
 for name, mult, a, b, za, zb, threads in cases():
+    if only and mult.plan != only:
+        continue
     am.set_num_threads(threads)
     out[name] = [mult.plan, am.matmul(a, b, mult, a_zero_point=za, b_zero_point=zb).tolist()]
 from kernel_cases import requantize_cases
 from approxmul_cffi import quant
-for name, args, kw in requantize_cases():
+for name, args, kw in ([] if only else requantize_cases()):
     out[name] = ["requantize", quant.requantize(*args, **kw).tolist()]
 print(json.dumps({{"isa": am.info()["isa"], "results": out}}))
 """
@@ -42,10 +45,10 @@ def supported_isas():
     return isas
 
 
-def run_battery(python_runner, isa):
+def run_battery(python_runner, isa, only="", env=None):
     from support import ROOT
-    result = python_runner(BATTERY.format(tests=str(ROOT / "tests")),
-                           env={"APPROXMUL_ISA": isa}, timeout=300)
+    result = python_runner(BATTERY.format(tests=str(ROOT / "tests"), only=only),
+                           env={"APPROXMUL_ISA": isa, **(env or {})}, timeout=300)
     assert result.returncode == 0, result.stderr
     data = json.loads(result.stdout)
     assert data["isa"] == isa
@@ -76,6 +79,20 @@ def test_every_isa_matches_generic_and_numpy(battery_results):
         reference = table_matmul(mult.table(), a, b, mult.bits, za, zb)
         np.testing.assert_array_equal(np.array(generic[name][1]).reshape(reference.shape),
                                       reference, err_msg=name)
+
+
+@pytest.mark.parametrize("order", ["product", "stationary"])
+def test_table_orders_match_generic(battery_results, order):
+    """Both table kernels (product-table and weight-stationary order), forced
+    on every shape, give the generic results, bit for bit."""
+    from support import run_python
+    generic = battery_results["generic"]
+    for isa in supported_isas()[1:]:
+        results = run_battery(run_python, isa, only="table",
+                              env={"APPROXMUL_TABLE_ORDER": order})
+        assert results, "no table-plan cases"
+        for name, (plan, values) in results.items():
+            assert values == generic[name][1], f"{isa} ({order} order) differs on {name}"
 
 
 def test_battery_covers_every_plan(battery_results):

@@ -39,6 +39,18 @@ struct KernelTable {
                         int64_t width, const uint8_t *planes, const uint16_t *wide,
                         uint32_t *acc);
 
+    // Product-table order (nullptr where the set has none): for pt_rows
+    // stationary codes s[i * s_stride + k] (i < pt_rows, k < inner <= 65536)
+    // and streamed codes x[k * x_stride + j] (j < ncols), adds
+    // sum_k wide[s * 256 + x] into acc[j * pt_rows + i] modulo 2^32.
+    // work: 256 * pt_rows * pt_steps uint32 of scratch.
+    const char *pt_kernel;
+    int pt_rows, pt_steps;
+    int64_t pt_min_stream;  // streamed length from which the driver prefers it
+    void (*pt_block)(int64_t inner, const uint8_t *s, int64_t s_stride, const uint8_t *x,
+                     int64_t x_stride, int64_t ncols, const uint16_t *wide, uint32_t *acc,
+                     uint32_t *work);
+
     // u8 x s8 quad GEMM (vpdpbusd), or nullptr where the set has none (the
     // avx2 level does not assume AVX-VNNI). C (u8_mr x u8_nr int32, row
     // stride ldc) = or += sum over kquads of 4 byte products, wrapping
