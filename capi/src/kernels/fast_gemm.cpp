@@ -43,6 +43,21 @@ MatrixView transposed(const MatrixView &v) {
     return MatrixView{v.name, v.dtype, v.data, v.cols, v.rows, v.col_stride, v.row_stride};
 }
 
+// C^T = B^T A^T: the same products with the operands' roles swapped, so a
+// kernel can put whichever operand suits it first. A multiplier's operands
+// swap with them (the callers pick the table or factors of the other side).
+MatmulProblem transposed_problem(const MatmulProblem &p) {
+    MatmulProblem t = p;
+    t.rows = p.cols;
+    t.cols = p.rows;
+    t.a = transposed(p.b);
+    t.b = transposed(p.a);
+    t.c = transposed(p.c);
+    t.a_zero_point = p.b_zero_point;
+    t.b_zero_point = p.a_zero_point;
+    return t;
+}
+
 // The per-operand factors of an exact or factorized plan, indexed by raw bit
 // pattern: M(a, b) = sum_r u[r][a] * v[r][b] (rank 1, u = v = value for exact).
 int operand_factors(const Multiplier &m, std::vector<int16_t> &u, std::vector<int16_t> &v) {
@@ -75,16 +90,7 @@ bool int16_gemm(const KernelTable &kt, const MatmulProblem &p0) {
     // Only for a clear saving: the packing of a transposed operand is slower
     // (a 64 x 3136 problem flipped on AVX2 to save 3 % padding ran 3x slower).
     const bool flip = padded(p0.cols, p0.rows) * 5 < padded(p0.rows, p0.cols) * 4;
-    MatmulProblem p = p0;
-    if (flip) {  // C^T = B^T A^T; the operands' transforms swap with them
-        p.rows = p0.cols;
-        p.cols = p0.rows;
-        p.a = transposed(p0.b);
-        p.b = transposed(p0.a);
-        p.c = transposed(p0.c);
-        p.a_zero_point = p0.b_zero_point;
-        p.b_zero_point = p0.a_zero_point;
-    }
+    const MatmulProblem p = flip ? transposed_problem(p0) : p0;
     const int64_t side = int64_t{1} << m.bits();
     std::vector<int16_t> u, v;  // rank x side, by raw bit pattern
     const int rank = operand_factors(m, u, v);
@@ -283,16 +289,7 @@ bool table_pt_gemm(const KernelTable &kt, const MatmulProblem &p0) {
     if (order != nullptr && std::strcmp(order, "stationary") == 0) return false;
     const bool forced = order != nullptr && std::strcmp(order, "product") == 0;
     if (!forced && stream < kt.pt_min_stream) return false;
-    MatmulProblem p = p0;
-    if (flip) {
-        p.rows = p0.cols;
-        p.cols = p0.rows;
-        p.a = transposed(p0.b);
-        p.b = transposed(p0.a);
-        p.c = transposed(p0.c);
-        p.a_zero_point = p0.b_zero_point;
-        p.b_zero_point = p0.a_zero_point;
-    }
+    const MatmulProblem p = flip ? transposed_problem(p0) : p0;
     const uint16_t *wide_planes = m.wide_planes(flip).data();
     const int64_t offset = m.byte_plane_offset();
     const uint32_t mask = m.operand_mask();
@@ -391,16 +388,7 @@ bool table_gemm(const KernelTable &kt, const MatmulProblem &p0) {
     auto use = [](int64_t n) { return static_cast<double>(n) / static_cast<double>(ceil_div(n, 64) * 64); };
     const bool flip = use(p0.rows) > use(p0.cols) ||
                       (use(p0.rows) == use(p0.cols) && p0.rows > p0.cols);
-    MatmulProblem p = p0;
-    if (flip) {  // C^T = B^T A^T with the table's operands swapped
-        p.rows = p0.cols;
-        p.cols = p0.rows;
-        p.a = transposed(p0.b);
-        p.b = transposed(p0.a);
-        p.c = transposed(p0.c);
-        p.a_zero_point = p0.b_zero_point;
-        p.b_zero_point = p0.a_zero_point;
-    }
+    const MatmulProblem p = flip ? transposed_problem(p0) : p0;
     const uint8_t *planes = m.byte_planes(flip).data();
     const uint16_t *wide_planes = m.wide_planes(flip).data();
     const int64_t offset = m.byte_plane_offset();
@@ -565,16 +553,7 @@ bool u8_gemm(const KernelTable &kt, const MatmulProblem &p0) {
                 fit_bytes(u, v, rank, side, mask, true, fit);
     }
     if (!found) return false;
-    MatmulProblem p = p0;
-    if (flip) {
-        p.rows = p0.cols;
-        p.cols = p0.rows;
-        p.a = transposed(p0.b);
-        p.b = transposed(p0.a);
-        p.c = transposed(p0.c);
-        p.a_zero_point = p0.b_zero_point;
-        p.b_zero_point = p0.a_zero_point;
-    }
+    const MatmulProblem p = flip ? transposed_problem(p0) : p0;
     // k steps per packed block: a multiple of 4 (whole quads for any rank),
     // about 512 transformed bytes, and no more than int32 holds exactly.
     const int64_t flush_inner = fit.step_bound == 0 ? p.inner
