@@ -289,9 +289,8 @@ def evaluate(model, data, multipliers=None, *, layers=None, limit=None, threads=
 
     n_batches = -(-len(x) // batch_size)
     bar = _Progress(progress, n_batches * len(plan))
-    get_threads = getattr(am, "get_num_threads", None)
-    old_threads = get_threads() if (threads and get_threads) else None
-    if threads and hasattr(am, "set_num_threads"):
+    old_threads = am.get_num_threads() if threads else None
+    if threads:
         am.set_num_threads(threads)
     result = EvalResult()
     try:
