@@ -47,7 +47,7 @@ __all__ = [
 FORMAT = "approxmul-model"
 FORMAT_VERSION = 1
 INPUT = "input"
-# Bytes of im2col columns built at once by the matmul fallback of conv2d.
+# Bytes of im2col columns built at once by the float conv (and _conv2d_codes).
 _IM2COL_BUDGET = 1 << 24
 
 
