@@ -20,9 +20,16 @@ COLUMNS = (
 
 
 def add_parser(subparsers):
+    import argparse
+
+    import approxmul_cffi as am
+
+    families = "\n".join(f"  {f['name']}: {f['parameters']}" for f in am.families())
     parser = subparsers.add_parser(
         "metrics", help="error metrics of multipliers over every operand pair",
-        description=__doc__.split("\n\n", 1)[1])
+        description=__doc__.split("\n\n", 1)[1],
+        epilog="families and their parameters (defaults, ranges):\n" + families,
+        formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("specs", nargs="+", metavar="SPEC", help="multiplier spec or table path")
     group = parser.add_mutually_exclusive_group()
     group.add_argument("--json", action="store_true", help="print a JSON list")
