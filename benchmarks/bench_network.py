@@ -84,7 +84,7 @@ def torch_forward(torch, model):
             return xs[0] + xs[1]
         if isinstance(layer, nn.Softmax):
             return F.softmax(xs[0], dim=-1)
-        raise NotImplementedError(type(layer).__name__)
+        raise ValueError(f"no PyTorch translation of a {type(layer).__name__} layer")
 
     def forward(x):
         with torch.inference_mode():

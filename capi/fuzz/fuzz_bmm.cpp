@@ -53,19 +53,11 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     std::copy(b_shape, b_shape + 3, b.shape);
     std::copy(c_shape, c_shape + 3, c.shape);
     const bool null_multiplier = in.ConsumeIntegralInRange(0, 31) == 0;
-    int64_t a_zero = 0, b_zero = 0;
-    if (in.ConsumeBool()) {
-        a_zero = in.ConsumeIntegralInRange(m->min_operand() - 1, m->max_operand() + 1);
-        b_zero = in.ConsumeIntegralInRange(m->min_operand() - 1, m->max_operand() + 1);
-    }
-    approxmul_dtype acc = APPROXMUL_INT64;
-    const approxmul_status acc_status =
-        checked(approxmul_accumulator_dtype(m->handle, s.valid ? s.inner : 0, a_zero, b_zero, &acc));
-    const int c_choice = in.ConsumeIntegralInRange(0, 7);
-    c.dtype = c_choice == 0 ? in.ConsumeIntegralInRange(-1, 8)
-              : c_choice == 1 ? APPROXMUL_INT32
-              : c_choice <= 4 ? acc
-                              : APPROXMUL_INT64;
+    const GemmOutput choice = pick_gemm_output(in, *m, s.valid ? s.inner : 0);
+    const int64_t a_zero = choice.a_zero, b_zero = choice.b_zero;
+    const approxmul_dtype acc = choice.acc;
+    const approxmul_status acc_status = choice.acc_status;
+    c.dtype = choice.c_dtype;
 
     bool all_valid = s.valid && !null_multiplier && acc_status == APPROXMUL_OK;
     bool operands_valid = true;

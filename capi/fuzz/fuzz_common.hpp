@@ -65,6 +65,32 @@ inline size_t dtype_size(int dtype) {
     return 0;
 }
 
+struct Model;
+
+// Zero points (now and then one outside the width), the accumulator type the
+// library reports for them, and an output dtype: sometimes an invalid value,
+// sometimes int32 where int64 is needed. For matmul-like calls.
+struct GemmOutput {
+    int64_t a_zero = 0, b_zero = 0;
+    approxmul_dtype acc = APPROXMUL_INT64;
+    approxmul_status acc_status = APPROXMUL_OK;
+    int c_dtype = APPROXMUL_INT64;
+};
+inline GemmOutput pick_gemm_output(FuzzedDataProvider &in, const Model &m, int64_t inner);
+
+// One stored element of a known dtype, read as int64.
+inline int64_t load_element(const unsigned char *p, int dtype) {
+    switch (dtype) {
+    case APPROXMUL_INT8: return *reinterpret_cast<const int8_t *>(p);
+    case APPROXMUL_UINT8: return *p;
+    case APPROXMUL_INT16: { int16_t v; std::memcpy(&v, p, 2); return v; }
+    case APPROXMUL_UINT16: { uint16_t v; std::memcpy(&v, p, 2); return v; }
+    case APPROXMUL_INT32: { int32_t v; std::memcpy(&v, p, 4); return v; }
+    case APPROXMUL_INT64: { int64_t v; std::memcpy(&v, p, 8); return v; }
+    }
+    return 0;
+}
+
 // An independent model of a multiplier: the table the harness built, or a*b.
 struct Model {
     int bits = 8;
@@ -135,15 +161,7 @@ struct View {
     int64_t offset(int64_t i, int64_t j) const { return first + i * row_stride + j * col_stride; }
     int64_t get(int64_t i, int64_t j) const {
         const unsigned char *p = storage.data() + offset(i, j) * size();
-        switch (dtype) {
-        case APPROXMUL_INT8: return *reinterpret_cast<const int8_t *>(p);
-        case APPROXMUL_UINT8: return *p;
-        case APPROXMUL_INT16: { int16_t v; std::memcpy(&v, p, 2); return v; }
-        case APPROXMUL_UINT16: { uint16_t v; std::memcpy(&v, p, 2); return v; }
-        case APPROXMUL_INT32: { int32_t v; std::memcpy(&v, p, 4); return v; }
-        case APPROXMUL_INT64: { int64_t v; std::memcpy(&v, p, 8); return v; }
-        }
-        return 0;
+        return load_element(p, dtype);
     }
     void set(int64_t i, int64_t j, int64_t value) {
         unsigned char *p = storage.data() + offset(i, j) * size();
@@ -256,15 +274,7 @@ struct Tensor {
     }
     int64_t get(const int64_t *index) const {
         const unsigned char *p = storage.data() + offset(index) * size();
-        switch (dtype) {
-        case APPROXMUL_INT8: return *reinterpret_cast<const int8_t *>(p);
-        case APPROXMUL_UINT8: return *p;
-        case APPROXMUL_INT16: { int16_t v; std::memcpy(&v, p, 2); return v; }
-        case APPROXMUL_UINT16: { uint16_t v; std::memcpy(&v, p, 2); return v; }
-        case APPROXMUL_INT32: { int32_t v; std::memcpy(&v, p, 4); return v; }
-        case APPROXMUL_INT64: { int64_t v; std::memcpy(&v, p, 8); return v; }
-        }
-        return 0;
+        return load_element(p, dtype);
     }
     void set(const int64_t *index, int64_t value) {
         std::memcpy(storage.data() + offset(index) * size(), &value, size());
@@ -396,6 +406,21 @@ inline void pick_threads(FuzzedDataProvider &in) {
     const int threads = in.ConsumeIntegralInRange(-2, 6);
     const approxmul_status status = checked(approxmul_set_num_threads(threads));
     expect((status == APPROXMUL_OK) == (threads >= 0), "thread count status", threads);
+}
+
+inline GemmOutput pick_gemm_output(FuzzedDataProvider &in, const Model &m, int64_t inner) {
+    GemmOutput g;
+    if (in.ConsumeBool()) {
+        g.a_zero = in.ConsumeIntegralInRange(m.min_operand() - 1, m.max_operand() + 1);
+        g.b_zero = in.ConsumeIntegralInRange(m.min_operand() - 1, m.max_operand() + 1);
+    }
+    g.acc_status = checked(approxmul_accumulator_dtype(m.handle, inner, g.a_zero, g.b_zero, &g.acc));
+    const int choice = in.ConsumeIntegralInRange(0, 7);
+    g.c_dtype = choice == 0 ? in.ConsumeIntegralInRange(-1, 8)
+                : choice == 1 ? APPROXMUL_INT32
+                : choice <= 4 ? g.acc
+                              : APPROXMUL_INT64;
+    return g;
 }
 
 }  // namespace fuzz
