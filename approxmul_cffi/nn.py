@@ -215,8 +215,8 @@ class Layer:
     def output_shape(self, *shapes):
         return shapes[0]
 
-    def forward(self, *xs):
-        raise NotImplementedError
+    def forward(self, *xs):  # every concrete layer defines its own
+        raise NotImplementedError(f"{type(self).__name__} defines no forward()")
 
     def __repr__(self):
         args = ", ".join(f"{k}={v!r}" for k, v in self.config().items())

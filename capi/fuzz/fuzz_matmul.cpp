@@ -57,11 +57,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     b.rows = s.inner, b.cols = s.cols;
     c.rows = s.rows, c.cols = s.cols;
     const bool null_multiplier = in.ConsumeIntegralInRange(0, 31) == 0;
-    const GemmOutput choice = pick_gemm_output(in, *m, s.valid ? s.inner : 0);
-    const int64_t a_zero = choice.a_zero, b_zero = choice.b_zero;
-    const approxmul_dtype acc = choice.acc;
-    const approxmul_status acc_status = choice.acc_status;
-    c.dtype = choice.c_dtype;
+    const auto [a_zero, b_zero, acc, acc_status, c_dtype] =
+        pick_gemm_output(in, *m, s.valid ? s.inner : 0);
+    c.dtype = c_dtype;
 
     bool all_valid = s.valid && !null_multiplier && acc_status == APPROXMUL_OK;
     bool operands_valid = true;
