@@ -319,6 +319,18 @@ APPROXMUL_API approxmul_status approxmul_conv2d(
     int64_t x_zero_point, int64_t w_zero_point,
     approxmul_dtype out_dtype, void *out, const int64_t *out_shape, const int64_t *out_strides);
 
+/* The output approxmul_conv2d gives for these x and w shapes (4 entries
+ * each), stride, padding, dilation (2 entries) and groups: its shape
+ * N,O,OH,OW in out_shape[0..3] and, when m is not NULL, its type in
+ * *out_dtype (approxmul_accumulator_dtype for K = C/groups*KH*KW and the
+ * zero points). Runs the same checks as approxmul_conv2d, with the same
+ * statuses and messages; with m NULL only the shape is computed (zero
+ * points unchecked, out_dtype unused and may be NULL). */
+APPROXMUL_API approxmul_status approxmul_conv2d_output_shape(
+    const approxmul_multiplier *m, const int64_t *x_shape, const int64_t *w_shape,
+    const int64_t *stride, const int64_t *padding, const int64_t *dilation, int64_t groups,
+    int64_t x_zero_point, int64_t w_zero_point, int64_t *out_shape, approxmul_dtype *out_dtype);
+
 /* C[i,j] = mul(A[i,j], B[i,j]) over a rows x cols grid; C int32 or int64. */
 APPROXMUL_API approxmul_status approxmul_multiply(
     const approxmul_multiplier *m, int64_t rows, int64_t cols,
