@@ -191,3 +191,10 @@ def new_tensor(shape, dtype, like_numpy):
     if count == 0:
         return data.cast(FORMATS[dtype])
     return data.cast(FORMATS[dtype], shape=list(shape))
+
+
+def as_int(value, name):
+    """``value`` as a Python int (anything with ``__index__`` but bool), else DTypeError."""
+    if isinstance(value, bool) or not hasattr(value, "__index__"):
+        raise DTypeError(f"{name}: expected an integer, got {type(value).__name__}")
+    return value.__index__()

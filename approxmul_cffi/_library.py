@@ -13,7 +13,7 @@ import warnings
 from cffi import FFI
 
 from ._cdef import ABI_VERSION, CDEF
-from .errors import STATUS_ERRORS, InternalError, LibraryNotFoundError
+from .errors import STATUS_CLASSES, InternalError, LibraryNotFoundError
 
 ffi = FFI()
 ffi.cdef(CDEF)
@@ -70,6 +70,10 @@ if lib.approxmul_abi_version() != ABI_VERSION:
         f"{LIBRARY_PATH} has ABI version {lib.approxmul_abi_version()}, "
         f"but this approxmul_cffi was written for ABI version {ABI_VERSION}"
     )
+
+
+# approxmul_status value -> exception class, the values read from the library
+STATUS_ERRORS = {getattr(lib, name): cls for name, cls in STATUS_CLASSES.items()}
 
 
 def check(status):

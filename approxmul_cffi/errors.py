@@ -3,7 +3,16 @@
 Every failure of the C library arrives as a status code and a message; the
 message is kept and the status picks the class. Each class also derives from
 the built-in exception a Python user would expect (ValueError, TypeError,
-MemoryError, OSError), so ``except ValueError`` keeps working.
+MemoryError, OSError), so ``except ValueError`` keeps working. Every
+exception the package raises, from the C library or from Python (the
+quantization and network modules included), is one of these classes.
+
+>>> from approxmul_cffi import Multiplier, errors
+>>> try:
+...     Multiplier.exact(bits=99)
+... except errors.InvalidArgumentError as error:
+...     print(isinstance(error, ValueError), error.status)
+True 1
 """
 
 
@@ -66,19 +75,31 @@ class LibraryNotFoundError(ApproxmulError, ImportError):
     """The approxmul shared library could not be found or opened."""
 
 
-# approxmul_status value -> exception class (see capi/include/approxmul.h)
-STATUS_ERRORS = {
-    1: InvalidArgumentError,
-    2: InvalidArgumentError,
-    3: DTypeError,
-    4: ShapeError,
-    5: AccumulatorOverflowError,
-    6: OperandRangeError,
-    7: AliasingError,
-    8: OutOfMemoryError,
-    9: UnsupportedError,
-    10: LibraryIOError,
-    11: FormatError,
-    12: CallbackError,
-    99: InternalError,
+class ModelError(ApproxmulError, ValueError):
+    """A model, its files, its data or a multiplier assignment is invalid."""
+
+
+# The class of each approxmul_status, by the constant's name in the header;
+# _library turns the names into the library's values (one source of truth).
+STATUS_CLASSES = {
+    "APPROXMUL_ERR_INVALID_ARGUMENT": InvalidArgumentError,
+    "APPROXMUL_ERR_NULL_POINTER": InvalidArgumentError,
+    "APPROXMUL_ERR_DTYPE": DTypeError,
+    "APPROXMUL_ERR_SHAPE": ShapeError,
+    "APPROXMUL_ERR_OVERFLOW": AccumulatorOverflowError,
+    "APPROXMUL_ERR_OUT_OF_RANGE": OperandRangeError,
+    "APPROXMUL_ERR_ALIASING": AliasingError,
+    "APPROXMUL_ERR_OUT_OF_MEMORY": OutOfMemoryError,
+    "APPROXMUL_ERR_UNSUPPORTED": UnsupportedError,
+    "APPROXMUL_ERR_IO": LibraryIOError,
+    "APPROXMUL_ERR_FORMAT": FormatError,
+    "APPROXMUL_ERR_CALLBACK": CallbackError,
+    "APPROXMUL_ERR_INTERNAL": InternalError,
 }
+
+__all__ = [
+    "AccumulatorOverflowError", "AliasingError", "ApproxmulError", "CallbackError",
+    "DTypeError", "FormatError", "InternalError", "InvalidArgumentError", "LibraryIOError",
+    "LibraryNotFoundError", "ModelError", "OperandRangeError", "OutOfMemoryError",
+    "ShapeError", "UnsupportedError",
+]

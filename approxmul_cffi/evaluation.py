@@ -30,6 +30,8 @@ from collections.abc import Mapping
 import numpy as np
 
 from . import nn
+from .multipliers import Multiplier, multiplier
+from .runtime import get_num_threads, set_num_threads
 
 __all__ = ["DEFAULT_MULTIPLIERS", "EvalResult", "EvalRow", "bundled_model", "evaluate",
            "pareto_front", "plot_accuracy",
@@ -48,11 +50,6 @@ DEFAULT_MULTIPLIERS = (
 )
 
 
-def _core():
-    import approxmul_cffi
-    return approxmul_cffi
-
-
 def bundled_model():
     """The float LeNet for scikit-learn's digits that ships with the package."""
     return nn.Model.load(BUNDLED_MODEL)
@@ -63,24 +60,19 @@ def bundled_model():
 
 
 def resolve_multiplier(spec):
-    """A Multiplier from a spec string (or a Multiplier, returned as is).
-
-    Any spec :func:`approxmul_cffi.multiplier` accepts: a family, a table
-    file, a vendor C model.
+    """Same as :func:`approxmul_cffi.multiplier` (kept for existing code).
 
     >>> m = resolve_multiplier("exact:bits=8,signed=1")
     >>> m.bits, bool(m.signed)
     (8, True)
     """
-    if not isinstance(spec, str):
-        return spec
-    return _core().multiplier(spec)
+    return multiplier(spec)
 
 
 def multiplier_metrics(m):
     """{"mae_percent", "wce_percent"} of a multiplier, from its exhaustive metrics.
 
-    >>> multiplier_metrics(resolve_multiplier("truncated:bits=8,cut=4"))["wce_percent"]
+    >>> multiplier_metrics(multiplier("truncated:bits=8,cut=4"))["wce_percent"]
     0.07476806640625
     """
     d = m.metrics()
@@ -231,7 +223,7 @@ def _normalise_multipliers(multipliers):
     for i, (label, m) in enumerate(items):
         if label is None:
             label = m if isinstance(m, str) else _label(m, i)
-        out.append((label, resolve_multiplier(m)))
+        out.append((label, multiplier(m)))
     return out
 
 
@@ -261,7 +253,6 @@ def evaluate(model, data, multipliers=None, *, layers=None, limit=None, threads=
     ``delta_vs_exact`` is in percentage points against the all-exact
     quantized network of the same domain.
     """
-    am = _core()
     if isinstance(model, (str, os.PathLike)):
         model = nn.Model.load(model)
     qmodel = model if isinstance(model, nn.QuantizedModel) else None
@@ -270,7 +261,7 @@ def evaluate(model, data, multipliers=None, *, layers=None, limit=None, threads=
     if qmodel is None:
         qmodel = nn.quantize(float_model, x if calibration is None else calibration, config)
     rows = _normalise_multipliers(multipliers)
-    overrides = {name: resolve_multiplier(m) for name, m in (layers or {}).items()}
+    overrides = {name: multiplier(m) for name, m in (layers or {}).items()}
     qmodel.assign(None, overrides)  # unknown layer names fail before any work
     layers_label = "; ".join(f"{k}={v if isinstance(v, str) else _label(overrides[k], i)}"
                              for i, (k, v) in enumerate((layers or {}).items())) or "all"
@@ -279,7 +270,7 @@ def evaluate(model, data, multipliers=None, *, layers=None, limit=None, threads=
     plan = []
     for signed in sorted({bool(m.signed) for _, m in rows} or {False}):
         label = "exact" if not signed else "exact:signed=1"
-        plan.append((label, am.Multiplier.exact(bits=8, signed=signed), {}, "exact"))
+        plan.append((label, Multiplier.exact(bits=8, signed=signed), {}, "exact"))
     for label, m in rows:
         if not overrides and _is_exact(m):
             continue  # the baseline already is this row
@@ -289,9 +280,9 @@ def evaluate(model, data, multipliers=None, *, layers=None, limit=None, threads=
 
     n_batches = -(-len(x) // batch_size)
     bar = _Progress(progress, n_batches * len(plan))
-    old_threads = am.get_num_threads() if threads else None
+    old_threads = get_num_threads() if threads else None
     if threads:
-        am.set_num_threads(threads)
+        set_num_threads(threads)
     result = EvalResult()
     try:
         start = time.perf_counter()
@@ -326,7 +317,7 @@ def evaluate(model, data, multipliers=None, *, layers=None, limit=None, threads=
     finally:
         bar.close()
         if old_threads is not None:
-            am.set_num_threads(old_threads)
+            set_num_threads(old_threads)
     return result
 
 

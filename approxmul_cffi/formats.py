@@ -22,14 +22,28 @@ same layout as raw for signed operands; ``"offset"`` (signed only): row i
 holds value i - 2^(n-1), the ApproxTorch layout.
 
 Every entry must fit the 2n-bit product range of the operands (unsigned
-0..4^n-1, signed -2^(2n-1)..2^(2n-1)-1); the binary, C and text parsers are
-in the C library (``approxmul_table_parse``).
+0..4^n-1, signed -2^(2n-1)..2^(2n-1)-1). All parsing and checking is in the
+C library (``approxmul_table_parse``): NumPy files reach it as text rows, and
+a table being written passes through it too, which checks its range and
+applies the order (the order's row permutation is its own inverse).
+
+>>> import os, tempfile
+>>> path = os.path.join(tempfile.mkdtemp(), "t.csv")
+>>> write_table([[0, 0], [0, 1]], path, signed=False)
+>>> read_table(path, signed=False)
+([[0, 0], [0, 1]], 1)
 """
 
+import array
 import os
+import sys
 
-from ._library import ffi, lib, check
-from .errors import FormatError, InvalidArgumentError, LibraryIOError, UnsupportedError
+from ._buffers import as_int, numpy_module
+from ._library import check, ffi, lib
+from .errors import DTypeError, FormatError, InvalidArgumentError, LibraryIOError, ShapeError
+
+__all__ = ["EXTENSIONS", "FORMATS", "ORDERS", "flatten_table", "format_of", "parse_table",
+           "read_table", "write_table"]
 
 FORMATS = ("binary", "c", "text", "npy", "npz")
 ORDERS = ("raw", "twos", "offset")
@@ -44,7 +58,11 @@ _C_ORDERS = {"raw": "APPROXMUL_ORDER_RAW", "twos": "APPROXMUL_ORDER_TWOS",
 
 
 def format_of(path, format=None):
-    """The table format named by ``format`` or, if None, by the path's extension."""
+    """The table format named by ``format`` or, if None, by the path's extension.
+
+    >>> format_of("lut.h"), format_of("table.dat", "npy")
+    ('c', 'npy')
+    """
     if format is not None:
         if format not in FORMATS:
             raise InvalidArgumentError(f"format: {format!r} is not one of {', '.join(FORMATS)}")
@@ -58,60 +76,44 @@ def format_of(path, format=None):
     return EXTENSIONS[extension]
 
 
-def _check_order(order, signed):
+def _order_code(order):
     if order not in ORDERS:
         raise InvalidArgumentError(f"order: {order!r} is not one of {', '.join(ORDERS)}")
-    if order != "raw" and not signed:
-        raise InvalidArgumentError(
-            f"order: {order!r} is defined for signed operands; unsigned tables are in raw order")
+    return getattr(lib, _C_ORDERS[order])
 
 
-def _flip(order, bits):
-    """File row r holds raw pattern r ^ flip (offset order moves the sign bit)."""
-    return 1 << (bits - 1) if order == "offset" else 0
+def parse_table(data, *, format, signed, order="raw", bits=None):
+    """(flat entries in raw-pattern order, bits) of a binary, C or text table's bytes.
 
+    The one table parser (the C library's): it checks the entry count, the
+    product range and the order, and undoes the order's row permutation.
 
-def _product_range(bits, signed):
-    if signed:
-        return -(1 << (2 * bits - 1)), (1 << (2 * bits - 1)) - 1
-    return 0, (1 << (2 * bits)) - 1
-
-
-def read_table(path, *, signed, order="raw", format=None, bits=None):
-    """(raw-pattern table rows as lists or a NumPy array, bits) read from a file."""
-    from .multipliers import _int
-
-    format = format_of(path, format)
-    signed = bool(signed)
-    _check_order(order, signed)
-    if bits is not None:
-        bits = _int(bits, "bits")
-    if format in ("npy", "npz"):
-        return _read_numpy(path, format, signed, order, bits)
-    try:
-        with open(path, "rb") as file:
-            data = file.read()
-    except OSError as error:
-        raise LibraryIOError(f"cannot read table file {os.fspath(path)}: {error.strerror}") from error
+    >>> parse_table(b"0 0\\n0 1\\n", format="text", signed=False)
+    ([0, 0, 0, 1], 1)
+    """
+    order_code = _order_code(order)
+    if format not in _C_FORMATS:
+        raise InvalidArgumentError(f"format: {format!r} is not one of {', '.join(_C_FORMATS)}")
     out = ffi.new("int32_t[]", 1 << 16)
     bits_out = ffi.new("int *")
-    try:
-        with ffi.from_buffer(data) as pointer:
-            check(lib.approxmul_table_parse(
-                pointer, len(data), getattr(lib, _C_FORMATS[format]), bits or 0,
-                signed, getattr(lib, _C_ORDERS[order]), out, 1 << 16, bits_out))
-    except FormatError as error:
-        raise FormatError(f"{os.fspath(path)} (read as {format}): {error}") from None
+    with ffi.from_buffer(data) as pointer:  # released right after the call
+        check(lib.approxmul_table_parse(
+            pointer, len(data), getattr(lib, _C_FORMATS[format]),
+            0 if bits is None else as_int(bits, "bits"), bool(signed),
+            order_code, out, 1 << 16, bits_out))
     side = 1 << bits_out[0]
-    flat = ffi.unpack(out, side * side)
-    return [flat[r * side:(r + 1) * side] for r in range(side)], bits_out[0]
+    return ffi.unpack(out, side * side), bits_out[0]
 
 
-def _read_numpy(path, format, signed, order, bits):
-    try:
-        import numpy as np
-    except ImportError:
-        raise UnsupportedError(f"reading {format} files needs NumPy (pip install numpy)") from None
+def _text_rows(rows):
+    return "".join(" ".join(map(str, row)) + "\n" for row in rows).encode()
+
+
+def _numpy_array(path, format):
+    """The one array in a .npy/.npz file (its entries are checked by the parser)."""
+    np = numpy_module()
+    if np is None:
+        import numpy as np  # reading NumPy's own files needs it anyway
     name = os.fspath(path)
     try:
         loaded = np.load(path, allow_pickle=False)
@@ -124,82 +126,133 @@ def _read_numpy(path, format, signed, order, bits):
             raise FormatError(f"{name}: a .npy array, not a .npz archive; use format='npy'")
         with loaded:
             keys = list(loaded.keys())
-            if "table" in keys:
-                key = "table"
-            elif len(keys) == 1:
-                key = keys[0]
-            else:
+            if "table" not in keys and len(keys) != 1:
                 raise FormatError(f"{name}: archive holds {keys}; expected one array or one "
                                   f"named 'table'")
-            array = loaded[key]
-    else:
-        array = loaded
-    side = array.shape[0] if array.ndim == 2 else 0
-    found = side.bit_length() - 1
-    if array.ndim != 2 or array.shape[0] != array.shape[1] or side != 1 << found or not 1 <= found <= 8:
-        raise FormatError(f"{name}: shape {array.shape}; expected a 2^n x 2^n table, n in 1..8")
-    if bits is not None and bits != found:
-        raise FormatError(f"{name}: a {side} x {side} table has {found}-bit operands, not {bits}")
-    if array.dtype.kind not in "iu":
-        raise FormatError(f"{name}: dtype {array.dtype}; expected integer entries")
-    low, high = _product_range(found, signed)
-    if array.size and (int(array.min()) < low or int(array.max()) > high):
-        bad = int(array.min()) if int(array.min()) < low else int(array.max())
-        raise FormatError(f"{name}: entry {bad} does not fit the {2 * found}-bit "
-                          f"{'signed' if signed else 'unsigned'} product range {low}..{high}")
-    index = np.arange(side) ^ _flip(order, found)  # raw pattern of each file row
-    table = np.empty((side, side), dtype=np.int32)
-    table[np.ix_(index, index)] = array
-    return table, found
+            loaded = loaded["table" if "table" in keys else keys[0]]
+    if loaded.ndim != 2 or loaded.dtype.kind not in "iu":
+        raise FormatError(f"{name}: shape {loaded.shape}, dtype {loaded.dtype}; expected a 2-D "
+                          f"integer table")
+    return loaded
 
 
-def write_table(multiplier, path, *, format=None, order="raw"):
-    """Write ``multiplier``'s table to ``path`` (see :meth:`Multiplier.save`)."""
+def read_table(path, *, signed, order="raw", format=None, bits=None):
+    """(raw-pattern table as a list of rows, bits) read from a table file.
+
+    The operand order is stated, never guessed; see the module docs.
+    """
     format = format_of(path, format)
-    signed, bits = multiplier.signed, multiplier.bits
-    _check_order(order, signed)
-    if bits > 8:
-        raise UnsupportedError(f"a {bits}-bit multiplier has no table file (at most 8 bits)")
-    raw = multiplier.table().tolist()
-    low, high = _product_range(bits, signed)
-    for r, row in enumerate(raw):
-        for c, value in enumerate(row):
-            if not low <= value <= high:
-                raise InvalidArgumentError(
-                    f"product [{r}][{c}] = {value} does not fit the {2 * bits}-bit "
-                    f"{'signed' if signed else 'unsigned'} product range {low}..{high} that "
-                    f"table files hold")
-    side, flip = 1 << bits, _flip(order, bits)
-    rows = [[raw[r ^ flip][c ^ flip] for c in range(side)] for r in range(side)]
-    spec = multiplier.spec or multiplier.name
+    _order_code(order)
+    name = os.fspath(path)
+    where = f"read as {format}"
     if format in ("npy", "npz"):
-        import numpy as np
-        array = np.array(rows, dtype=np.int32)
+        array_ = _numpy_array(path, format)
+        data, parse_as = _text_rows(array_.tolist()), "text"
+        where += f", shape {array_.shape}"
+    else:
+        try:
+            with open(path, "rb") as file:
+                data = file.read()
+        except OSError as error:
+            raise LibraryIOError(f"cannot read table file {name}: {error.strerror}") from error
+        parse_as = format
+    try:
+        flat, found = parse_table(data, format=parse_as, signed=signed, order=order, bits=bits)
+    except FormatError as error:
+        raise FormatError(f"{name} ({where}): {error}") from None
+    side = 1 << found
+    return [flat[r * side:(r + 1) * side] for r in range(side)], found
+
+
+def write_table(table, path, *, signed, format=None, order="raw", spec=None):
+    """Write a raw-pattern product table (2^n x 2^n rows or array) to ``path``.
+
+    ``format`` comes from the extension unless given; ``order`` is the file's
+    row order. The C parser checks the entries and permutes the rows, so a
+    written file always reads back exactly. :meth:`Multiplier.save` calls this.
+    """
+    format = format_of(path, format)
+    rows = table.tolist() if hasattr(table, "tolist") else [list(row) for row in table]
+    try:
+        flat, bits = parse_table(_text_rows(rows), format="text", signed=signed, order=order)
+    except FormatError as error:
+        raise InvalidArgumentError(f"cannot write this table to a file: {error}") from None
+    side = 1 << bits
+    rows = [flat[r * side:(r + 1) * side] for r in range(side)]
+    kind = "signed" if signed else "unsigned"
+    label = f"approxmul product table: {spec or 'table'}; {kind} {bits}-bit operands, {order} order"
+    if format in ("npy", "npz"):
+        np = numpy_module()
+        if np is None:
+            import numpy as np  # writing NumPy's own files needs it anyway
+        array_ = np.array(rows, dtype=np.int32)
         with open(path, "wb") as file:  # np.save* would append an extension
-            (np.save if format == "npy" else lambda f, a: np.savez(f, table=a))(file, array)
+            (np.save if format == "npy" else lambda f, a: np.savez(f, table=a))(file, array_)
         return
     if format == "binary":
-        data = bytearray()
-        for row in rows:
-            for value in row:
-                data += (value & 0xFFFF).to_bytes(2, "little")
+        data = array.array("H", [value & 0xFFFF for value in flat])
+        if sys.byteorder == "big":  # the files are little-endian
+            data.byteswap()
+        data = data.tobytes()
     elif format == "c":
         ctype = "int16_t" if signed else "uint16_t"
-        lines = ["/* approxmul product table: " + spec,
-                 f"   {'signed' if signed else 'unsigned'} {bits}-bit operands, {order} order: "
-                 f"lut[x][y] = mul(x, y) */",
-                 "#include <stdint.h>",
+        lines = [f"/* {label}", "   lut[x][y] = mul(x, y) */", "#include <stdint.h>",
                  f"const {ctype} lut[{side}][{side}] = {{"]
         lines += ["    {" + ", ".join(map(str, row)) + "}," for row in rows]
         lines.append("};")
         data = ("\n".join(lines) + "\n").encode()
     else:
         separator = ", " if str(path).lower().endswith(".csv") else " "
-        header = (f"# approxmul product table: {spec}; {'signed' if signed else 'unsigned'} "
-                  f"{bits}-bit operands, {order} order\n")
-        data = (header + "".join(separator.join(map(str, row)) + "\n" for row in rows)).encode()
+        data = (f"# {label}\n" + "".join(separator.join(map(str, row)) + "\n"
+                                         for row in rows)).encode()
     try:
         with open(path, "wb") as file:
             file.write(data)
     except OSError as error:
         raise LibraryIOError(f"cannot write {os.fspath(path)}: {error.strerror}") from error
+
+
+def flatten_table(table):
+    """(array.array('i') of an in-memory table's entries in row-major order, side length).
+
+    ``table`` is a NumPy array, a buffer of int32 values or a sequence of rows.
+
+    >>> flatten_table([[1, 2], [3, 4]])
+    (array('i', [1, 2, 3, 4]), 2)
+    """
+    np = numpy_module()
+    if np is not None and isinstance(table, np.ndarray):
+        if table.dtype.kind not in "iu":
+            raise DTypeError(f"table: dtype {table.dtype} is not an integer type")
+        if table.ndim != 2 or table.shape[0] != table.shape[1]:
+            raise ShapeError(f"table: expected a square 2-D array, got shape {table.shape}")
+        if table.size and (table.min() < -2**31 or table.max() > 2**31 - 1):
+            raise InvalidArgumentError("table: entries must fit int32")
+        flat = array.array("i")
+        flat.frombytes(np.ascontiguousarray(table, dtype=np.int32).tobytes())
+        return flat, table.shape[0]
+    try:
+        view = memoryview(table)
+    except TypeError:
+        view = None
+    if view is not None:
+        if view.format.lstrip("@=") not in ("i", "l") or view.itemsize != 4:
+            raise DTypeError(f"table: buffer format {view.format!r}; expected int32 entries")
+        flat = array.array("i")
+        flat.frombytes(view.tobytes())
+        side = int(round(len(flat) ** 0.5))
+        if view.ndim == 2 and view.shape[0] != view.shape[1] or side * side != len(flat):
+            raise ShapeError(f"table: {len(flat)} entries do not form a square table")
+        return flat, side
+    rows = list(table)
+    flat = array.array("i")
+    for index, row in enumerate(rows):
+        row = list(row)
+        if len(row) != len(rows):
+            raise ShapeError(f"table: row {index} has {len(row)} entries, expected {len(rows)}")
+        for value in row:
+            value = as_int(value, "table entry")
+            if not -2**31 <= value < 2**31:
+                raise InvalidArgumentError(f"table: entry {value} does not fit int32")
+            flat.append(value)
+    return flat, len(rows)

@@ -1,11 +1,16 @@
-"""The Multiplier: an n x n bit approximate (or exact) integer multiplier."""
+"""The Multiplier (an n x n bit approximate or exact integer multiplier) and
+:func:`multiplier`, the one function that makes one from anything naming it.
+"""
 
 import array
 import os
 
-from ._buffers import numpy_module
+from . import formats, specs, vendor
+from ._buffers import as_int
 from ._library import c_string, check, ffi, lib
-from .errors import CallbackError, DTypeError, InvalidArgumentError, ShapeError
+from .errors import CallbackError, InvalidArgumentError, ShapeError
+
+__all__ = ["Multiplier", "load_multiplier", "multiplier"]
 
 
 class Multiplier:
@@ -45,7 +50,7 @@ class Multiplier:
         >>> Multiplier.exact(bits=4).product(15, 15)
         225
         """
-        return cls._create(lib.approxmul_multiplier_exact, _int(bits, "bits"), bool(signed))
+        return cls._create(lib.approxmul_multiplier_exact, as_int(bits, "bits"), bool(signed))
 
     @classmethod
     def from_table(cls, table, signed=False):
@@ -62,7 +67,7 @@ class Multiplier:
         >>> Multiplier.from_table(t).product(3, 2)
         6
         """
-        flat, side = _flatten_table(table)
+        flat, side = formats.flatten_table(table)
         bits = side.bit_length() - 1
         if side < 2 or side > 256 or side != 1 << bits:
             raise ShapeError(f"table: {side} x {side} is not a 2^n x 2^n table with n in 1..8")
@@ -124,7 +129,7 @@ class Multiplier:
         16384
         """
         out = ffi.new("int64_t *")
-        check(lib.approxmul_multiplier_product(self.handle, _int(a, "a"), _int(b, "b"), out))
+        check(lib.approxmul_multiplier_product(self.handle, as_int(a, "a"), as_int(b, "b"), out))
         return out[0]
 
     def table(self):
@@ -152,22 +157,12 @@ class Multiplier:
 
     @classmethod
     def from_spec(cls, spec):
-        """A built-in family from a spec string ``family[:key=value,...]``.
+        """Same as :func:`approxmul_cffi.multiplier` (kept for existing code).
 
-        Families (``approxmul_cffi.families()`` lists them with their papers):
-        exact, truncated, bam, drum, dsm, mitchell, ilm, roba. Omitted
-        parameters take defaults (bits=8, signed=0). For table files and C
-        models use :func:`approxmul_cffi.multiplier`, which accepts those too.
-
-        >>> m = Multiplier.from_spec("drum:k=4")
-        >>> m.product(200, 57), m.spec
-        (12480, 'drum:bits=8,signed=0,k=4')
+        >>> Multiplier.from_spec("drum:k=4").spec
+        'drum:bits=8,signed=0,k=4'
         """
-        if not isinstance(spec, str):
-            raise DTypeError(f"spec: expected a string, got {type(spec).__name__}")
-        if "\0" in spec:  # C would silently stop reading there
-            raise InvalidArgumentError(f"spec: {spec!r} contains a NUL character")
-        return cls._create(lib.approxmul_multiplier_from_spec, spec.encode())
+        return multiplier(spec)
 
     @property
     def spec(self):
@@ -214,10 +209,8 @@ class Multiplier:
         >>> m.product(2, 3)
         7
         """
-        from . import vendor
-
         entry = vendor.parse_signature(signature)
-        bits = entry[4] if bits is None else _int(bits, "bits")
+        bits = entry[4] if bits is None else as_int(bits, "bits")
         signed = entry[2].startswith("int") if signed is None else bool(signed)
         function, keepalive = vendor.open_function(library_path, symbol, entry)
         out = ffi.new("approxmul_multiplier **")
@@ -240,12 +233,12 @@ class Multiplier:
         >>> m.product(3, 3)
         8
         """
-        bits = _int(bits, "bits")
+        bits = as_int(bits, "bits")
         failure = []
 
         def call(_, a, b, out):
             try:
-                out[0] = _int(function(a, b), "product")
+                out[0] = as_int(function(a, b), "product")
                 return 0
             except BaseException as error:  # never let it unwind through C
                 failure.append((a, b, error))
@@ -268,17 +261,16 @@ class Multiplier:
 
         Formats: binary (.bin), c (.h/.c), text (.txt/.csv), npy, npz; orders:
         raw, twos, offset (signed only). See :mod:`approxmul_cffi.formats`;
-        :func:`approxmul_cffi.load_multiplier` reads them back exactly.
+        :func:`approxmul_cffi.multiplier` reads them back exactly.
 
         >>> import tempfile, os, approxmul_cffi as am
         >>> path = os.path.join(tempfile.mkdtemp(), "mitchell.bin")
-        >>> Multiplier.from_spec("mitchell").save(path)
-        >>> am.load_multiplier(path, signed=False).product(200, 57)
+        >>> am.multiplier("mitchell").save(path)
+        >>> am.multiplier(path, signed=False).product(200, 57)
         11008
         """
-        from .formats import write_table
-
-        write_table(self, path, format=format, order=order)
+        formats.write_table(self.table(), path, signed=self.signed, format=format, order=order,
+                            spec=self.spec or self.name)
 
     def metrics(self):
         """Error metrics over every operand pair as a dict (definitions: docs/metrics.md).
@@ -324,8 +316,6 @@ class Multiplier:
         if spec is None:
             raise TypeError("this multiplier has no spec (in-memory table or callable); "
                             "save it to a table file and load that instead")
-        from .specs import multiplier
-
         return multiplier, (spec,)
 
     # ------------------------------------------------------------ lifetime
@@ -354,47 +344,78 @@ _METRICS = ("mae", "mae_percent", "mse", "wce", "wce_percent", "wcre_percent", "
             "zero_product_pairs")
 
 
-def _int(value, name):
-    if isinstance(value, bool) or not hasattr(value, "__index__"):
-        raise DTypeError(f"{name}: expected an integer, got {type(value).__name__}")
-    return value.__index__()
+def _load_table(path, signed, order, format, bits):
+    table, found = formats.read_table(path, signed=signed, order=order, format=format, bits=bits)
+    m = Multiplier.from_table(table, signed=signed)
+    m._spec = (f"file:{os.path.abspath(os.fspath(path))}?format={formats.format_of(path, format)}"
+               f"&order={order}&signed={int(bool(signed))}&bits={found}")
+    return m
 
 
-def _flatten_table(table):
-    """(array.array('i') of the entries in row-major order, side length)."""
-    np = numpy_module()
-    if np is not None and isinstance(table, np.ndarray):
-        if table.dtype.kind not in "iu":
-            raise DTypeError(f"table: dtype {table.dtype} is not an integer type")
-        if table.ndim != 2 or table.shape[0] != table.shape[1]:
-            raise ShapeError(f"table: expected a square 2-D array, got shape {table.shape}")
-        if table.size and (table.min() < -2**31 or table.max() > 2**31 - 1):
-            raise InvalidArgumentError("table: entries must fit int32")
-        flat = array.array("i")
-        flat.frombytes(np.ascontiguousarray(table, dtype=np.int32).tobytes())
-        return flat, table.shape[0]
+def multiplier(spec, *, signed=None, order=None, format=None, bits=None):
+    """A Multiplier from anything that names one: the one way to make or load one.
+
+    ``spec`` is a built-in family spec, a table file (a path, or a
+    ``file:`` spec), a vendor C model spec (:mod:`approxmul_cffi.specs`), or
+    a Multiplier (returned as is). The keywords are a table file's options
+    (default: unsigned, raw order, format from the extension, bits from the
+    entry count); given any, ``spec`` is read as a path.
+
+    >>> multiplier("drum:k=4").product(200, 57)
+    12480
+    >>> multiplier(multiplier("ilm:iterations=1").spec).product(200, 57)
+    11328
+    >>> import os, tempfile
+    >>> path = os.path.join(tempfile.mkdtemp(), "t.txt")
+    >>> rows = [[a * b for b in range(-2, 2)] for a in range(-2, 2)]  # offset order
+    >>> _ = open(path, "w").write("\\n".join(" ".join(map(str, r)) for r in rows))
+    >>> m = multiplier(path, signed=True, order="offset")
+    >>> m.product(-2, -1), int(m.table()[3][2])   # raw pattern 3 is -1, 2 is -2
+    (2, 2)
+    """
+    given = {k: v for k, v in dict(signed=signed, order=order, format=format, bits=bits).items()
+             if v is not None}
+    if isinstance(spec, Multiplier):
+        if given:
+            raise InvalidArgumentError(f"table file options {sorted(given)} given with a "
+                                       "Multiplier")
+        return spec
+    parsed = (("file", os.fspath(spec), {}) if given and isinstance(spec, (str, os.PathLike))
+              and not str(spec).startswith(("file:", "c:")) else specs.parse(spec))
+    kind = parsed[0]
+    if kind == "file":
+        _, path, options = parsed
+        for key, value in given.items():
+            if options.setdefault(key, value) != value:
+                raise InvalidArgumentError(f"{key}: {value!r} given, the spec says "
+                                           f"{options[key]!r}")
+        return _load_table(path, bool(options.get("signed", False)),
+                           options.get("order", "raw"), options.get("format"),
+                           options.get("bits"))
+    if given:
+        raise InvalidArgumentError(f"table file options {sorted(given)} given with the "
+                                   f"{'C model' if kind == 'c' else 'family'} spec {spec!r}")
+    if kind == "c":
+        _, library, symbol, signature, options = parsed
+        return Multiplier.from_c_function(library, symbol, signature, **options)
+    text = parsed[1]
+    if "\0" in text:  # C would silently stop reading there
+        raise InvalidArgumentError(f"spec: {text!r} contains a NUL character")
     try:
-        view = memoryview(table)
-    except TypeError:
-        view = None
-    if view is not None:
-        if view.format.lstrip("@=") not in ("i", "l") or view.itemsize != 4:
-            raise DTypeError(f"table: buffer format {view.format!r}; expected int32 entries")
-        flat = array.array("i")
-        flat.frombytes(view.tobytes())
-        side = int(round(len(flat) ** 0.5))
-        if view.ndim == 2 and view.shape[0] != view.shape[1] or side * side != len(flat):
-            raise ShapeError(f"table: {len(flat)} entries do not form a square table")
-        return flat, side
-    rows = list(table)
-    flat = array.array("i")
-    for index, row in enumerate(rows):
-        row = list(row)
-        if len(row) != len(rows):
-            raise ShapeError(f"table: row {index} has {len(row)} entries, expected {len(rows)}")
-        for value in row:
-            value = _int(value, "table entry")
-            if not -2**31 <= value < 2**31:
-                raise InvalidArgumentError(f"table: entry {value} does not fit int32")
-            flat.append(value)
-    return flat, len(rows)
+        return Multiplier._create(lib.approxmul_multiplier_from_spec, text.encode())
+    except InvalidArgumentError as error:
+        if str(error).startswith("unknown multiplier family"):
+            raise InvalidArgumentError(str(error) + specs.HINT) from None
+        raise
+
+
+def load_multiplier(path, signed=False, order="raw", format=None, bits=None):
+    """Same as ``multiplier(path, signed=..., order=..., format=..., bits=...)`` (kept for existing code).
+
+    >>> import tempfile, os
+    >>> path = os.path.join(tempfile.mkdtemp(), "m.npy")
+    >>> multiplier("mitchell").save(path)
+    >>> load_multiplier(path).product(200, 57)
+    11008
+    """
+    return multiplier(path, signed=signed, order=order, format=format, bits=bits)

@@ -1,13 +1,23 @@
-"""Operations whose every multiplication goes through a :class:`Multiplier`."""
+"""Operations whose every multiplication goes through a :class:`Multiplier`.
 
-from ._buffers import (DTYPE_NAMES, as_matrix, as_tensor, is_ndarray, new_tensor,
-                       numpy_module)
+Every op takes ``(operands..., multiplier)``, the operands' zero points as
+keywords (only the code-by-code product goes through the multiplier, the
+zero-point cross terms are exact), and an optional ``out=`` keyword. Every
+argument is checked by the C library, which also computes every output
+shape and type; this module only translates Python objects to C terms.
+"""
+
+from ._buffers import (DTYPE_NAMES, Tensor, as_int, as_matrix, as_tensor, is_ndarray,
+                       new_tensor, numpy_module)
 from ._library import check, ffi, lib
-from .errors import DTypeError, InvalidArgumentError, OperandRangeError, ShapeError
+from .errors import DTypeError, InvalidArgumentError, ShapeError
 from .multipliers import Multiplier
 
+__all__ = ["accumulator_dtype", "bmm", "conv2d", "conv2d_output_shape", "linear", "matmul",
+           "multiply"]
 
-def _multiplier(multiplier):
+
+def _handle(multiplier):
     if not isinstance(multiplier, Multiplier):
         raise DTypeError(f"multiplier: expected a Multiplier, got {type(multiplier).__name__}")
     return multiplier.handle
@@ -25,21 +35,43 @@ def accumulator_dtype(multiplier, inner, a_zero_point=0, b_zero_point=0):
     ('int32', 'int64')
     """
     out = ffi.new("approxmul_dtype *")
-    check(lib.approxmul_accumulator_dtype(_multiplier(multiplier), inner, a_zero_point,
+    check(lib.approxmul_accumulator_dtype(_handle(multiplier), inner, a_zero_point,
                                           b_zero_point, out))
     return DTYPE_NAMES[out[0]]
 
 
-def _output(out, rows, cols, dtype, like_numpy):
-    if out is None:
-        return new_tensor((rows, cols), dtype, like_numpy), None
-    view = as_matrix(out, "out", writable=True)
-    if (view.rows, view.cols) != (rows, cols):
-        raise ShapeError(f"out: shape ({view.rows}, {view.cols}), expected ({rows}, {cols})")
-    return out, view
+def _output(out, shape, dtype, like_numpy):
+    """(result object, its writable Tensor): a fresh array, or ``out`` checked against shape."""
+    result = new_tensor(shape, dtype, like_numpy) if out is None else out
+    view = as_tensor(result, "out", len(shape), writable=True)
+    if view.shape != tuple(shape):
+        view.release()
+        raise ShapeError(f"out: shape {view.shape}, expected {tuple(shape)}")
+    return result, view
 
 
-def matmul(a, b, multiplier, out=None, *, a_zero_point=0, b_zero_point=0):
+def _transposed(view):
+    """The same 2-D Tensor read as its transpose (strides swapped, no copy)."""
+    return Tensor(view.name, view.dtype, view.pointer, view.shape[::-1], view.strides[::-1],
+                  view.keepalive, view.buffer)
+
+
+def _gemm(multiplier, av, bv, out, like_numpy, a_zero_point, b_zero_point):
+    """out = av @ bv through the multiplier (the one matmul call of matmul and linear)."""
+    handle = _handle(multiplier)
+    with av, bv:  # buffers exported only for the call
+        if av.cols != bv.rows:
+            raise ShapeError(f"{av.name} is {av.rows} x {av.cols} and {bv.name} is "
+                             f"{bv.rows} x {bv.cols}: inner sizes {av.cols} and {bv.rows} differ")
+        dtype = accumulator_dtype(multiplier, av.cols, a_zero_point, b_zero_point)
+        result, cv = _output(out, (av.rows, bv.cols), dtype, like_numpy)
+        with cv:
+            check(lib.approxmul_matmul(handle, av.rows, bv.cols, av.cols, *av.args(),
+                                       *bv.args(), a_zero_point, b_zero_point, *cv.args()))
+    return result
+
+
+def matmul(a, b, multiplier, *, a_zero_point=0, b_zero_point=0, out=None):
     """Approximate matrix product: ``out[i, j] = sum_k mul(a[i, k], b[k, j])``.
 
     ``a`` (rows x inner) and ``b`` (inner x cols) hold operand codes: int8
@@ -60,35 +92,89 @@ def matmul(a, b, multiplier, out=None, *, a_zero_point=0, b_zero_point=0):
     >>> am.matmul(a, a, m).tolist()
     [[-5, -10], [15, 10]]
     """
-    handle = _multiplier(multiplier)
-    av, bv = as_matrix(a, "a"), as_matrix(b, "b")
-    if av.cols != bv.rows:
-        raise ShapeError(f"a is {av.rows} x {av.cols} and b is {bv.rows} x {bv.cols}: "
-                         f"inner sizes {av.cols} and {bv.rows} differ")
-    dtype = accumulator_dtype(multiplier, av.cols, a_zero_point, b_zero_point)
-    result, cv = _output(out, av.rows, bv.cols, dtype, is_ndarray(a) or is_ndarray(b))
-    if cv is None:
-        cv = as_matrix(result, "out", writable=True)
-    with av, bv, cv:  # buffers exported only for the call
-        check(lib.approxmul_matmul(handle, av.rows, bv.cols, av.cols, *av.args(), *bv.args(),
-                                   a_zero_point, b_zero_point, *cv.args()))
-    return result
+    return _gemm(multiplier, as_matrix(a, "a"), as_matrix(b, "b"), out,
+                 is_ndarray(a) or is_ndarray(b), a_zero_point, b_zero_point)
 
 
-def multiply(a, b, multiplier, out=None):
+def _add_bias(result, bias, out):
+    """``result + bias`` along the last axis, int64 (into ``out`` when given)."""
+    np = numpy_module()
+    if np is not None and (is_ndarray(result) or is_ndarray(bias)):
+        bias = np.asarray(bias)
+        if bias.dtype.kind not in "iu":
+            raise DTypeError(f"bias: dtype {bias.dtype}; expected integers in the "
+                             "accumulator's scale")
+        if bias.shape != result.shape[-1:]:
+            raise ShapeError(f"bias: shape {bias.shape}, expected ({result.shape[-1]},)")
+        return np.add(result, bias, out=out, dtype=np.int64)
+    values = [as_int(v, "bias") for v in bias]
+    rows, cols = result.shape
+    if len(values) != cols:
+        raise ShapeError(f"bias: {len(values)} values, expected {cols}")
+    target, view = _output(out, (rows, cols), "int64", False)
+    with view:
+        if view.dtype != "int64":
+            raise DTypeError(f"out: dtype {view.dtype}; a linear layer with a bias gives int64")
+    for i in range(rows):
+        for j in range(cols):
+            target[i, j] = result[i, j] + values[j]
+    return target
+
+
+def linear(x, w, multiplier, bias=None, *, x_zero_point=0, w_zero_point=0, out=None):
+    """A linear layer on codes: ``x @ w.T + bias``, every product ``mul(x, w)``.
+
+    ``x`` is ... x in_features (any leading dimensions with NumPy; 2-D
+    buffers otherwise), ``w`` is out_features x in_features as in PyTorch.
+    Zero points as in :func:`matmul`. ``bias``: out_features integers in the
+    accumulator's scale; with it the result is int64, else the dtype of
+    :func:`matmul`. Rescaling is the caller's (see
+    :func:`approxmul_cffi.quant.requantize`).
+
+    >>> import numpy as np, approxmul_cffi as am
+    >>> m = am.Multiplier.exact(bits=8, signed=True)
+    >>> x = np.array([[1, 2, 3]], np.int8); w = np.array([[1, 0, -1], [2, 2, 2]], np.int8)
+    >>> am.linear(x, w, m).tolist(), am.linear(x, w, m, bias=[10, -12]).tolist()
+    ([[-2, 12]], [[8, 0]])
+    """
+    lead = None
+    if is_ndarray(x):
+        np = numpy_module()
+        x = np.asanyarray(x)
+        if x.ndim != 2:  # leading dimensions fold into rows, and come back at the end
+            lead = x.shape[:-1]
+            x = x.reshape(-1, x.shape[-1] if x.ndim else 1)
+            if out is not None and bias is None:
+                out = out.reshape(-1, out.shape[-1] if out.ndim else 1)
+    acc_out = out if bias is None else None
+    result = _gemm(multiplier, as_matrix(x, "x"), _transposed(as_matrix(w, "w")), acc_out,
+                   is_ndarray(x) or is_ndarray(w), x_zero_point, w_zero_point)
+    if bias is not None:
+        if lead is not None and out is not None:
+            out = out.reshape(result.shape)
+        result = _add_bias(result, bias, out)
+    return result if lead is None else result.reshape(lead + result.shape[-1:])
+
+
+def multiply(a, b, multiplier, *, a_zero_point=0, b_zero_point=0, out=None):
     """Elementwise approximate product ``out = mul(a, b)``.
 
     NumPy inputs broadcast against each other and may have any number of
-    dimensions; buffers must have equal shapes (1-D or 2-D). The result is
-    int32 when the multiplier's products fit it, else int64.
+    dimensions; buffers must have equal shapes (1-D or 2-D). With zero
+    points each element is the one-term :func:`matmul`:
+    ``mul(a, b) - b_zero_point * a - a_zero_point * b + a_zero_point * b_zero_point``.
+    The result is int32 when it cannot overflow it, else int64.
 
     >>> import numpy as np, approxmul_cffi as am
     >>> m = am.Multiplier.exact(bits=8)
     >>> am.multiply(np.array([200, 3], np.uint8), np.array([2, 3], np.uint8), m).tolist()
     [400, 9]
+    >>> am.multiply(np.array([200, 3], np.uint8), np.array([2, 3], np.uint8), m,
+    ...             a_zero_point=3, b_zero_point=2).tolist()
+    [0, 0]
     """
-    handle = _multiplier(multiplier)
-    dtype = accumulator_dtype(multiplier, 1)
+    handle = _handle(multiplier)
+    dtype = accumulator_dtype(multiplier, 1, a_zero_point, b_zero_point)
     if is_ndarray(a) or is_ndarray(b):
         np = numpy_module()
         a, b = np.broadcast_arrays(np.asarray(a), np.asarray(b))
@@ -103,32 +189,30 @@ def multiply(a, b, multiplier, out=None):
         out2d = out.reshape(a.shape)
         if not np.shares_memory(out2d, out):  # reshape had to copy: write through a view
             raise ShapeError("out: must be reshapeable to 2-D without a copy")
-        av, bv, cv = as_matrix(a, "a"), as_matrix(b, "b"), as_matrix(out2d, "out", writable=True)
+        result, av, bv = out, as_matrix(a, "a"), as_matrix(b, "b")
+        cv = as_matrix(out2d, "out", writable=True)
     else:
         av, bv = as_matrix(a, "a"), as_matrix(b, "b")
         if (av.rows, av.cols) != (bv.rows, bv.cols):
             raise ShapeError(f"a is {av.rows} x {av.cols} and b is {bv.rows} x {bv.cols}")
-        out, cv = _output(out, av.rows, av.cols, dtype, False)
-        if cv is None:
-            cv = as_matrix(out, "out", writable=True)
+        result, cv = _output(out, (av.rows, av.cols), dtype, False)
     with av, bv, cv:
-        check(lib.approxmul_multiply(handle, av.rows, av.cols, *av.args(), *bv.args(),
-                                     *cv.args()))
-    return out
+        if not (a_zero_point or b_zero_point):
+            check(lib.approxmul_multiply(handle, av.rows, av.cols, *av.args(), *bv.args(),
+                                         *cv.args()))
+        elif av.cols:
+            # each row as a batch of 1 x 1 x 1 matmuls: the C library applies the zero points
+            for i in range(av.rows):
+                check(lib.approxmul_bmm(
+                    handle, av.cols, 1, 1, 1,
+                    av.code, av.pointer + i * av.row_stride, av.col_stride, 0, 0,
+                    bv.code, bv.pointer + i * bv.row_stride, bv.col_stride, 0, 0,
+                    a_zero_point, b_zero_point,
+                    cv.code, cv.pointer + i * cv.row_stride, cv.col_stride, 0, 0))
+    return result
 
 
-def _out_tensor(out, shape, dtype, like_numpy):
-    if out is None:
-        result = new_tensor(shape, dtype, like_numpy)
-    else:
-        result = out
-    view = as_tensor(result, "out", len(shape), writable=True)
-    if view.shape != tuple(shape):
-        raise ShapeError(f"out: shape {view.shape}, expected {tuple(shape)}")
-    return result, view
-
-
-def bmm(a, b, multiplier, out=None, *, a_zero_point=0, b_zero_point=0):
+def bmm(a, b, multiplier, *, a_zero_point=0, b_zero_point=0, out=None):
     """Batched approximate matmul: ``out[t] = matmul(a[t], b[t])`` for each batch entry t.
 
     ``a`` is batch x rows x inner, ``b`` batch x inner x cols (as in
@@ -143,14 +227,14 @@ def bmm(a, b, multiplier, out=None, *, a_zero_point=0, b_zero_point=0):
     >>> am.bmm(a, b, m).tolist()
     [[[12, 12]], [[12, 12]]]
     """
-    handle = _multiplier(multiplier)
+    handle = _handle(multiplier)
     at, bt = as_tensor(a, "a", 3), as_tensor(b, "b", 3)
     (batch, rows, inner), (batch_b, inner_b, cols) = at.shape, bt.shape
     if batch != batch_b or inner != inner_b:
         raise ShapeError(f"a is {at.shape} and b is {bt.shape}: batch sizes and inner sizes "
                          f"must match")
     dtype = accumulator_dtype(multiplier, inner, a_zero_point, b_zero_point)
-    result, ct = _out_tensor(out, (batch, rows, cols), dtype, is_ndarray(a) or is_ndarray(b))
+    result, ct = _output(out, (batch, rows, cols), dtype, is_ndarray(a) or is_ndarray(b))
     with at, bt, ct:  # buffers exported only for the call
         check(lib.approxmul_bmm(handle, batch, rows, cols, inner,
                                 at.code, at.pointer, *at.strides,
@@ -160,18 +244,41 @@ def bmm(a, b, multiplier, out=None, *, a_zero_point=0, b_zero_point=0):
     return result
 
 
-def _pair(value, name, minimum):
+def _pair(value, name):
+    """An int or a pair of ints as a pair (their values are the C library's to check)."""
     if isinstance(value, int) and not isinstance(value, bool):
-        value = (value, value)
+        return (value, value)
     try:
-        pair = tuple(int(v) for v in value)
-    except TypeError:
-        raise InvalidArgumentError(f"{name}: expected an int or a pair of ints") from None
+        pair = tuple(as_int(v, name) for v in value)
+    except (TypeError, DTypeError):
+        pair = ()
     if len(pair) != 2:
         raise InvalidArgumentError(f"{name}: expected an int or a pair of ints, got {value!r}")
-    if any(v < minimum for v in pair):
-        raise InvalidArgumentError(f"{name}: {value!r}; each must be >= {minimum}")
     return pair
+
+
+def _conv2d_output(multiplier, x_shape, w_shape, stride, padding, dilation, groups,
+                   x_zero_point=0, w_zero_point=0):
+    """(output shape, dtype name or None) from the C library, which checks everything."""
+    shape, dtype = ffi.new("int64_t[4]"), ffi.new("approxmul_dtype *")
+    handle = ffi.NULL if multiplier is None else _handle(multiplier)
+    for name, value in (("x", x_shape), ("w", w_shape)):
+        if len(value) != 4:
+            raise ShapeError(f"{name}: expected a 4-D shape, got {tuple(value)}")
+    check(lib.approxmul_conv2d_output_shape(
+        handle, list(x_shape), list(w_shape), list(_pair(stride, "stride")),
+        list(_pair(padding, "padding")), list(_pair(dilation, "dilation")),
+        as_int(groups, "groups"), x_zero_point, w_zero_point, shape, dtype))
+    return tuple(shape), (None if multiplier is None else DTYPE_NAMES[dtype[0]])
+
+
+def conv2d_output_shape(x_shape, w_shape, *, stride=1, padding=0, dilation=1, groups=1):
+    """The (N, O, OH, OW) shape :func:`conv2d` gives, after the same checks.
+
+    >>> conv2d_output_shape((2, 4, 9, 8), (6, 2, 3, 3), stride=2, padding=1, groups=2)
+    (2, 6, 5, 4)
+    """
+    return _conv2d_output(None, x_shape, w_shape, stride, padding, dilation, groups)[0]
 
 
 def conv2d(x, w, multiplier, *, stride=1, padding=0, dilation=1, groups=1, x_zero_point=0,
@@ -184,7 +291,8 @@ def conv2d(x, w, multiplier, *, stride=1, padding=0, dilation=1, groups=1, x_zer
     Every product is ``mul(activation, weight)``, activation first.
     Padded taps hold ``x_zero_point`` and pass through the multiplier like
     any code; the zero-point cross terms are exact (docs/semantics.md).
-    Returns N x O x OH x OW, int32 when no sum can overflow it, else int64.
+    Returns N x O x OH x OW (:func:`conv2d_output_shape`), int32 when no sum
+    can overflow it, else int64.
 
     >>> import numpy as np, approxmul_cffi as am
     >>> m = am.Multiplier.exact(bits=8)
@@ -192,84 +300,19 @@ def conv2d(x, w, multiplier, *, stride=1, padding=0, dilation=1, groups=1, x_zer
     >>> am.conv2d(x, w, m)[0, 0].tolist()
     [[8, 8], [8, 8]]
     """
-    handle = _multiplier(multiplier)
+    handle = _handle(multiplier)
     xt, wt = as_tensor(x, "x", 4), as_tensor(w, "w", 4)
-    stride, padding = _pair(stride, "stride", 1), _pair(padding, "padding", 0)
-    dilation = _pair(dilation, "dilation", 1)
-    if isinstance(groups, bool) or not isinstance(groups, int) or groups < 1:
-        raise InvalidArgumentError(f"groups: {groups!r}; must be an int >= 1")
-    n, c, h, width = xt.shape
-    o, cg, kh, kw = wt.shape
-    if c % groups or o % groups:
-        raise ShapeError(f"groups: {groups} does not divide the input channels ({c}) and "
-                         f"output channels ({o})")
-    if cg != c // groups:
-        raise ShapeError(f"w: {cg} input channels per group, x has {c} / {groups} = {c // groups}")
-    if kh < 1 or kw < 1:
-        raise ShapeError(f"w: kernel {kh} x {kw} is empty")
-    spatial = []
-    for axis, size, k, s, p, d in (("height", h, kh, stride[0], padding[0], dilation[0]),
-                                   ("width", width, kw, stride[1], padding[1], dilation[1])):
-        room, span = size + 2 * p, d * (k - 1) + 1
-        if room < span:
-            raise ShapeError(f"the {axis} leaves no output: padded size {room} < dilated "
-                             f"kernel span {span}")
-        spatial.append((room - span) // s + 1)
-    shape = (n, o, spatial[0], spatial[1])
-    low, high = multiplier.operand_range  # named here: the dtype query says a/b
-    for zname, zero in (("x_zero_point", x_zero_point), ("w_zero_point", w_zero_point)):
-        if not low <= zero <= high:
-            raise OperandRangeError(f"{zname}: {zero} is not a {multiplier.bits}-bit code "
-                                    f"({low}..{high})")
-    dtype = accumulator_dtype(multiplier, cg * kh * kw, x_zero_point, w_zero_point)
-    result, ot = _out_tensor(out, shape, dtype, is_ndarray(x) or is_ndarray(w))
-    arrays = [ffi.new("int64_t[4]", list(v)) for v in (xt.shape, xt.strides, wt.shape,
-                                                        wt.strides, ot.shape, ot.strides)]
-    pairs = [ffi.new("int64_t[2]", list(v)) for v in (stride, padding, dilation)]
-    with xt, wt, ot:
-        check(lib.approxmul_conv2d(handle, xt.code, xt.pointer, arrays[0], arrays[1],
-                                   wt.code, wt.pointer, arrays[2], arrays[3],
-                                   pairs[0], pairs[1], pairs[2], groups, x_zero_point,
-                                   w_zero_point, ot.code, ot.pointer, arrays[4], arrays[5]))
+    with xt, wt:
+        stride, padding = _pair(stride, "stride"), _pair(padding, "padding")
+        dilation, groups = _pair(dilation, "dilation"), as_int(groups, "groups")
+        shape, dtype = _conv2d_output(multiplier, xt.shape, wt.shape, stride, padding,
+                                      dilation, groups, x_zero_point, w_zero_point)
+        result, ot = _output(out, shape, dtype, is_ndarray(x) or is_ndarray(w))
+        with ot:
+            check(lib.approxmul_conv2d(
+                handle, xt.code, xt.pointer, list(xt.shape), list(xt.strides),
+                wt.code, wt.pointer, list(wt.shape), list(wt.strides),
+                list(stride), list(padding), list(dilation), groups, x_zero_point,
+                w_zero_point, ot.code, ot.pointer, list(ot.shape), list(ot.strides)))
     return result
 
-
-def linear(x, w, multiplier, *, x_zero_point=0, w_zero_point=0):
-    """A linear layer's approximate product ``x @ w.T``, every product ``mul(x, w)``.
-
-    ``x`` is ... x in_features (any leading dimensions, NumPy), ``w`` is
-    out_features x in_features as in PyTorch. Zero points as in
-    :func:`matmul`; add the bias and rescale outside.
-
-    >>> import numpy as np, approxmul_cffi as am
-    >>> m = am.Multiplier.exact(bits=8, signed=True)
-    >>> x = np.array([[1, 2, 3]], np.int8); w = np.array([[1, 0, -1], [2, 2, 2]], np.int8)
-    >>> am.linear(x, w, m).tolist()
-    [[-2, 12]]
-    """
-    if is_ndarray(x):
-        np = numpy_module()
-        x = np.asanyarray(x)
-        if x.ndim < 1:
-            raise ShapeError("x: expected at least 1 dimension (in_features)")
-        lead = x.shape[:-1]
-        x2 = x.reshape(-1, x.shape[-1]) if x.ndim != 2 else x
-        w2 = np.asanyarray(w)
-        if w2.ndim != 2:
-            raise ShapeError(f"w: expected out_features x in_features, got shape {w2.shape}")
-        result = matmul(x2, w2.T, multiplier, a_zero_point=x_zero_point,
-                        b_zero_point=w_zero_point)
-        return result.reshape(lead + (w2.shape[0],))
-    wv = as_matrix(w, "w")
-    # buffers: 2-D x only; w.T is expressed by swapping strides in C terms
-    xv = as_matrix(x, "x")
-    if xv.cols != wv.cols:
-        raise ShapeError(f"x has {xv.cols} features and w has {wv.cols}")
-    dtype = accumulator_dtype(multiplier, xv.cols, x_zero_point, w_zero_point)
-    out = new_tensor((xv.rows, wv.rows), dtype, False)
-    cv = as_matrix(out, "out", writable=True)
-    with xv, wv, cv:
-        check(lib.approxmul_matmul(_multiplier(multiplier), xv.rows, wv.rows, xv.cols,
-                                   *xv.args(), wv.code, wv.pointer, wv.col_stride,
-                                   wv.row_stride, x_zero_point, w_zero_point, *cv.args()))
-    return out

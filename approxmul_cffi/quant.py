@@ -15,7 +15,8 @@ signedness chain without loss.
 Requantization follows gemmlowp/TFLite: the real factor
 ``s_in * s_w / s_out`` is a positive int32 mantissa and a power-of-two shift
 (:func:`quantize_multiplier`), applied with
-:func:`multiply_by_quantized_multiplier`. See docs/quantization.md.
+:func:`multiply_by_quantized_multiplier` (both in :mod:`approxmul_cffi.requant`,
+re-exported here). See docs/quantization.md.
 
 Example:
     >>> import numpy as np
@@ -33,6 +34,12 @@ import dataclasses
 
 import numpy as np
 
+from .errors import AccumulatorOverflowError, DTypeError, InvalidArgumentError, ShapeError
+# requantization lives in its own module; its names are part of quant's API
+from .requant import (INT32_MAX, INT32_MIN, ROUNDINGS, _channel_shape,
+                      multiply_by_quantized_multiplier, quantize_multiplier, requantize,
+                      requantize_reference, round_half_away)
+
 __all__ = [
     "QParams",
     "QuantConfig",
@@ -47,12 +54,9 @@ __all__ = [
     "quantize_multiplier",
     "quantize_weight",
     "requantize",
+    "requantize_reference",
     "round_half_away",
 ]
-
-INT32_MIN = -(2**31)
-INT32_MAX = 2**31 - 1
-ROUNDINGS = ("double", "single")
 
 
 def code_range(signed, narrow=False):
@@ -66,22 +70,6 @@ def code_range(signed, narrow=False):
     """
     qmin, qmax = (-128, 127) if signed else (0, 255)
     return (qmin + 1 if narrow else qmin), qmax
-
-
-def round_half_away(x):
-    """Round to nearest, ties away from zero (C ``round``, TFLite's choice).
-
-    >>> round_half_away(np.array([-2.5, -0.5, 0.5, 1.5, 2.5])).tolist()
-    [-3.0, -1.0, 1.0, 2.0, 3.0]
-    """
-    x = np.asarray(x, dtype=np.float64)
-    return np.sign(x) * np.floor(np.abs(x) + 0.5)
-
-
-def _channel_shape(ndim, axis):
-    shape = [1] * ndim
-    shape[axis] = -1
-    return shape
 
 
 @dataclasses.dataclass(frozen=True)
@@ -107,17 +95,17 @@ class QParams:
         scale = np.asarray(self.scale, dtype=np.float64)
         zp = np.asarray(self.zero_point, dtype=np.int64)
         if scale.shape != zp.shape or scale.ndim > 1:
-            raise ValueError(
+            raise ShapeError(
                 f"scale {scale.shape} and zero_point {zp.shape} must be equal "
                 "0-d or 1-d shapes"
             )
         if (scale.ndim == 1) != (self.axis is not None):
-            raise ValueError("per-channel parameters need an axis, per-tensor ones none")
+            raise InvalidArgumentError("per-channel parameters need an axis, per-tensor ones none")
         if not np.all(np.isfinite(scale) & (scale > 0)):
-            raise ValueError(f"scales must be finite and positive, got {scale}")
+            raise InvalidArgumentError(f"scales must be finite and positive, got {scale}")
         qmin, qmax = code_range(self.signed, self.narrow)
         if np.any(zp < qmin) or np.any(zp > qmax):
-            raise ValueError(f"zero point {zp} outside the code range {qmin}..{qmax}")
+            raise InvalidArgumentError(f"zero point {zp} outside the code range {qmin}..{qmax}")
         object.__setattr__(self, "scale", scale)
         object.__setattr__(self, "zero_point", zp)
 
@@ -182,7 +170,7 @@ def convert_codes(codes, signed):
     if codes.dtype == (np.int8 if signed else np.uint8):
         return codes
     if codes.dtype not in (np.int8, np.uint8):
-        raise TypeError(f"codes must be int8 or uint8, got {codes.dtype}")
+        raise DTypeError(f"codes must be int8 or uint8, got {codes.dtype}")
     return (codes.view(np.uint8) ^ np.uint8(0x80)).view(np.int8 if signed else np.uint8)
 
 
@@ -198,9 +186,9 @@ def observe_range(x, *, method="minmax", percentile=99.99, axis=None):
     """
     x = np.asarray(x, dtype=np.float64)
     if x.size == 0:
-        raise ValueError("cannot observe the range of an empty array")
+        raise ShapeError("cannot observe the range of an empty array")
     if not np.all(np.isfinite(x)):
-        raise ValueError("calibration data contains NaN or infinity")
+        raise InvalidArgumentError("calibration data contains NaN or infinity")
     reduce = None
     if axis is not None:
         axis = axis % x.ndim
@@ -209,11 +197,11 @@ def observe_range(x, *, method="minmax", percentile=99.99, axis=None):
         lo, hi = x.min(axis=reduce), x.max(axis=reduce)
     elif method == "percentile":
         if not 50 < percentile <= 100:
-            raise ValueError(f"percentile must be in (50, 100], got {percentile}")
+            raise InvalidArgumentError(f"percentile must be in (50, 100], got {percentile}")
         lo = np.percentile(x, 100 - percentile, axis=reduce)
         hi = np.percentile(x, percentile, axis=reduce)
     else:
-        raise ValueError(f"unknown calibration method {method!r}; use 'minmax' or 'percentile'")
+        raise InvalidArgumentError(f"unknown calibration method {method!r}; use 'minmax' or 'percentile'")
     if axis is None:
         return float(lo), float(hi)
     return lo, hi
@@ -234,9 +222,9 @@ def choose_qparams(lo, hi, *, signed, symmetric=False, narrow=False, axis=None):
     lo = np.minimum(np.asarray(lo, dtype=np.float64), 0.0)
     hi = np.maximum(np.asarray(hi, dtype=np.float64), 0.0)
     if lo.shape != hi.shape or lo.ndim > 1:
-        raise ValueError("lo and hi must be scalars or equal 1-d arrays")
+        raise ShapeError("lo and hi must be scalars or equal 1-d arrays")
     if not (np.all(np.isfinite(lo)) and np.all(np.isfinite(hi))):
-        raise ValueError("range bounds must be finite")
+        raise InvalidArgumentError("range bounds must be finite")
     qmin, qmax = code_range(signed, narrow)
     if symmetric:
         zp = np.full(lo.shape, 0 if signed else 128, dtype=np.int64)
@@ -249,7 +237,7 @@ def choose_qparams(lo, hi, *, signed, symmetric=False, narrow=False, axis=None):
     if not symmetric:
         zp = np.clip(qmin - round_half_away(lo / scale), qmin, qmax).astype(np.int64)
     if axis is None and scale.ndim == 1:
-        raise ValueError("per-channel ranges need an axis")
+        raise InvalidArgumentError("per-channel ranges need an axis")
     return QParams(scale, zp, signed, axis if scale.ndim == 1 else None, narrow)
 
 
@@ -281,7 +269,7 @@ def quantize_bias(bias, input_scale, weight_scale):
     scale = np.asarray(input_scale, dtype=np.float64) * np.asarray(weight_scale, dtype=np.float64)
     q = round_half_away(np.asarray(bias, dtype=np.float64) / scale)
     if np.any(q < INT32_MIN) or np.any(q > INT32_MAX):
-        raise ValueError("bias does not fit int32 in the accumulator scale s_x*s_w")
+        raise AccumulatorOverflowError("bias does not fit int32 in the accumulator scale s_x*s_w")
     return q.astype(np.int32)
 
 
@@ -300,178 +288,13 @@ def fold_batchnorm(weight, bias, gamma, beta, mean, var, eps=1e-5):
     weight = np.asarray(weight, dtype=np.float64)
     factor = np.asarray(gamma, dtype=np.float64) / np.sqrt(np.asarray(var, dtype=np.float64) + eps)
     if factor.shape != (weight.shape[0],):
-        raise ValueError(
+        raise ShapeError(
             f"batch norm has {factor.size} channels, the layer {weight.shape[0]} outputs"
         )
     bias = np.zeros(weight.shape[0]) if bias is None else np.asarray(bias, dtype=np.float64)
     w = weight * factor.reshape(_channel_shape(weight.ndim, 0))
     b = (bias - np.asarray(mean, dtype=np.float64)) * factor + np.asarray(beta, dtype=np.float64)
     return w, b
-
-
-def quantize_multiplier(real):
-    """(mantissa, shift) with ``real ~= mantissa * 2**(shift - 31)``.
-
-    The mantissa is an int32 in [2**30, 2**31) (0 for real 0), as in
-    TFLite's ``QuantizeMultiplier``; a positive shift is a left shift.
-    Works elementwise on arrays.
-
-    >>> m, s = quantize_multiplier(0.75)
-    >>> int(m), int(s), int(m) * 2.0 ** (int(s) - 31)
-    (1610612736, 0, 0.75)
-    """
-    real = np.asarray(real, dtype=np.float64)
-    if np.any(real < 0) or not np.all(np.isfinite(real)):
-        raise ValueError("requantization factors must be finite and non-negative")
-    frac, exp = np.frexp(real)
-    mantissa = round_half_away(frac * 2.0**31).astype(np.int64)
-    carry = mantissa == 2**31
-    mantissa = np.where(carry, mantissa // 2, mantissa)
-    exp = np.where(carry, exp + 1, exp).astype(np.int64)
-    # Below 2**-31 every int32 accumulator rounds to 0 anyway.
-    tiny = (exp < -31) | (mantissa == 0)
-    mantissa = np.where(tiny, 0, mantissa)
-    exp = np.where(tiny, 0, exp)
-    if np.any(exp > 30):
-        raise ValueError("requantization factor too large (>= 2**30)")
-    return mantissa.astype(np.int32), exp.astype(np.int32)
-
-
-def _trunc_shift(x, n):
-    """x / 2**n truncated toward zero, like C integer division."""
-    # Negative x: adding 2**n - 1 before the flooring shift makes it truncate.
-    return (x + ((x >> 63) & ((1 << n) - 1))) >> n
-
-
-def _saturate_int32(x):
-    return np.clip(x, INT32_MIN, INT32_MAX)
-
-
-def multiply_by_quantized_multiplier(x, mantissa, shift, rounding="double"):
-    """Integer ``x * mantissa * 2**(shift - 31)`` rounded as TFLite does.
-
-    ``rounding="double"`` is gemmlowp's
-    ``RoundingDivideByPOT(SaturatingRoundingDoublingHighMul(x << left, m), right)``:
-    two roundings: the doubling high multiply rounds ties upward, the
-    power-of-two division rounds ties away from zero.
-    ``rounding="single"`` is TFLite's ``TFLITE_SINGLE_ROUNDING``:
-    ``(x * m + 2**(30 - shift)) >> (31 - shift)``, one rounding, ties up.
-    ``x`` is saturated to int32 first (and again after a left shift), as a
-    saturating int32 datapath would. Returns int64.
-
-    >>> m, s = quantize_multiplier(0.25)
-    >>> multiply_by_quantized_multiplier(np.array([-6, -2, 2, 6]), m, s).tolist()
-    [-2, -1, 1, 2]
-    >>> multiply_by_quantized_multiplier(np.array([-6, -2, 2, 6]), m, s, "single").tolist()
-    [-1, 0, 1, 2]
-    """
-    x = _saturate_int32(np.asarray(x, dtype=np.int64))
-    m = np.asarray(mantissa, dtype=np.int64)
-    shift = np.asarray(shift, dtype=np.int64)
-    if rounding == "double":
-        left = np.maximum(shift, 0)
-        right = np.maximum(-shift, 0)
-        x = _saturate_int32(x << left)
-        prod = x * m  # |x|, |m| < 2**31: fits int64
-        nudge = np.where(prod >= 0, 1 << 30, 1 - (1 << 30))
-        high = _trunc_shift(prod + nudge, 31)
-        mask = (np.int64(1) << right) - 1
-        remainder = high & mask
-        threshold = (mask >> 1) + (high < 0)
-        return (high >> right) + (remainder > threshold)
-    if rounding == "single":
-        total = 31 - shift
-        return (x * m + (np.int64(1) << (total - 1))) >> total
-    raise ValueError(f"unknown rounding {rounding!r}; use one of {ROUNDINGS}")
-
-
-def requantize(acc, bias, mantissa, shift, zero_point, qmin, qmax, *, axis=1,
-               signed=True, rounding="double"):
-    """Output codes from accumulators, as integer inference hardware does.
-
-    ``codes = clamp(zero_point + MBQM(sat32(acc + bias), mantissa, shift), qmin, qmax)``
-    where MBQM is :func:`multiply_by_quantized_multiplier`; ``bias``,
-    ``mantissa`` and ``shift`` are scalars or per channel along ``axis``.
-    A fused ReLU/ReLU6 is only a tighter ``qmin``/``qmax``
-    (:func:`activation_bounds`). Runs in the C library
-    (``approxmul_requantize``); :func:`requantize_reference` is the same
-    arithmetic in NumPy.
-
-    >>> m, s = quantize_multiplier(0.1)
-    >>> requantize(np.array([[100, -100, 5000]]), 0, m, s, 3, -128, 127).tolist()
-    [[13, -7, 127]]
-    """
-    from . import _library
-    from ._buffers import DTYPES
-
-    acc = np.asarray(acc)
-    if acc.dtype not in (np.int32, np.int64) or acc.ndim < 2 or rounding not in ROUNDINGS:
-        return requantize_reference(acc, bias, mantissa, shift, zero_point, qmin, qmax,
-                                    axis=axis, signed=signed, rounding=rounding)
-    axis = axis % acc.ndim
-    acc = np.ascontiguousarray(np.moveaxis(acc, axis, 1)) if axis != 1 else \
-        np.ascontiguousarray(acc)
-    channels = acc.shape[1]
-
-    def per_channel(v, name):
-        if isinstance(v, np.ndarray) and v.dtype == np.int32:  # fits int32 by its type
-            if v.shape == (channels,) and v.flags.c_contiguous:
-                return v  # as QuantizedModel's layers keep them: no copy, no checks
-            if not v.ndim:
-                return np.full(channels, v, dtype=np.int32)
-        v = np.asarray(v, dtype=np.int64)
-        if v.ndim and v.shape != (channels,):
-            raise ValueError(f"{name}: {v.shape[0]} values for {channels} channels")
-        if np.any(v < INT32_MIN) or np.any(v > INT32_MAX):
-            raise ValueError(f"{name}: values must fit int32")
-        return np.ascontiguousarray(np.broadcast_to(v, (channels,)), dtype=np.int32)
-
-    bias, mantissa, shift = (per_channel(v, n) for v, n in
-                             ((bias, "bias"), (mantissa, "mantissa"), (shift, "shift")))
-    out_dtype = np.int8 if signed else np.uint8
-    out = np.empty(acc.shape, dtype=out_dtype)
-    ffi, lib = _library.ffi, _library.lib
-    rounding_code = {"double": lib.APPROXMUL_ROUND_DOUBLE,
-                     "single": lib.APPROXMUL_ROUND_SINGLE}[rounding]
-    # exports released right after the call (see _buffers.Tensor)
-    with ffi.from_buffer(acc) as acc_p, ffi.from_buffer("int32_t[]", bias) as bias_p, \
-            ffi.from_buffer("int32_t[]", mantissa) as mantissa_p, \
-            ffi.from_buffer("int32_t[]", shift) as shift_p, \
-            ffi.from_buffer(out, require_writable=True) as out_p:
-        _library.check(lib.approxmul_requantize(
-            acc.shape[0], channels, acc[0, 0].size if acc.size else 0,
-            DTYPES[acc.dtype.name], acc_p, bias_p, mantissa_p, shift_p, int(zero_point),
-            int(qmin), int(qmax), rounding_code, DTYPES[out.dtype.name], out_p))
-    return np.moveaxis(out, 1, axis) if axis != 1 else out
-
-
-def requantize_reference(acc, bias, mantissa, shift, zero_point, qmin, qmax, *, axis=1,
-               signed=True, rounding="double"):
-    """NumPy statement of :func:`requantize`: the arithmetic, spelled out.
-
-    :func:`requantize` runs the same arithmetic in the C library; the two
-    are tested to agree bit for bit. Use this one to read or to check.
-
-    ``codes = clamp(zero_point + MBQM(sat32(acc + bias), mantissa, shift), qmin, qmax)``
-    where MBQM is :func:`multiply_by_quantized_multiplier`; ``bias``,
-    ``mantissa`` and ``shift`` are scalars or per channel along ``axis``.
-    A fused ReLU/ReLU6 is only a tighter ``qmin``/``qmax``
-    (:func:`activation_bounds`).
-
-    >>> m, s = quantize_multiplier(0.1)
-    >>> requantize(np.array([[100, -100, 5000]]), 0, m, s, 3, -128, 127).tolist()
-    [[13, -7, 127]]
-    """
-    acc = np.asarray(acc, dtype=np.int64)
-
-    def along(v):
-        v = np.asarray(v, dtype=np.int64)
-        return v.reshape(_channel_shape(acc.ndim, axis)) if v.ndim == 1 else v
-
-    total = _saturate_int32(acc + along(bias))
-    y = multiply_by_quantized_multiplier(total, along(mantissa), along(shift), rounding)
-    y = np.clip(y + zero_point, qmin, qmax)
-    return y.astype(np.int8 if signed else np.uint8)
 
 
 def activation_bounds(qparams, activation=None):
@@ -492,7 +315,7 @@ def activation_bounds(qparams, activation=None):
     if activation == "relu6":
         six = zp + int(round_half_away(6.0 / float(qparams.scale)))
         return max(qmin, zp), min(qmax, six)
-    raise ValueError(f"unknown fused activation {activation!r}")
+    raise InvalidArgumentError(f"unknown fused activation {activation!r}")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -518,14 +341,14 @@ class QuantConfig:
 
     def __post_init__(self):
         if self.calibration not in ("minmax", "percentile"):
-            raise ValueError(f"unknown calibration {self.calibration!r}; use 'minmax' or 'percentile'")
+            raise InvalidArgumentError(f"unknown calibration {self.calibration!r}; use 'minmax' or 'percentile'")
         if self.rounding not in ROUNDINGS:
-            raise ValueError(f"unknown rounding {self.rounding!r}; use one of {ROUNDINGS}")
+            raise InvalidArgumentError(f"unknown rounding {self.rounding!r}; use one of {ROUNDINGS}")
         for signed in (True, False):
             per_channel, symmetric = self.weight_scheme(signed)
             if per_channel and not symmetric:
                 kind = "signed" if signed else "unsigned"
-                raise ValueError(
+                raise InvalidArgumentError(
                     f"{kind} per-channel weights must be symmetric: the kernels take "
                     "one weight zero point per tensor"
                 )

@@ -14,17 +14,28 @@
 
 Every multiplier's :attr:`~approxmul_cffi.Multiplier.spec` is such a string,
 so ``multiplier(m.spec)`` rebuilds it (e.g. on a distributed worker).
+
+This module is the grammar: :func:`parse` says what a spec names, and
+:func:`approxmul_cffi.multiplier` builds it.
+
+>>> parse("drum:k=4")
+('family', 'drum:k=4')
+>>> parse("file:/tmp/t.txt?signed=1&order=offset")
+('file', '/tmp/t.txt', {'signed': True, 'order': 'offset'})
 """
 
 import os
 
+from ._buffers import as_int
 from ._library import c_string, check, ffi, lib
 from .errors import InvalidArgumentError
-from .formats import EXTENSIONS, read_table
-from .multipliers import Multiplier, _int
+from .formats import EXTENSIONS
 
-_HINT = ("; or a table file (file:PATH?signed=..&order=..) or a C model "
-         "(c:LIBRARY:SYMBOL:SIGNATURE)")
+__all__ = ["families", "parse"]
+
+# added to the C parser's "unknown multiplier family" message
+HINT = ("; or a table file (file:PATH?signed=..&order=..) or a C model "
+        "(c:LIBRARY:SYMBOL:SIGNATURE)")
 
 
 def families():
@@ -61,40 +72,26 @@ def _flag(value, name):
     raise InvalidArgumentError(f"{name}={value!r}: expected 0 or 1")
 
 
-def load_multiplier(path, signed=False, order="raw", format=None, bits=None):
-    """A multiplier from a table file; the operand order is stated, never guessed.
+def _bits(text, where):
+    try:
+        return as_int(int(text), "bits")
+    except ValueError:
+        raise InvalidArgumentError(f"{where}: bits={text!r} is not an integer") from None
 
-    ``format``: binary, c, text, npy or npz, from the extension when None;
-    the content is checked either way. ``order``: raw, twos or offset (see
-    :mod:`approxmul_cffi.formats`). ``bits``: the operand width, inferred
-    from the entry count when None.
 
-    >>> import os, tempfile
-    >>> path = os.path.join(tempfile.mkdtemp(), "t.txt")
-    >>> rows = [[a * b for b in range(-2, 2)] for a in range(-2, 2)]  # offset order
-    >>> _ = open(path, "w").write("\\n".join(" ".join(map(str, r)) for r in rows))
-    >>> m = load_multiplier(path, signed=True, order="offset")
-    >>> m.product(-2, -1), int(m.table()[3][2])   # raw pattern 3 is -1, 2 is -2
-    (2, 2)
+def is_table_path(text):
+    """True when a string ends in a table-file extension."""
+    return os.path.splitext(text)[1].lower() in EXTENSIONS
+
+
+def parse(spec):
+    """What a spec string names, as a tuple (see the module docs).
+
+    ``("family", spec)``: a built-in family for the C parser;
+    ``("file", path, options)``: a table file, options among signed, order,
+    format and bits; ``("c", library, symbol, signature, options)``: a vendor
+    C model, options among bits and signed.
     """
-    table, found = read_table(path, signed=signed, order=order, format=format, bits=bits)
-    m = Multiplier.from_table(table, signed=signed)
-    fmt = format or EXTENSIONS[os.path.splitext(os.fspath(path))[1].lower()]
-    m._spec = (f"file:{os.path.abspath(os.fspath(path))}?format={fmt}&order={order}"
-               f"&signed={int(bool(signed))}&bits={found}")
-    return m
-
-
-def multiplier(spec):
-    """A Multiplier from a spec string, a table path or a C model spec (module docs).
-
-    >>> multiplier("drum:k=4").product(200, 57)
-    12480
-    >>> multiplier(multiplier("ilm:iterations=1").spec).product(200, 57)
-    11328
-    """
-    if isinstance(spec, Multiplier):
-        return spec
     if isinstance(spec, os.PathLike):
         spec = os.fspath(spec)
     if not isinstance(spec, str):
@@ -102,9 +99,11 @@ def multiplier(spec):
     if spec.startswith("file:"):
         path, _, query = spec[5:].partition("?")
         o = _options(query, ("signed", "order", "format", "bits"), "file spec")
-        return load_multiplier(path, signed=_flag(o.get("signed", "0"), "signed"),
-                               order=o.get("order", "raw"), format=o.get("format"),
-                               bits=_int(int(o["bits"]), "bits") if "bits" in o else None)
+        if "signed" in o:
+            o["signed"] = _flag(o["signed"], "signed")
+        if "bits" in o:
+            o["bits"] = _bits(o["bits"], "file spec")
+        return "file", path, o
     if spec.startswith("c:"):
         body, _, query = spec[2:].partition("?")
         parts = body.rsplit(":", 2)
@@ -112,17 +111,11 @@ def multiplier(spec):
             raise InvalidArgumentError(
                 f"C model spec {spec!r}: expected c:LIBRARY:SYMBOL:SIGNATURE[?bits=..&signed=..]")
         o = _options(query, ("bits", "signed"), "C model spec")
-        try:
-            bits = int(o["bits"]) if "bits" in o else None
-        except ValueError:
-            raise InvalidArgumentError(f"C model spec: bits={o['bits']!r} is not an integer") from None
-        signed = _flag(o["signed"], "signed") if "signed" in o else None
-        return Multiplier.from_c_function(parts[0], parts[1], parts[2], bits=bits, signed=signed)
-    if os.path.splitext(spec)[1].lower() in EXTENSIONS:
-        return load_multiplier(spec)
-    try:
-        return Multiplier.from_spec(spec)
-    except InvalidArgumentError as error:
-        if str(error).startswith("unknown multiplier family"):
-            raise InvalidArgumentError(str(error) + _HINT) from None
-        raise
+        if "signed" in o:
+            o["signed"] = _flag(o["signed"], "signed")
+        if "bits" in o:
+            o["bits"] = _bits(o["bits"], "C model spec")
+        return ("c", *parts, o)
+    if is_table_path(spec):
+        return "file", spec, {}
+    return "family", spec

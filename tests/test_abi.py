@@ -47,7 +47,8 @@ def test_abi_and_version():
 
 
 def test_status_strings_are_distinct():
-    statuses = list(range(13)) + [99]
+    statuses = [getattr(lib, name) for name in dir(lib) if name.startswith("APPROXMUL_ERR_")]
+    statuses.append(lib.APPROXMUL_OK)
     names = {ffi.string(lib.approxmul_status_string(code)) for code in statuses}
     assert len(names) == len(statuses)
     assert ffi.string(lib.approxmul_status_string(12345)) == b"unknown status"
@@ -60,3 +61,16 @@ def test_info_reports_the_build():
     assert facts["openmp"] in ("yes", "no")
     assert facts["isa"]
     assert facts["library"] == am.library_path()
+
+
+def test_every_status_raises_its_class_with_its_value():
+    from approxmul_cffi import _library, errors
+
+    names = {name for name in dir(lib) if name.startswith("APPROXMUL_ERR_")}
+    assert names == set(errors.STATUS_CLASSES)  # a new status needs its class
+    for name in names:
+        error = _library.error_for(getattr(lib, name))
+        assert type(error) is errors.STATUS_CLASSES[name] and error.status == getattr(lib, name)
+    with pytest.raises(am.InvalidArgumentError) as info:
+        am.Multiplier.exact(bits=99)
+    assert info.value.status == lib.APPROXMUL_ERR_INVALID_ARGUMENT

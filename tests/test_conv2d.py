@@ -222,3 +222,33 @@ def test_conv2d_large_images_and_staged_outputs(spec):
     got = am.conv2d(x, wt, m, padding=1, x_zero_point=5, w_zero_point=9, out=out)
     assert got is out
     np.testing.assert_array_equal(out, expected)
+
+
+@pytest.mark.parametrize("kwargs", [
+    dict(groups=2), dict(groups=0), dict(stride=0), dict(padding=-1), dict(dilation=0),
+    dict(dilation=5), dict(stride=(0, 1)), dict(padding=(0, -3)),
+])
+def test_output_shape_reports_what_conv2d_reports(kwargs):
+    # one check in C serves both entry points: same class, same message
+    m = am.Multiplier.exact(8)
+    x = np.ones((1, 3, 5, 5), np.uint8)
+    w = np.ones((4, 3, 3, 3), np.uint8)
+    with pytest.raises(am.ApproxmulError) as conv:
+        am.conv2d(x, w, m, **kwargs)
+    with pytest.raises(am.ApproxmulError) as shape:
+        am.conv2d_output_shape(x.shape, w.shape, **kwargs)
+    assert type(shape.value) is type(conv.value) and str(shape.value) == str(conv.value)
+
+
+@pytest.mark.parametrize("stride, padding, dilation, groups", [
+    (1, 0, 1, 1), (2, 1, 1, 1), ((2, 3), (0, 2), (2, 1), 2), (3, 4, 3, 4)])
+def test_output_shape_is_the_shape_conv2d_gives(stride, padding, dilation, groups):
+    m = am.Multiplier.exact(8)
+    x = np.ones((2, 4, 11, 9), np.uint8)
+    w = np.ones((8, 4 // groups, 3, 2), np.uint8)
+    geom = dict(stride=stride, padding=padding, dilation=dilation, groups=groups)
+    shape = am.conv2d_output_shape(x.shape, w.shape, **geom)
+    assert am.conv2d(x, w, m, **geom).shape == shape
+    torch = pytest.importorskip("torch")
+    want = torch.nn.functional.conv2d(torch.ones(x.shape), torch.ones(w.shape), **geom).shape
+    assert shape == tuple(want)

@@ -172,3 +172,54 @@ def test_concurrent_python_threads_share_a_multiplier():
         results = list(pool.map(lambda p: am.matmul(p[0], p[1], m), problems))
     for got, want in zip(results, expected):
         np.testing.assert_array_equal(got, want)
+
+
+@pytest.mark.parametrize("a_zero, b_zero", [(0, 0), (-7, 0), (0, 100), (-128, 127)])
+def test_multiply_zero_points_are_one_term_matmuls(a_zero, b_zero):
+    rng = np.random.default_rng(6)
+    table = rng.integers(-5000, 5000, size=(256, 256))
+    m = am.Multiplier.from_table(table, signed=True)
+    a = random_operands(rng, (5, 7), 8, True)
+    b = random_operands(rng, (5, 7), 8, True)[:, ::-1]  # strided
+    got = am.multiply(a, b, m, a_zero_point=a_zero, b_zero_point=b_zero)
+    a64, b64 = a.astype(np.int64), b.astype(np.int64)
+    want = (table[a64 & 255, b64 & 255] - b_zero * a64 - a_zero * b64 + a_zero * b_zero)
+    np.testing.assert_array_equal(got, want)
+    # each element is the 1 x 1 x 1 matmul with the same zero points
+    assert got[2, 3] == am.matmul(a[2:3, 3:4], b[2:3, 3:4], m, a_zero_point=a_zero,
+                                  b_zero_point=b_zero)[0, 0]
+    with pytest.raises(am.OperandRangeError, match="a_zero_point"):
+        am.multiply(a, b, m, a_zero_point=200)
+
+
+def test_linear_bias_and_out():
+    rng = np.random.default_rng(7)
+    m = am.Multiplier.exact(8, signed=True)
+    x = random_operands(rng, (2, 3, 6), 8, True)  # leading dimensions
+    w = random_operands(rng, (4, 6), 8, True)
+    bias = rng.integers(-1000, 1000, 4)
+    want = x.astype(np.int64) @ w.astype(np.int64).T
+    np.testing.assert_array_equal(am.linear(x, w, m), want)
+    got = am.linear(x, w, m, bias, x_zero_point=3, w_zero_point=-2)
+    shifted = (x.astype(np.int64) - 3) @ (w.astype(np.int64) + 2).T + bias
+    assert got.dtype == np.int64
+    np.testing.assert_array_equal(got, shifted)
+    out = np.zeros((2, 3, 4), np.int64)
+    assert am.linear(x, w, m, bias, out=out) is not None
+    np.testing.assert_array_equal(out, want + bias)
+    # without NumPy arrays: buffers and a list bias
+    import array
+    xb = memoryview(array.array("b", [1, 2, 3])).cast("b", shape=[1, 3])
+    wb = memoryview(array.array("b", [1, 0, -1, 2, 2, 2])).cast("b", shape=[2, 3])
+    assert am.linear(xb, wb, m, [10, -12]).tolist() == [[8, 0]]
+
+
+def test_out_is_keyword_only_everywhere():
+    m = am.Multiplier.exact(8)
+    a = np.ones((2, 2), np.uint8)
+    out = np.zeros((2, 2), np.int32)
+    for op in (am.matmul, am.multiply):
+        with pytest.raises(TypeError):
+            op(a, a, m, out)
+    with pytest.raises(TypeError):
+        am.bmm(a[None], a[None], m, out[None])

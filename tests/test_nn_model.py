@@ -10,6 +10,8 @@ import approxmul_cffi as am
 import reference
 from approxmul_cffi import nn
 from approxmul_cffi.datasets import load_digits
+from approxmul_cffi.nn import windows
+from approxmul_cffi.nn.layers import pair
 from approxmul_cffi.evaluation import bundled_model
 
 CONV_CASES = [  # in, out, kernel, stride, padding, dilation, groups
@@ -47,10 +49,27 @@ def test_float_conv_and_pools_match_torch(case):
                                torch.nn.functional.avg_pool2d(t, 3, 2, 1).numpy(), atol=1e-6)
 
 
+def conv2d_codes_by_columns(x, w, multiplier, *, stride, padding, dilation, groups,
+                            x_zero_point, w_zero_point):
+    """Integer conv2d accumulators via im2col + approximate matmul.
+
+    Same contract as ``approxmul_cffi.conv2d`` (padded taps hold the code
+    ``x_zero_point`` and go through the multiplier like any code), built
+    from other parts: the tests hold the two against each other.
+    """
+    geom = dict(stride=stride, padding=padding, dilation=dilation, groups=groups)
+    out_hw = am.conv2d_output_shape(x.shape, w.shape, **geom)[2:]
+
+    def mm(a, b):
+        return am.matmul(a, b, multiplier, a_zero_point=x_zero_point, b_zero_point=w_zero_point)
+
+    return windows.conv_by_columns(x, w, geom, out_hw, x_zero_point, mm, np.int64)
+
+
 def direct_conv_codes(table, x, w, case, zx, zw):
     """Grouped conv by explicit loops over output pixels, products from the table."""
     _, _, k, s, p, d, g = case
-    (kh, kw), (sh, sw), (ph, pw), (dh, dw) = (nn._pair(v, "") for v in (k, s, p, d))
+    (kh, kw), (sh, sw), (ph, pw), (dh, dw) = (pair(v, "") for v in (k, s, p, d))
     n, c, h, wd = x.shape
     o, cg = w.shape[:2]
     xp = np.full((n, c, h + 2 * ph, wd + 2 * pw), zx, dtype=np.int64)
@@ -76,14 +95,14 @@ def test_integer_conv_matches_direct_loops(case, signed):
     m = am.Multiplier.from_table(table, signed=signed)
     dtype, (lo, hi) = (np.int8, (-128, 128)) if signed else (np.uint8, (0, 256))
     c, o = case[0], case[1]
-    kh, kw = nn._pair(case[2], "")
+    kh, kw = pair(case[2], "")
     x = rng.integers(lo, hi, (3, c, 7, 6)).astype(dtype)
     w = rng.integers(lo, hi, (o, c // case[6], kh, kw)).astype(dtype)
     zx, zw = int(rng.integers(lo, hi)), int(rng.integers(lo, hi))
-    geom = dict(stride=nn._pair(case[3], ""), padding=nn._pair(case[4], ""),
-                dilation=nn._pair(case[5], ""), groups=case[6])
+    geom = dict(stride=pair(case[3], ""), padding=pair(case[4], ""),
+                dilation=pair(case[5], ""), groups=case[6])
     want = direct_conv_codes(table, x, w, case, zx, zw)
-    got = nn._conv2d_codes(x, w, m, x_zero_point=zx, w_zero_point=zw, **geom)
+    got = conv2d_codes_by_columns(x, w, m, x_zero_point=zx, w_zero_point=zw, **geom)
     np.testing.assert_array_equal(got, want)
     if callable(getattr(am, "conv2d", None)):  # the kernel library's conv2d, same contract
         np.testing.assert_array_equal(
@@ -97,9 +116,9 @@ def test_im2col_fallback_works_in_bounded_chunks(monkeypatch):
     w = rng.integers(0, 256, (3, 2, 3, 3)).astype(np.uint8)
     kw = dict(stride=(1, 1), padding=(1, 1), dilation=(1, 1), groups=1, x_zero_point=3,
               w_zero_point=100)
-    whole = nn._conv2d_codes(x, w, m, **kw)
-    monkeypatch.setattr(nn, "_IM2COL_BUDGET", 1)  # one image per chunk
-    np.testing.assert_array_equal(nn._conv2d_codes(x, w, m, **kw), whole)
+    whole = conv2d_codes_by_columns(x, w, m, **kw)
+    monkeypatch.setattr(windows, "IM2COL_BUDGET", 1)  # one image per chunk
+    np.testing.assert_array_equal(conv2d_codes_by_columns(x, w, m, **kw), whole)
 
 
 def residual_model(rng):
@@ -148,11 +167,11 @@ def test_codes_only_layers_are_domain_invariant():
     s = u.to_domain(True)
     for layer in (nn.AvgPool2d(3, 2, 1), nn.GlobalAvgPool(), nn.MaxPool2d(2), nn.ReLU(),
                   nn.ReLU6(), nn.Flatten()):
-        node = nn._QCodes("n", ["x"], layer)
-        a = node.forward([u], {}).to_domain(False).codes
-        b = node.forward([s], {}).to_domain(False).codes
+        node = layer.lower([qp], qp, nn.quant.QuantConfig())
+        a = node.forward([u], None).to_domain(False).codes
+        b = node.forward([s], None).to_domain(False).codes
         np.testing.assert_array_equal(a, b)
-    avg = nn._QCodes("n", ["x"], nn.GlobalAvgPool()).forward([u], {}).dequantize()
+    avg = nn.GlobalAvgPool().forward_codes(u).dequantize()
     np.testing.assert_allclose(avg, u.dequantize().mean(axis=(2, 3)), atol=0.05 / 2 + 1e-12)
 
 
@@ -271,7 +290,7 @@ def test_graph_and_data_errors():
         nn.Model((3,), [("a", nn.ReLU()), ("a", nn.ReLU())])
     with pytest.raises(nn.ModelError, match="equal shape"):
         nn.Model((3,), [("a", nn.Linear(3, 2)), ("b", nn.Add(), ["a", "input"])])
-    with pytest.raises(nn.ModelError, match="groups=3 must divide"):
+    with pytest.raises(nn.ModelError, match="groups: 3 does not divide"):
         nn.Conv2d(4, 6, 3, groups=3)
     with pytest.raises(nn.ModelError, match="leaves no output"):
         nn.Model((1, 2, 2), [("c", nn.Conv2d(1, 1, 3))])
@@ -297,17 +316,45 @@ def test_graph_and_data_errors():
                                                      ((3, 3), (2, 1), (1, 1)),
                                                      ((3, 2), (1, 3), (1, 0))])
 def test_pool_tap_loop_equals_window_reduction(dtype, kernel, stride, padding):
-    # _pool takes max / integer sums one tap at a time; same as reducing the windows
+    # pool takes max / integer sums one tap at a time; same as reducing the windows
     rng = np.random.default_rng(3)
     x = rng.integers(-100, 200, (3, 4, 9, 11)).astype(dtype)
     pad = 0 if dtype == np.uint8 else -1
-    windows = nn._windows(x, kernel, stride, padding, (1, 1), pad)
-    got = nn._pool(x, "max", kernel, stride, padding, pad)
+    out_hw = am.conv2d_output_shape((1, 1, *x.shape[2:]), (1, 1, *kernel), stride=stride,
+                                    padding=padding)[2:]
+    views = windows.windows(x, kernel, stride, padding, (1, 1), out_hw, pad)
+    got = windows.pool(x, "max", kernel, stride, padding, out_hw, pad)
     assert got.dtype == x.dtype
-    np.testing.assert_array_equal(got, windows.max(axis=(4, 5)))
+    np.testing.assert_array_equal(got, views.max(axis=(4, 5)))
     if dtype != np.float32:
-        expected = nn._windows(x, kernel, stride, padding, (1, 1), 0).sum(axis=(4, 5),
-                                                                           dtype=np.int64)
-        got = nn._pool(x, "avg", kernel, stride, padding, 0)
+        expected = windows.windows(x, kernel, stride, padding, (1, 1), out_hw, 0).sum(
+            axis=(4, 5), dtype=np.int64)
+        got = windows.pool(x, "avg", kernel, stride, padding, out_hw, 0)
         assert got.dtype == expected.dtype
         np.testing.assert_array_equal(got, expected)
+
+
+@pytest.mark.parametrize("signed", [False, True])
+def test_a_standalone_quantized_layer_is_the_graph_s_integer_path(signed):
+    # what a framework adapter does per layer: build the node from float
+    # parameters and QParams, and get the graph's codes bit for bit
+    rng = np.random.default_rng(8)
+    model = residual_model(rng)
+    x = rng.uniform(-1, 1, (16, 2, 8, 8))
+    q = nn.quantize(model, x)
+    m = am.Multiplier.from_table(rng.integers(-300, 300, (256, 256)).astype(np.int32) +
+                                 am.Multiplier.exact(8, signed=signed).table(), signed=signed)
+    values = q.run_codes(x, m, return_all=True)
+    stem, bn = model.layers["stem"], model.layers["bn"]
+    weight, bias = bn.fold(stem.weight, stem.bias)
+    node = nn.QuantizedLayer(stem, weight, bias, q.input_qparams, q.qparams["relu"], "relu6",
+                             q.config)
+    codes = node.forward_codes(values[nn.INPUT].codes, m)
+    np.testing.assert_array_equal(codes, values["stem"].codes)
+    assert node.output_qparams(signed) == values["stem"].qparams
+    fc = model.layers["fc"]
+    # pooling keeps its input's grid: the layer reads the grid the codes are on
+    node = nn.QuantizedLayer(fc, fc.weight, fc.bias, values["gap"].qparams, q.qparams["fc"])
+    np.testing.assert_array_equal(node.forward_codes(values["gap"].codes, m),
+                                  values["fc"].codes)
+    assert node.prepare(signed) is node.prepare(signed)  # cached per code domain

@@ -30,7 +30,6 @@ def images():
 
 def reference_logits(qmodel, x, multipliers):
     """Output codes (uint8 domain) of the bundled LeNet, computed plainly."""
-    nodes = {n.name: n for n in qmodel.nodes}
     s, zp = float(qmodel.input_qparams.scale), int(qmodel.input_qparams.zero_point)
     v = x.astype(np.float64) / s
     codes = np.clip(np.sign(v) * np.floor(np.abs(v) + 0.5) + zp, 0, 255).astype(np.int64)
@@ -39,16 +38,16 @@ def reference_logits(qmodel, x, multipliers):
         m = multipliers[name]
         table = np.asarray(m.table(), dtype=np.int64)
         shift = 128 if m.signed else 0  # uint8 -> int8 domain: codes and zero point - 128
-        node = nodes[name]
-        wq = node.weights(m.signed)
-        w = wq["codes"].astype(np.int64)
-        s_w = np.broadcast_to(wq["qparams"].scale, (w.shape[0],))
-        zw = int(np.ravel(wq["qparams"].zero_point)[0])
+        node = qmodel.layer(name)
+        wq = node.prepare(m.signed)
+        w = wq.codes.astype(np.int64)
+        s_w = np.broadcast_to(wq.qparams.scale, (w.shape[0],))
+        zw = int(np.ravel(wq.qparams.zero_point)[0])
         if w.ndim == 4:
             acc = ref.conv2d(table, codes - shift, w, zp_x - shift, zw, padding=1)
         else:
             acc = ref.linear(table, codes - shift, w, zp_x - shift, zw)
-        s_y, zp_y = float(node.out_qp.scale), int(node.out_qp.zero_point)
+        s_y, zp_y = float(node.out_qparams.scale), int(node.out_qparams.zero_point)
         qmin, qmax = (-128, 127) if m.signed else (0, 255)
         lo = max(qmin, zp_y - shift) if relu else qmin
         y = ref.requantize(acc, node.bias, s_x, s_w, s_y, zp_y - shift, lo, qmax)
@@ -71,7 +70,8 @@ def library_logits(qmodel, x, assignment):
 def test_bundled_structure_is_what_the_reference_implements(qmodel):
     assert [n.name for n in qmodel.nodes] == [
         "conv1", "pool1", "conv2", "pool2", "flatten", "fc1", "fc2"]
-    assert [n.activation for n in qmodel.nodes if n.multiplier] == ["relu", "relu", "relu", None]
+    assert [n.layer.activation for n in qmodel.nodes if n.layer.takes_multiplier] == [
+        "relu", "relu", "relu", None]
 
 
 @pytest.mark.parametrize("signed", [False, True])

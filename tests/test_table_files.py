@@ -119,7 +119,7 @@ def test_bad_numpy_files(tmp_path):
     np.savez(tmp_path / "two.npz", x=np.zeros((4, 4), np.int32), y=np.zeros((4, 4), np.int32))
     write(tmp_path, "junk.npy", b"not numpy")
     for name, words in [("float.npy", "dtype float64"), ("shape.npy", "shape (4, 5)"),
-                        ("big.npy", "entry 99"), ("two.npz", "'table'"), ("junk.npy", "not a readable")]:
+                        ("big.npy", "entry [0][0] = 99"), ("two.npz", "'table'"), ("junk.npy", "not a readable")]:
         with pytest.raises(FormatError, match=re.escape(words)):
             am.load_multiplier(tmp_path / name, signed=False)
 

@@ -1,0 +1,198 @@
+"""Layers without a multiplier: activations, pooling, reshaping, softmax, residual add.
+
+Each class has its float ``forward`` and its integer forward on codes
+(``forward_codes``, or ``lower`` when it needs quantization parameters, as
+Add does). Code layers keep their input's grid, so they give the same
+values in both code domains.
+
+>>> import numpy as np
+>>> MaxPool2d(2).forward(np.arange(16.0).reshape(1, 1, 4, 4))[0, 0].tolist()
+[[5.0, 7.0], [13.0, 15.0]]
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .. import quant
+from ..errors import ModelError
+from .integer import QTensor
+from .layers import Layer, need_ndim, pair, register, window_output
+from .windows import pool, rounded_mean
+
+__all__ = ["Add", "AvgPool2d", "Flatten", "GlobalAvgPool", "MaxPool2d", "ReLU", "ReLU6",
+           "Softmax"]
+
+
+@register
+class ReLU(Layer):
+    """max(x, 0); fused into the preceding Conv2d/Linear's clamp when quantized."""
+
+    activation = "relu"
+
+    def forward(self, x):
+        return np.maximum(x, 0)
+
+    def forward_codes(self, x):
+        lo, hi = quant.activation_bounds(x.qparams, self.activation)
+        return QTensor(np.clip(x.codes, lo, hi).astype(x.codes.dtype), x.qparams)
+
+
+@register
+class ReLU6(ReLU):
+    """min(max(x, 0), 6)."""
+
+    activation = "relu6"
+
+    def forward(self, x):
+        return np.clip(x, 0, 6)
+
+
+class _Pool(Layer):
+    def __init__(self, kernel_size, stride=None, padding=0):
+        self.kernel_size = pair(kernel_size, "kernel_size")
+        self.stride = pair(self.kernel_size if stride is None else stride, "stride")
+        self.padding = pair(padding, "padding")
+        # Pooling is not a C operation: its own rule, PyTorch's.
+        if min(*self.kernel_size, *self.stride) < 1 or min(self.padding) < 0 or any(
+                p > k // 2 for p, k in zip(self.padding, self.kernel_size)):
+            raise ModelError(f"{type(self).__name__}: invalid sizes {self.config()}"
+                             " (padding must be at most half the kernel)")
+
+    def config(self):
+        return dict(kernel_size=list(self.kernel_size), stride=list(self.stride),
+                    padding=list(self.padding))
+
+    def output_shape(self, shape):
+        need_ndim(self, shape, 3, "(C, H, W) input")
+        # A window over one channel: the C library's convolution arithmetic.
+        oh, ow = window_output(self, (1, 1, *shape[1:]), (1, 1, *self.kernel_size),
+                               self.stride, self.padding, 1, 1)[2:]
+        return (shape[0], oh, ow)
+
+    def _pool(self, x, kind, pad_value):
+        out_hw = self.output_shape(x.shape[1:])[1:]
+        return pool(x, kind, self.kernel_size, self.stride, self.padding, out_hw, pad_value)
+
+
+@register
+class MaxPool2d(_Pool):
+    """Max pooling (padding never wins the max)."""
+
+    def forward(self, x):
+        return self._pool(x, "max", -np.inf)
+
+    def forward_codes(self, x):
+        return QTensor(self._pool(x.codes, "max", x.qparams.qmin), x.qparams)
+
+
+def _mean_codes(x, total, count):
+    """Mean of (q - zp) plus zp, so the result is the same in both code domains."""
+    zp = int(x.qparams.zero_point)
+    out = rounded_mean(total - count * zp, count) + zp
+    return QTensor(np.asarray(out).astype(x.codes.dtype), x.qparams)
+
+
+@register
+class AvgPool2d(_Pool):
+    """Average pooling; padded taps count as zeros (PyTorch's count_include_pad)."""
+
+    def forward(self, x):
+        return self._pool(x, "avg", 0.0) / (self.kernel_size[0] * self.kernel_size[1])
+
+    def forward_codes(self, x):
+        total = self._pool(x.codes, "avg", int(x.qparams.zero_point))
+        return _mean_codes(x, total, self.kernel_size[0] * self.kernel_size[1])
+
+
+@register
+class GlobalAvgPool(Layer):
+    """Mean over H and W: (C, H, W) -> (C,)."""
+
+    def output_shape(self, shape):
+        need_ndim(self, shape, 3, "(C, H, W) input")
+        return (shape[0],)
+
+    def forward(self, x):
+        return x.mean(axis=(2, 3))
+
+    def forward_codes(self, x):
+        total = x.codes.sum(axis=(2, 3), dtype=np.int64)
+        return _mean_codes(x, total, x.codes.shape[2] * x.codes.shape[3])
+
+
+@register
+class Flatten(Layer):
+    """(C, H, W) -> (C*H*W,) in C order, like torch.flatten(x, 1)."""
+
+    def output_shape(self, shape):
+        return (int(np.prod(shape)),)
+
+    def forward(self, x):
+        return x.reshape(x.shape[0], -1)
+
+    def forward_codes(self, x):
+        return QTensor(x.codes.reshape(x.codes.shape[0], -1), x.qparams)
+
+
+@register
+class Softmax(Layer):
+    """Softmax over features; in a quantized model it runs in float, last."""
+
+    output_only = True
+
+    def output_shape(self, shape):
+        need_ndim(self, shape, 1, "a flat (features,) input")
+        return shape
+
+    def forward(self, x):
+        e = np.exp(x - x.max(axis=-1, keepdims=True))
+        return e / e.sum(axis=-1, keepdims=True)
+
+    def forward_codes(self, x):
+        """Float probabilities of the dequantized input (the model's last step)."""
+        return self.forward(x.dequantize())
+
+
+@register
+class Add(Layer):
+    """Elementwise sum of two inputs of equal shape (residual connection)."""
+
+    arity = 2
+
+    def output_shape(self, a, b):
+        if a != b:
+            raise ModelError(f"Add needs inputs of equal shape, got {a} and {b}")
+        return a
+
+    def forward(self, a, b):
+        return a + b
+
+    def lower(self, in_qparams, out_qparams, config):
+        return _QuantizedAdd(in_qparams, out_qparams, config)
+
+
+class _QuantizedAdd:
+    """TFLite's integer add: both inputs rescaled to 2*max(s) with 20 bits headroom."""
+
+    takes_multiplier = False
+    LEFT_SHIFT = 20
+
+    def __init__(self, in_qparams, out_qparams, config):
+        s1, s2, so = (float(q.scale) for q in (*in_qparams, out_qparams))
+        twice_max = 2 * max(s1, s2)
+        self.factors = [quant.quantize_multiplier(s / twice_max) for s in (s1, s2)]
+        self.out_factor = quant.quantize_multiplier(twice_max / ((1 << self.LEFT_SHIFT) * so))
+        self.out_qparams, self.rounding = out_qparams, config.rounding
+
+    def forward(self, inputs, multiplier=None):
+        signed = inputs[0].qparams.signed
+        total = 0
+        for x, (m, s) in zip(inputs, self.factors):
+            centered = x.codes.astype(np.int64) - int(x.qparams.zero_point)
+            total = total + quant.multiply_by_quantized_multiplier(
+                centered << self.LEFT_SHIFT, m, s, self.rounding)
+        out_qp = self.out_qparams.to_domain(signed)
+        y = quant.multiply_by_quantized_multiplier(total, *self.out_factor, self.rounding)
+        codes = np.clip(y + int(out_qp.zero_point), out_qp.qmin, out_qp.qmax)
+        return QTensor(codes.astype(out_qp.dtype), out_qp)

@@ -1,0 +1,150 @@
+"""The integer forward of one layer: the building blocks of integer inference.
+
+:class:`QuantizedLayer` is the one integer path of a Conv2d or Linear
+layer (with a folded batch norm and a fused ReLU/ReLU6): weight codes,
+int32 bias and requantization factors prepared once per code domain, the
+layer's products through a multiplier, requantization in the C library.
+:class:`QuantizedModel <approxmul_cffi.nn.QuantizedModel>` wires such nodes
+into a graph; framework adapters call the same objects per layer, so their
+integer results are bit-identical. docs/quantization.md states the
+arithmetic, docs/api.md the contract.
+
+>>> import numpy as np, approxmul_cffi as am
+>>> from approxmul_cffi import nn, quant
+>>> layer = nn.Linear(2, 1)
+>>> in_qp = quant.choose_qparams(0.0, 1.0, signed=False)
+>>> out_qp = quant.choose_qparams(-1.0, 1.0, signed=False)
+>>> q = nn.QuantizedLayer(layer, [[1.0, -1.0]], [0.0], in_qp, out_qp)
+>>> codes = in_qp.quantize(np.array([[1.0, 0.0], [0.0, 1.0]]))
+>>> out = q.forward_codes(codes, am.Multiplier.exact(8))
+>>> q.output_qparams(False).dequantize(out).round(2).tolist()
+[[1.0], [-1.0]]
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+
+from .. import quant
+from ..errors import ModelError
+
+__all__ = ["CodeOp", "PreparedWeights", "QTensor", "QuantizedLayer"]
+
+
+@dataclasses.dataclass
+class QTensor:
+    """Integer codes with the QParams of their domain (int8 or uint8).
+
+    >>> qp = quant.choose_qparams(0.0, 2.55, signed=False)
+    >>> QTensor(np.array([0, 100], np.uint8), qp).to_domain(True).codes.tolist()
+    [-128, -28]
+    """
+
+    codes: np.ndarray
+    qparams: quant.QParams
+
+    def to_domain(self, signed):
+        """The same values in the int8 (``signed``) or uint8 code domain."""
+        if signed == self.qparams.signed:
+            return self
+        return QTensor(quant.convert_codes(self.codes, signed), self.qparams.to_domain(signed))
+
+    def dequantize(self):
+        """The real values (float64)."""
+        return self.qparams.dequantize(self.codes)
+
+
+@dataclasses.dataclass(frozen=True)
+class PreparedWeights:
+    """What a :class:`QuantizedLayer` needs in one code domain, computed once."""
+
+    codes: np.ndarray       # weight codes, the layer's weight layout
+    qparams: quant.QParams  # their scale(s) and zero point
+    zero_point: int         # one per tensor (the kernels take a scalar)
+    bias: np.ndarray        # int32, per output channel, in the accumulator's scale
+    mantissa: np.ndarray    # int32 requantization factors per output channel
+    shift: np.ndarray
+
+
+class QuantizedLayer:
+    """The integer forward of a Conv2d or Linear layer.
+
+    ``layer`` gives the geometry and the product (its ``accumulate``);
+    ``weight`` and ``bias`` are the float parameters to quantize (a batch
+    norm already folded in); ``in_qparams`` and ``out_qparams`` are the
+    per-tensor activation grids of the input and the output (either
+    domain); ``activation`` is None, "relu" or "relu6", fused as the
+    output clamp; ``config`` a :class:`~approxmul_cffi.quant.QuantConfig`.
+    """
+
+    takes_multiplier = True
+
+    def __init__(self, layer, weight, bias, in_qparams, out_qparams, activation=None,
+                 config=None):
+        if not hasattr(layer, "accumulate"):
+            raise ModelError(f"{type(layer).__name__} has no integer product (accumulate)")
+        self.layer = layer
+        self.weight = np.asarray(weight, dtype=np.float64)
+        self.bias = (np.zeros(self.weight.shape[0]) if bias is None
+                     else np.asarray(bias, dtype=np.float64))
+        self.in_qparams, self.out_qparams = in_qparams, out_qparams
+        self.activation = activation
+        self.config = quant.QuantConfig() if config is None else config
+        quant.activation_bounds(out_qparams, activation)  # an unknown activation fails now
+        self._prepared = {}
+
+    def prepare(self, signed):
+        """The :class:`PreparedWeights` of the int8 (``signed``) or uint8 domain (cached)."""
+        signed = bool(signed)
+        if signed not in self._prepared:
+            per_channel, symmetric = self.config.weight_scheme(signed)
+            codes, wqp = quant.quantize_weight(self.weight, signed=signed,
+                                               per_channel=per_channel, symmetric=symmetric)
+            s_x = float(self.in_qparams.scale)
+            mantissa, shift = quant.quantize_multiplier(
+                s_x * wqp.scale / float(self.out_qparams.scale))
+            self._prepared[signed] = PreparedWeights(
+                codes=codes, qparams=wqp, zero_point=int(np.ravel(wqp.zero_point)[0]),
+                bias=quant.quantize_bias(self.bias, s_x, wqp.scale),
+                mantissa=mantissa, shift=shift)
+        return self._prepared[signed]
+
+    def output_qparams(self, signed):
+        """The output codes' QParams in the domain of a (``signed``) multiplier."""
+        return self.out_qparams.to_domain(bool(signed))
+
+    def forward_codes(self, codes, multiplier):
+        """Output codes (the multiplier's domain) from input codes (int8 or uint8)."""
+        signed = bool(multiplier.signed)
+        codes = quant.convert_codes(codes, signed)
+        prepared = self.prepare(signed)
+        acc = self.layer.accumulate(codes, prepared.codes, multiplier,
+                                    int(self.in_qparams.to_domain(signed).zero_point),
+                                    prepared.zero_point)
+        out_qp = self.output_qparams(signed)
+        lo, hi = quant.activation_bounds(out_qp, self.activation)
+        return quant.requantize(acc, prepared.bias, prepared.mantissa, prepared.shift,
+                                int(out_qp.zero_point), lo, hi, axis=1, signed=signed,
+                                rounding=self.config.rounding)
+
+    def forward(self, inputs, multiplier):
+        """Graph form: one input QTensor -> output QTensor."""
+        codes = self.forward_codes(inputs[0].codes, multiplier)
+        return QTensor(codes, self.output_qparams(multiplier.signed))
+
+
+class CodeOp:
+    """A layer computed on codes alone, with no multiplier (pooling, ReLU, ...).
+
+    The layer's ``forward_codes(QTensor) -> QTensor`` is its integer forward.
+    """
+
+    takes_multiplier = False
+
+    def __init__(self, layer, in_qparams):
+        self.layer, self.out_qparams = layer, in_qparams
+
+    def forward(self, inputs, multiplier=None):
+        return self.layer.forward_codes(*inputs)

@@ -1,0 +1,92 @@
+"""Sliding windows over NCHW arrays, shared by convolution and pooling, float and integer.
+
+Output sizes are never computed here: callers pass them, as the C library
+computed them (:func:`approxmul_cffi.conv2d_output_shape`).
+
+>>> import numpy as np
+>>> x = np.arange(16.0).reshape(1, 1, 4, 4)
+>>> pool(x, "max", (2, 2), (2, 2), (0, 0), (2, 2), -np.inf)[0, 0].tolist()
+[[5.0, 7.0], [13.0, 15.0]]
+"""
+
+import numpy as np
+
+# Bytes of im2col columns built at once by conv_by_columns.
+IM2COL_BUDGET = 1 << 24
+
+
+def pad(x, padding, value):
+    """``x`` with ``padding = (ph, pw)`` rows/columns of ``value`` around H and W."""
+    ph, pw = padding
+    if ph == 0 and pw == 0:
+        return x
+    return np.pad(x, ((0, 0), (0, 0), (ph, ph), (pw, pw)), constant_values=value)
+
+
+def windows(x, kernel, stride, padding, dilation, out_hw, pad_value):
+    """Read-only view (N, C, OH, OW, KH, KW) of the padded input's windows."""
+    x = pad(x, padding, pad_value)
+    n, c = x.shape[:2]
+    (kh, kw), (sh, sw), (dh, dw) = kernel, stride, dilation
+    s = x.strides
+    return np.lib.stride_tricks.as_strided(
+        x, (n, c, *out_hw, kh, kw),
+        (s[0], s[1], s[2] * sh, s[3] * sw, s[2] * dh, s[3] * dw), writeable=False,
+    )
+
+
+def conv_by_columns(x, w, geometry, out_hw, pad_value, matmul, out_dtype):
+    """Grouped convolution as im2col GEMMs, the batch in bounded chunks.
+
+    ``geometry`` holds stride, padding, dilation and groups;
+    ``matmul(cols (P, K), w_g.T (K, O_g))`` is float matmul or an
+    approximate one (the multiplier sees (activation, weight) pairs).
+    """
+    n = x.shape[0]
+    o, cg, kh, kw = w.shape
+    g = geometry["groups"]
+    og = o // g
+    oh, ow = out_hw
+    out = np.empty((n, o, oh, ow), dtype=out_dtype)
+    per_image = oh * ow * cg * kh * kw * x.itemsize
+    chunk = max(1, IM2COL_BUDGET // max(per_image, 1))
+    for i in range(0, n, chunk):
+        win = windows(x[i:i + chunk], (kh, kw), geometry["stride"], geometry["padding"],
+                      geometry["dilation"], out_hw, pad_value)
+        b = win.shape[0]
+        for gi in range(g):
+            cols = win[:, gi * cg:(gi + 1) * cg].transpose(0, 2, 3, 1, 4, 5)
+            cols = cols.reshape(b * oh * ow, cg * kh * kw)
+            wg = w[gi * og:(gi + 1) * og].reshape(og, cg * kh * kw)
+            acc = matmul(cols, wg.T)
+            out[i:i + b, gi * og:(gi + 1) * og] = acc.reshape(b, oh, ow, og).transpose(0, 3, 1, 2)
+    return out
+
+
+def pool(x, kind, kernel, stride, padding, out_hw, pad_value):
+    """Max (``kind="max"``) or sum of each window; integer sums are int64."""
+    win = windows(x, kernel, stride, padding, (1, 1), out_hw, pad_value)
+    integer = x.dtype.kind in "iu"
+    if kind == "max" or integer:
+        # One elementwise pass per tap over strided views: a reduction over
+        # the two small window axes of a strided view runs ~10x slower. Max
+        # and integer sums do not depend on the order; float sums keep
+        # NumPy's reduction (its pairwise rounding).
+        out = np.array(win[..., 0, 0], dtype=win.dtype if kind == "max" else np.int64)
+        step = np.maximum if kind == "max" else np.add
+        for i in range(win.shape[4]):
+            for j in range(win.shape[5]):
+                if i or j:
+                    step(out, win[..., i, j], out=out)
+        return out
+    return win.sum(axis=(4, 5))
+
+
+def rounded_mean(centered_sum, count):
+    """round_half_away(sum / count) for integer sums, exactly.
+
+    >>> rounded_mean(np.array([5, -5, 4]), 2).tolist()
+    [3, -3, 2]
+    """
+    s = np.asarray(centered_sum, dtype=np.int64)
+    return np.sign(s) * ((2 * np.abs(s) + count) // (2 * count))

@@ -1,0 +1,39 @@
+"""The library at run time: where it was loaded from, its build facts, its threads."""
+
+from ._library import LIBRARY_PATH, c_string, check, lib
+
+__all__ = ["get_num_threads", "info", "library_path", "set_num_threads"]
+
+
+def library_path():
+    """Path of the shared library in use (APPROXMUL_LIBRARY or the packaged copy)."""
+    return LIBRARY_PATH
+
+
+def set_num_threads(num_threads):
+    """Threads for approxmul's kernels; 0 means one per core. Leaves OpenMP's own setting alone."""
+    check(lib.approxmul_set_num_threads(num_threads))
+
+
+def get_num_threads():
+    """Threads approxmul's kernels use."""
+    return lib.approxmul_get_num_threads()
+
+
+def info():
+    """Build and CPU dispatch facts as a dict.
+
+    Keys: version, abi, openmp, isa (the instruction set the kernels run on,
+    or "unavailable" with isa_error when APPROXMUL_ISA forces one the CPU
+    lacks), cpu_features, kernel.<plan> (the kernel each plan runs on),
+    library, threads.
+
+    >>> import approxmul_cffi as am
+    >>> am.info()["isa"] in ("generic", "avx2", "avx512", "unavailable")
+    True
+    """
+    text = c_string(lib.approxmul_build_info())
+    facts = dict(line.split("=", 1) for line in text.splitlines() if "=" in line)
+    facts["library"] = LIBRARY_PATH
+    facts["threads"] = str(get_num_threads())
+    return facts
