@@ -10,6 +10,7 @@ import sys
 
 import numpy as np
 
+from ..errors import ApproxmulError
 from . import UsageError
 
 HELP = "evaluate a quantized network with approximate multipliers"
@@ -103,7 +104,7 @@ def run(args):
     """Run ``approxmul evaluate``; returns the exit status."""
     try:
         return _evaluate(args)
-    except (UsageError, ValueError, OSError, ImportError) as e:
+    except (UsageError, ApproxmulError, OSError, ImportError) as e:
         # User mistakes (bad spec, layer, file, data): one line, no traceback.
         print(f"approxmul evaluate: error: {e}", file=sys.stderr)
         return 2
