@@ -94,6 +94,8 @@ class QuantizedLayer:
         self.config = quant.QuantConfig() if config is None else config
         quant.activation_bounds(out_qparams, activation)  # an unknown activation fails now
         self._prepared = {}
+        # per domain: (input zero point, output QParams, output clamp)
+        self._grids = {}
 
     def prepare(self, signed):
         """The :class:`PreparedWeights` of the int8 (``signed``) or uint8 domain (cached)."""
@@ -111,20 +113,25 @@ class QuantizedLayer:
                 mantissa=mantissa, shift=shift)
         return self._prepared[signed]
 
+    def _grid(self, signed):
+        if signed not in self._grids:
+            out_qp = self.out_qparams.to_domain(signed)
+            self._grids[signed] = (int(self.in_qparams.to_domain(signed).zero_point), out_qp,
+                                   quant.activation_bounds(out_qp, self.activation))
+        return self._grids[signed]
+
     def output_qparams(self, signed):
         """The output codes' QParams in the domain of a (``signed``) multiplier."""
-        return self.out_qparams.to_domain(bool(signed))
+        return self._grid(bool(signed))[1]
 
     def forward_codes(self, codes, multiplier):
         """Output codes (the multiplier's domain) from input codes (int8 or uint8)."""
         signed = bool(multiplier.signed)
         codes = quant.convert_codes(codes, signed)
         prepared = self.prepare(signed)
-        acc = self.layer.accumulate(codes, prepared.codes, multiplier,
-                                    int(self.in_qparams.to_domain(signed).zero_point),
+        x_zero_point, out_qp, (lo, hi) = self._grid(signed)
+        acc = self.layer.accumulate(codes, prepared.codes, multiplier, x_zero_point,
                                     prepared.zero_point)
-        out_qp = self.output_qparams(signed)
-        lo, hi = quant.activation_bounds(out_qp, self.activation)
         return quant.requantize(acc, prepared.bias, prepared.mantissa, prepared.shift,
                                 int(out_qp.zero_point), lo, hi, axis=1, signed=signed,
                                 rounding=self.config.rounding)
