@@ -140,6 +140,12 @@ def read_table(path, *, signed, order="raw", format=None, bits=None):
     """(raw-pattern table as a list of rows, bits) read from a table file.
 
     The operand order is stated, never guessed; see the module docs.
+
+    >>> import os, tempfile
+    >>> path = os.path.join(tempfile.mkdtemp(), "t.txt")
+    >>> _ = open(path, "w").write("0 0\\n0 -1\\n")  # any products within range
+    >>> read_table(path, signed=True)
+    ([[0, 0], [0, -1]], 1)
     """
     format = format_of(path, format)
     _order_code(order)
@@ -170,6 +176,12 @@ def write_table(table, path, *, signed, format=None, order="raw", spec=None):
     ``format`` comes from the extension unless given; ``order`` is the file's
     row order. The C parser checks the entries and permutes the rows, so a
     written file always reads back exactly. :meth:`Multiplier.save` calls this.
+
+    >>> import os, tempfile
+    >>> path = os.path.join(tempfile.mkdtemp(), "t.bin")
+    >>> write_table([[0, 0], [0, 1]], path, signed=False)
+    >>> open(path, "rb").read()
+    b'\\x00\\x00\\x00\\x00\\x00\\x00\\x01\\x00'
     """
     format = format_of(path, format)
     rows = table.tolist() if hasattr(table, "tolist") else [list(row) for row in table]

@@ -6,17 +6,33 @@ __all__ = ["get_num_threads", "info", "library_path", "set_num_threads"]
 
 
 def library_path():
-    """Path of the shared library in use (APPROXMUL_LIBRARY or the packaged copy)."""
+    """Path of the shared library in use (APPROXMUL_LIBRARY or the packaged copy).
+
+    >>> import os, approxmul_cffi as am
+    >>> os.path.isfile(am.library_path())
+    True
+    """
     return LIBRARY_PATH
 
 
 def set_num_threads(num_threads):
-    """Threads for approxmul's kernels; 0 means one per core. Leaves OpenMP's own setting alone."""
+    """Threads for approxmul's kernels; 0 means one per core. Leaves OpenMP's own setting alone.
+
+    >>> import approxmul_cffi as am
+    >>> before = am.get_num_threads(); am.set_num_threads(1); am.get_num_threads()
+    1
+    >>> am.set_num_threads(before)
+    """
     check(lib.approxmul_set_num_threads(num_threads))
 
 
 def get_num_threads():
-    """Threads approxmul's kernels use."""
+    """Threads approxmul's kernels use (see :func:`set_num_threads`).
+
+    >>> import approxmul_cffi as am
+    >>> am.get_num_threads() >= 1
+    True
+    """
     return lib.approxmul_get_num_threads()
 
 

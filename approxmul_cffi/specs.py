@@ -80,7 +80,11 @@ def _bits(text, where):
 
 
 def is_table_path(text):
-    """True when a string ends in a table-file extension."""
+    """True when a string ends in a table-file extension.
+
+    >>> is_table_path("lut.H"), is_table_path("drum:k=4")
+    (True, False)
+    """
     return os.path.splitext(text)[1].lower() in EXTENSIONS
 
 

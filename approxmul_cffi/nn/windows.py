@@ -16,7 +16,11 @@ IM2COL_BUDGET = 1 << 24
 
 
 def pad(x, padding, value):
-    """``x`` with ``padding = (ph, pw)`` rows/columns of ``value`` around H and W."""
+    """``x`` with ``padding = (ph, pw)`` rows/columns of ``value`` around H and W.
+
+    >>> pad(np.ones((1, 1, 1, 1)), (1, 0), 0.0)[0, 0].tolist()
+    [[0.0], [1.0], [0.0]]
+    """
     ph, pw = padding
     if ph == 0 and pw == 0:
         return x
@@ -24,7 +28,12 @@ def pad(x, padding, value):
 
 
 def windows(x, kernel, stride, padding, dilation, out_hw, pad_value):
-    """Read-only view (N, C, OH, OW, KH, KW) of the padded input's windows."""
+    """Read-only view (N, C, OH, OW, KH, KW) of the padded input's windows.
+
+    >>> windows(np.arange(9).reshape(1, 1, 3, 3), (2, 2), (1, 1), (0, 0), (1, 1), (2, 2),
+    ...         0)[0, 0, 1, 1].tolist()
+    [[4, 5], [7, 8]]
+    """
     x = pad(x, padding, pad_value)
     n, c = x.shape[:2]
     (kh, kw), (sh, sw), (dh, dw) = kernel, stride, dilation
@@ -41,6 +50,11 @@ def conv_by_columns(x, w, geometry, out_hw, pad_value, matmul, out_dtype):
     ``geometry`` holds stride, padding, dilation and groups;
     ``matmul(cols (P, K), w_g.T (K, O_g))`` is float matmul or an
     approximate one (the multiplier sees (activation, weight) pairs).
+
+    >>> x = np.ones((1, 1, 3, 3)); w = np.ones((1, 1, 2, 2))
+    >>> geometry = dict(stride=(1, 1), padding=(0, 0), dilation=(1, 1), groups=1)
+    >>> conv_by_columns(x, w, geometry, (2, 2), 0.0, np.matmul, np.float64)[0, 0].tolist()
+    [[4.0, 4.0], [4.0, 4.0]]
     """
     n = x.shape[0]
     o, cg, kh, kw = w.shape

@@ -171,6 +171,19 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         static_cast<approxmul_dtype>(out.dtype), out.data, arrays[7], arrays[8]));
 
     if (all_valid) expect(status == APPROXMUL_OK, "valid conv2d refused", status);
+    // approxmul_conv2d_output_shape runs conv2d's geometry checks: they agree
+    if (arrays[0] && arrays[2] && arrays[4] && arrays[5] && arrays[6]) {
+        int64_t shape[4] = {-1, -1, -1, -1};
+        const approxmul_status shape_status = checked(approxmul_conv2d_output_shape(
+            nullptr, arrays[0], arrays[2], arrays[4], arrays[5], arrays[6], g.groups, 0, 0, shape,
+            nullptr));
+        if (status == APPROXMUL_OK)
+            expect(shape_status == APPROXMUL_OK && std::equal(shape, shape + 4, out.shape),
+                   "output shape disagrees with conv2d", shape_status);
+        if (shape_status != APPROXMUL_OK)
+            expect(std::all_of(shape, shape + 4, [](int64_t v) { return v == -1; }),
+                   "output shape written by a failing call", shape_status);
+    }
     for (const Tensor *t : {&x, &w, &out})
         if (t->impossible && arrays_given)
             expect(status != APPROXMUL_OK, "impossible view accepted");

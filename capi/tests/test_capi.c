@@ -179,6 +179,38 @@ static void test_bmm_and_conv2d(void) {
             CHECK(strstr(approxmul_last_error(), "address space") != NULL);
         }
         for (i = 0; i < 8; ++i) CHECK(out[i] == -1);
+        {
+            /* the output shape and type, with conv2d's own checks and messages */
+            int64_t shape[4] = {-1, -1, -1, -1};
+            char conv_message[256];
+            approxmul_dtype dtype = APPROXMUL_INT8;
+            CHECK(approxmul_conv2d_output_shape(m, xs, ws, one, zero, one, 2, 0, 0, shape,
+                                                &dtype) == APPROXMUL_OK);
+            CHECK(shape[0] == 1 && shape[1] == 2 && shape[2] == 2 && shape[3] == 2);
+            CHECK(dtype == APPROXMUL_INT32);
+            CHECK(approxmul_conv2d_output_shape(NULL, xs, ws, one, one, one, 2, 0, 0, shape,
+                                                NULL) == APPROXMUL_OK);
+            CHECK(shape[2] == 4 && shape[3] == 4);
+            CHECK(approxmul_conv2d(m, APPROXMUL_UINT8, x, xs, xst, APPROXMUL_UINT8, w, ws, wst,
+                                   one, zero, huge, 2, 0, 0, APPROXMUL_INT32, out, os, ost) ==
+                  APPROXMUL_ERR_SHAPE);
+            strncpy(conv_message, approxmul_last_error(), sizeof conv_message - 1);
+            conv_message[sizeof conv_message - 1] = 0;
+            for (i = 0; i < 4; ++i) shape[i] = -1;
+            CHECK(approxmul_conv2d_output_shape(m, xs, ws, one, zero, huge, 2, 0, 0, shape,
+                                                &dtype) == APPROXMUL_ERR_SHAPE);
+            CHECK(strcmp(conv_message, approxmul_last_error()) == 0);
+            CHECK(approxmul_conv2d_output_shape(m, xs, ws, one, zero, one, 2, 256, 0, shape,
+                                                &dtype) == APPROXMUL_ERR_OUT_OF_RANGE);
+            CHECK(strstr(approxmul_last_error(), "x_zero_point") != NULL);
+            CHECK(approxmul_conv2d_output_shape(m, xs, ws, one, zero, one, 2, 0, 0, shape,
+                                                NULL) == APPROXMUL_ERR_NULL_POINTER);
+            CHECK(approxmul_conv2d_output_shape(m, NULL, ws, one, zero, one, 2, 0, 0, shape,
+                                                &dtype) == APPROXMUL_ERR_NULL_POINTER);
+            CHECK(approxmul_conv2d_output_shape(m, xs, ws, one, zero, one, 2, 0, 0, NULL,
+                                                &dtype) == APPROXMUL_ERR_NULL_POINTER);
+            for (i = 0; i < 4; ++i) CHECK(shape[i] == -1);
+        }
     }
     approxmul_multiplier_destroy(m);
 }
