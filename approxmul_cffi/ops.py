@@ -97,28 +97,38 @@ def matmul(a, b, multiplier, *, a_zero_point=0, b_zero_point=0, out=None):
 
 
 def _add_bias(result, bias, out):
-    """``result + bias`` along the last axis, int64 (into ``out`` when given)."""
-    np = numpy_module()
-    if np is not None and (is_ndarray(result) or is_ndarray(bias)):
-        bias = np.asarray(bias)
+    """``result + bias`` along the rows, int64 (into ``out`` when given)."""
+    rows, cols = result.shape
+    target, view = _output(out, (rows, cols), "int64", is_ndarray(result))
+    with view:
+        if view.dtype != "int64":
+            raise DTypeError(f"out: dtype {view.dtype}; with a bias the result is int64")
+    if is_ndarray(target):
+        bias = numpy_module().asarray(bias)
         if bias.dtype.kind not in "iu":
             raise DTypeError(f"bias: dtype {bias.dtype}; expected integers in the "
                              "accumulator's scale")
-        if bias.shape != result.shape[-1:]:
-            raise ShapeError(f"bias: shape {bias.shape}, expected ({result.shape[-1]},)")
-        return np.add(result, bias, out=out, dtype=np.int64)
+        if bias.shape != (cols,):
+            raise ShapeError(f"bias: shape {bias.shape}, expected ({cols},)")
+        numpy_module().add(result, bias, out=target)
+        return target
     values = [as_int(v, "bias") for v in bias]
-    rows, cols = result.shape
     if len(values) != cols:
         raise ShapeError(f"bias: {len(values)} values, expected {cols}")
-    target, view = _output(out, (rows, cols), "int64", False)
-    with view:
-        if view.dtype != "int64":
-            raise DTypeError(f"out: dtype {view.dtype}; a linear layer with a bias gives int64")
     for i in range(rows):
         for j in range(cols):
             target[i, j] = result[i, j] + values[j]
     return target
+
+
+def _rows(array, name, lead):
+    """A (..., n) ndarray as (rows, n) without a copy (for outputs), else ShapeError."""
+    if array.ndim != len(lead) + 1:
+        raise ShapeError(f"{name}: shape {array.shape}, expected {len(lead) + 1} dimensions")
+    rows = array.reshape(-1, array.shape[-1])
+    if not numpy_module().shares_memory(rows, array):
+        raise ShapeError(f"{name}: must be reshapeable to 2-D without a copy")
+    return rows
 
 
 def linear(x, w, multiplier, bias=None, *, x_zero_point=0, w_zero_point=0, out=None):
@@ -137,22 +147,23 @@ def linear(x, w, multiplier, bias=None, *, x_zero_point=0, w_zero_point=0, out=N
     >>> am.linear(x, w, m).tolist(), am.linear(x, w, m, bias=[10, -12]).tolist()
     ([[-2, 12]], [[8, 0]])
     """
-    lead = None
+    lead, out2d = None, out
     if is_ndarray(x):
-        np = numpy_module()
-        x = np.asanyarray(x)
+        x = numpy_module().asanyarray(x)
+        if x.ndim == 0:
+            raise ShapeError("x: expected at least 1 dimension (in_features)")
         if x.ndim != 2:  # leading dimensions fold into rows, and come back at the end
             lead = x.shape[:-1]
-            x = x.reshape(-1, x.shape[-1] if x.ndim else 1)
-            if out is not None and bias is None:
-                out = out.reshape(-1, out.shape[-1] if out.ndim else 1)
-    acc_out = out if bias is None else None
-    result = _gemm(multiplier, as_matrix(x, "x"), _transposed(as_matrix(w, "w")), acc_out,
-                   is_ndarray(x) or is_ndarray(w), x_zero_point, w_zero_point)
+            x = x.reshape(-1, x.shape[-1])
+            if out is not None:
+                out2d = _rows(numpy_module().asanyarray(out), "out", lead)
+    result = _gemm(multiplier, as_matrix(x, "x"), _transposed(as_matrix(w, "w")),
+                   out2d if bias is None else None, is_ndarray(x) or is_ndarray(w),
+                   x_zero_point, w_zero_point)
     if bias is not None:
-        if lead is not None and out is not None:
-            out = out.reshape(result.shape)
-        result = _add_bias(result, bias, out)
+        result = _add_bias(result, bias, out2d)
+    if out is not None:
+        return out
     return result if lead is None else result.reshape(lead + result.shape[-1:])
 
 

@@ -223,3 +223,18 @@ def test_out_is_keyword_only_everywhere():
             op(a, a, m, out)
     with pytest.raises(TypeError):
         am.bmm(a[None], a[None], m, out[None])
+
+
+def test_linear_out_errors_write_nothing():
+    m = am.Multiplier.exact(8)
+    x = np.ones((2, 3, 4), np.uint8)
+    w = np.ones((5, 4), np.uint8)
+    out = np.zeros((2, 3, 5), np.int32)
+    with pytest.raises(am.DTypeError, match="int64"):
+        am.linear(x, w, m, [1] * 5, out=out)
+    with pytest.raises(am.ShapeError, match="without a copy"):
+        am.linear(x, w, m, out=np.zeros((2, 5, 3), np.int64).transpose(0, 2, 1))
+    with pytest.raises(am.ShapeError, match="bias"):
+        am.linear(x, w, m, np.ones(4, np.int64))
+    assert not out.any()
+    assert am.linear(x, w, m, out=out) is out and (out == 4).all()
