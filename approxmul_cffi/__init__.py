@@ -37,7 +37,7 @@ __version__ = _c_string(_lib.approxmul_version_string())
 
 
 # NumPy-based parts load on first use, so importing the package never needs NumPy.
-_LAZY_MODULES = ("datasets", "evaluation", "nn", "quant")
+_LAZY_MODULES = ("datasets", "evaluation", "nn", "quant", "requant")
 _LAZY_FUNCTIONS = {"evaluate": "evaluation"}
 
 
