@@ -198,3 +198,20 @@ def as_int(value, name):
     if isinstance(value, bool) or not hasattr(value, "__index__"):
         raise DTypeError(f"{name}: expected an integer, got {type(value).__name__}")
     return value.__index__()
+
+
+def as_pair(value, name):
+    """An int or a pair of ints as a pair of Python ints, else InvalidArgumentError.
+
+    Only the form is checked here; the values are the C library's to judge.
+    """
+    if hasattr(value, "__index__") and not isinstance(value, bool):
+        value = value.__index__()
+        return (value, value)
+    try:
+        pair = tuple(as_int(v, name) for v in value)
+    except (TypeError, DTypeError):
+        pair = ()
+    if len(pair) != 2:
+        raise InvalidArgumentError(f"{name}: expected an int or a pair of ints, got {value!r}")
+    return pair

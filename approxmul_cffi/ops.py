@@ -7,10 +7,10 @@ argument is checked by the C library, which also computes every output
 shape and type; this module only translates Python objects to C terms.
 """
 
-from ._buffers import (DTYPE_NAMES, Tensor, as_int, as_matrix, as_tensor, is_ndarray,
+from ._buffers import (DTYPE_NAMES, Tensor, as_int, as_matrix, as_pair, as_tensor, is_ndarray,
                        new_tensor, numpy_module)
 from ._library import check, ffi, lib
-from .errors import DTypeError, InvalidArgumentError, ShapeError
+from .errors import DTypeError, ShapeError
 from .multipliers import Multiplier
 
 __all__ = ["accumulator_dtype", "bmm", "conv2d", "conv2d_output_shape", "linear", "matmul",
@@ -255,19 +255,6 @@ def bmm(a, b, multiplier, *, a_zero_point=0, b_zero_point=0, out=None):
     return result
 
 
-def _pair(value, name):
-    """An int or a pair of ints as a pair (their values are the C library's to check)."""
-    if isinstance(value, int) and not isinstance(value, bool):
-        return (value, value)
-    try:
-        pair = tuple(as_int(v, name) for v in value)
-    except (TypeError, DTypeError):
-        pair = ()
-    if len(pair) != 2:
-        raise InvalidArgumentError(f"{name}: expected an int or a pair of ints, got {value!r}")
-    return pair
-
-
 def _conv2d_output(multiplier, x_shape, w_shape, stride, padding, dilation, groups,
                    x_zero_point=0, w_zero_point=0):
     """(output shape, dtype name or None) from the C library, which checks everything."""
@@ -277,8 +264,8 @@ def _conv2d_output(multiplier, x_shape, w_shape, stride, padding, dilation, grou
         if len(value) != 4:
             raise ShapeError(f"{name}: expected a 4-D shape, got {tuple(value)}")
     check(lib.approxmul_conv2d_output_shape(
-        handle, list(x_shape), list(w_shape), list(_pair(stride, "stride")),
-        list(_pair(padding, "padding")), list(_pair(dilation, "dilation")),
+        handle, list(x_shape), list(w_shape), list(as_pair(stride, "stride")),
+        list(as_pair(padding, "padding")), list(as_pair(dilation, "dilation")),
         as_int(groups, "groups"), x_zero_point, w_zero_point, shape, dtype))
     return tuple(shape), (None if multiplier is None else DTYPE_NAMES[dtype[0]])
 
@@ -314,8 +301,8 @@ def conv2d(x, w, multiplier, *, stride=1, padding=0, dilation=1, groups=1, x_zer
     handle = _handle(multiplier)
     xt, wt = as_tensor(x, "x", 4), as_tensor(w, "w", 4)
     with xt, wt:
-        stride, padding = _pair(stride, "stride"), _pair(padding, "padding")
-        dilation, groups = _pair(dilation, "dilation"), as_int(groups, "groups")
+        stride, padding = as_pair(stride, "stride"), as_pair(padding, "padding")
+        dilation, groups = as_pair(dilation, "dilation"), as_int(groups, "groups")
         shape, dtype = _conv2d_output(multiplier, xt.shape, wt.shape, stride, padding,
                                       dilation, groups, x_zero_point, w_zero_point)
         result, ot = _output(out, shape, dtype, is_ndarray(x) or is_ndarray(w))

@@ -17,6 +17,7 @@ from __future__ import annotations
 import numpy as np
 
 from .. import ops, quant
+from .._buffers import as_pair
 from ..errors import ApproxmulError, ModelError
 from .integer import CodeOp, QuantizedLayer
 from .windows import conv_by_columns
@@ -35,15 +36,10 @@ def register(cls):
 
 def pair(value, what):
     """An int or a pair of ints as a pair of ints (ModelError otherwise)."""
-    if isinstance(value, (int, np.integer)):
-        return (int(value), int(value))
     try:
-        result = tuple(int(v) for v in value)
-    except TypeError:
-        result = ()
-    if len(result) != 2:
-        raise ModelError(f"{what} must be an int or a pair of ints, got {value!r}")
-    return result
+        return as_pair(value, what)
+    except ApproxmulError as error:
+        raise ModelError(str(error)) from None
 
 
 def window_output(layer, x_shape, w_shape, stride, padding, dilation, groups):
