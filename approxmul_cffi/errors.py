@@ -54,6 +54,10 @@ class CallbackError(ApproxmulError, RuntimeError):
     """A user-supplied function failed."""
 
 
+class CancelledError(ApproxmulError, RuntimeError):
+    """A long call stopped by ``approxmul_cancel()`` (Ctrl-C in another thread's wait)."""
+
+
 class InternalError(ApproxmulError, RuntimeError):
     """A bug in approxmul; please report it with the message."""
 
@@ -80,5 +84,6 @@ STATUS_ERRORS = {
     10: LibraryIOError,
     11: FormatError,
     12: CallbackError,
+    13: CancelledError,
     99: InternalError,
 }

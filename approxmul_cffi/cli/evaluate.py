@@ -67,10 +67,13 @@ def _evaluate(args):
     from approxmul_cffi import quant
     from approxmul_cffi.evaluation import BUNDLED_MODEL, evaluate, plot_accuracy
 
-    for name in ("limit", "threads"):
+    from approxmul_cffi._library import lib
+
+    for name, most in (("limit", None), ("threads", lib.APPROXMUL_MAX_THREADS)):
         value = getattr(args, name)
-        if value is not None and value < 1:
-            raise UsageError(f"--{name} must be at least 1, got {value}")
+        if value is not None and (value < 1 or most is not None and value > most):
+            raise UsageError(f"--{name} must be {'1..' + str(most) if most else 'at least 1'}, "
+                             f"got {value}")
     if args.plot:  # fail before the run, not after it
         try:
             import matplotlib  # noqa: F401
