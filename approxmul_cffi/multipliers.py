@@ -187,7 +187,8 @@ class Multiplier:
         return text or None
 
     @classmethod
-    def from_c_function(cls, library_path, symbol, signature, *, bits=None, signed=None):
+    def from_c_function(cls, library_path, symbol, signature, *, bits=None, signed=None,
+                        isolate=True, timeout=60.0):
         """A vendor C model: ``symbol`` in the shared library ``library_path``.
 
         ``signature`` is the C prototype, whose parameter names ``a``/``b``
@@ -199,9 +200,13 @@ class Multiplier:
         unsigned types reads a signed circuit declared with unsigned types
         (operands as n-bit patterns, result as 2n-bit two's complement).
 
-        Models of up to 8 bits are tabulated at once. Wider ones are called
-        from the kernels: this object keeps the library loaded, so keep the
-        Multiplier alive while C code uses its handle.
+        Models of up to 8 bits are tabulated at once, by default in a child
+        process (``isolate``): a model that crashes, exits or runs longer
+        than ``timeout`` seconds raises CallbackError instead of taking this
+        process down. Wider ones are
+        called from the kernels in this process: this object keeps the
+        library loaded, so keep the Multiplier alive while C code uses its
+        handle. Symbols that are data, not functions, are refused.
 
         >>> import subprocess, tempfile, os
         >>> d = tempfile.mkdtemp()
@@ -219,12 +224,17 @@ class Multiplier:
         entry = vendor.parse_signature(signature)
         bits = entry[4] if bits is None else _int(bits, "bits")
         signed = entry[2].startswith("int") if signed is None else bool(signed)
+        spec = (f"c:{os.path.abspath(os.fspath(library_path))}:{symbol}:{entry[0]}"
+                f"?bits={bits}&signed={int(signed)}")
+        if isolate and 1 <= bits <= 8:  # never loaded here: tabulated in a child process
+            table = vendor.tabulate_isolated(library_path, symbol, entry, bits, signed, timeout)
+            model = cls.from_table(memoryview(table).cast("i"), signed=signed)
+            model._spec = spec
+            return model
         function, keepalive = vendor.open_function(library_path, symbol, entry)
         out = ffi.new("approxmul_multiplier **")
         check(lib.approxmul_multiplier_from_c_function(
             function, vendor.signature_enum(entry), bits, signed, str(symbol).encode(), out))
-        spec = (f"c:{os.path.abspath(os.fspath(library_path))}:{symbol}:{entry[0]}"
-                f"?bits={bits}&signed={int(signed)}")
         # tabulated models no longer need the library; wider ones call into it
         return cls(out[0], spec=spec, keepalive=keepalive if bits > 8 else None)
 
