@@ -5,7 +5,8 @@ import os
 
 from ._buffers import numpy_module
 from ._library import c_string, check, ffi, lib
-from .errors import CallbackError, DTypeError, InvalidArgumentError, ShapeError
+from .errors import (CallbackError, DTypeError, InvalidArgumentError, ShapeError,
+                     UnsupportedError)
 
 
 class Multiplier:
@@ -135,6 +136,9 @@ class Multiplier:
         >>> Multiplier.exact(bits=2).table().tolist()
         [[0, 0, 0, 0], [0, 1, 2, 3], [0, 2, 4, 6], [0, 3, 6, 9]]
         """
+        if self.bits > 12:  # refused before allocating 8 * 4^bits bytes
+            raise UnsupportedError(f"error_map: {self.bits}-bit operands make {4 ** self.bits} "
+                                   f"pairs; at most 12 bits (metrics() covers any width)")
         side = 1 << self.bits
         try:
             import numpy as np
@@ -317,6 +321,9 @@ class Multiplier:
         >>> Multiplier.from_spec("mitchell:bits=2").error_map().tolist()
         [[0, 0, 0, 0], [0, 0, 0, 0], [0, 0, 0, 0], [0, 0, 0, -1]]
         """
+        if self.bits > 12:  # refused before allocating 8 * 4^bits bytes
+            raise UnsupportedError(f"error_map: {self.bits}-bit operands make {4 ** self.bits} "
+                                   f"pairs; at most 12 bits (metrics() covers any width)")
         side = 1 << self.bits
         try:
             import numpy as np

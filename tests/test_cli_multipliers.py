@@ -69,3 +69,76 @@ def test_show_without_matplotlib_says_so(tmp_path):
                           str(tmp_path / "x.png")], capture_output=True, text=True, env=env,
                          cwd=tempfile.gettempdir())
     assert out.returncode == 2 and "needs matplotlib" in out.stderr and "approxmul[plot]" in out.stderr
+
+
+def assert_one_line_error(out, command, *words):
+    assert out.returncode == 2, out.stderr
+    assert "Traceback" not in out.stderr and out.stderr.count("\n") == 1, out.stderr
+    assert out.stderr.startswith(f"approxmul {command}: error:")
+    for word in words:
+        assert word in out.stderr
+
+
+def test_show_refuses_what_it_cannot_draw(tmp_path):
+    pytest.importorskip("matplotlib")
+    target = tmp_path / "big.png"
+    # 16 bits: 2^32 pairs (32 GiB of errors) was allocated before failing
+    out = approxmul("show", "drum:bits=16,k=8", "--out", str(target))
+    assert_one_line_error(out, "show", "16-bit", "at most 12-bit")
+    out = approxmul("show", "mitchell", "--out", str(tmp_path / "y.xyz"))
+    assert_one_line_error(out, "show", "y.xyz", ".xyz", ".png")
+    out = approxmul("show", "mitchell", "--out", str(tmp_path / "noextension"))
+    assert_one_line_error(out, "show", "missing extension")
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_error_map_refuses_wide_multipliers_before_allocating():
+    import approxmul_cffi as am
+
+    with pytest.raises(am.UnsupportedError, match="at most 12"):
+        am.multiplier("drum:bits=16,k=8").error_map()
+
+
+def test_block_extremes_keeps_each_block_s_largest_error():
+    np = pytest.importorskip("numpy")
+    from approxmul_cffi.cli.show import block_extremes
+
+    rng = np.random.default_rng(3)
+    errors = rng.integers(-50, 50, size=(64, 64))
+    got = block_extremes(errors, 8)
+    for i in range(8):  # plain reference: scan each tile in row-major order
+        for j in range(8):
+            best = 0
+            for value in errors[8 * i:8 * i + 8, 8 * j:8 * j + 8].ravel():
+                if abs(value) > abs(best):
+                    best = value
+            assert got[i, j] == best
+
+
+@pytest.mark.parametrize("command", ["metrics", "show", "evaluate", "info", "layers"])
+def test_help_is_plain_text(command):
+    out = approxmul(command, "--help")
+    assert out.returncode == 0, out.stderr
+    for markup in ("``", ":func:", ":class:", ":meth:", ":mod:"):
+        assert markup not in out.stdout
+
+
+def test_layers_lists_shapes_and_multiply_accumulates(tmp_path):
+    out = approxmul("layers")
+    assert out.returncode == 0, out.stderr
+    rows = {line.split()[0]: line.split() for line in out.stdout.splitlines()[1:]}
+    # the bundled LeNet: conv1 1->16 3x3 on 8x8 (same padding), conv2 16->32 3x3 on 4x4,
+    # fc1 128->64, fc2 64->10; MACs = output elements * weights per output element
+    assert rows["conv1"][1:4] == ["Conv2d", "input", "16x8x8"]
+    assert rows["conv1"][-1] == f"{16 * 8 * 8 * 1 * 3 * 3:,}"
+    assert rows["conv2"][-1] == f"{32 * 4 * 4 * 16 * 3 * 3:,}"
+    assert rows["fc1"][-1] == f"{64 * 128:,}" and rows["fc2"][-1] == f"{10 * 64:,}"
+    assert rows["relu1"][-1] == "0"
+    total = 16 * 64 * 9 + 32 * 16 * 16 * 9 + 64 * 128 + 10 * 64
+    assert rows["total"][-1] == f"{total:,}"
+    out = approxmul("layers", "--json")
+    listed = json.loads(out.stdout)
+    assert [r["name"] for r in listed][:2] == ["conv1", "bn1"]
+    assert listed[0]["parameters"] == 16 * 9 + 16
+    assert_one_line_error(approxmul("layers", str(tmp_path / "missing.json")), "layers",
+                          "missing.json")

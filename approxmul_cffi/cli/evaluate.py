@@ -8,9 +8,7 @@ error. User mistakes end with a one-line error on stderr and exit status 2.
 import os
 import sys
 
-import numpy as np
-
-from . import UsageError
+from . import UsageError, missing_extra
 
 HELP = "evaluate a quantized network with approximate multipliers"
 
@@ -50,6 +48,8 @@ def _layer_overrides(items):
 
 
 def _load_data(path):
+    import numpy as np
+
     try:
         with np.load(path, allow_pickle=False) as f:
             arrays = {k: f[k] for k in f.files}
@@ -64,6 +64,8 @@ def _load_data(path):
 
 
 def _evaluate(args):
+    import numpy  # noqa: F401 (the first thing evaluate needs: said before anything runs)
+
     from approxmul_cffi import quant
     from approxmul_cffi.evaluation import BUNDLED_MODEL, evaluate, plot_accuracy
 
@@ -106,7 +108,10 @@ def run(args):
     """Run ``approxmul evaluate``; returns the exit status."""
     try:
         return _evaluate(args)
-    except (UsageError, ValueError, OSError, ImportError) as e:
+    except ImportError as e:
+        print(f"approxmul evaluate: error: {missing_extra(e) or e}", file=sys.stderr)
+        return 2
+    except (UsageError, ValueError, OSError) as e:
         # User mistakes (bad spec, layer, file, data): one line, no traceback.
         print(f"approxmul evaluate: error: {e}", file=sys.stderr)
         return 2

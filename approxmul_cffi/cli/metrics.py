@@ -24,10 +24,12 @@ def add_parser(subparsers):
 
     import approxmul_cffi as am
 
+    from . import description
+
     families = "\n".join(f"  {f['name']}: {f['parameters']}" for f in am.families())
     parser = subparsers.add_parser(
         "metrics", help="error metrics of multipliers over every operand pair",
-        description=__doc__.split("\n\n", 1)[1],
+        description=description(sys.modules[__name__]),
         epilog="families and their parameters (defaults, ranges):\n" + families,
         formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("specs", nargs="+", metavar="SPEC", help="multiplier spec or table path")
