@@ -48,13 +48,19 @@ _WORK = {
 }
 
 
-def run_interruptibly(function, args, ffi, lib, error_for):
+# The message a helper thread's failed call left, as cdata. Only the main
+# thread uses helper threads, so it is the main thread's until its next call.
+_main_message = [None]
+
+
+def run_interruptibly(function, args, ffi, lib):
     """``function(*args)``, a C call returning a status, on a helper thread.
 
     The calling (main) thread waits, receives KeyboardInterrupt at once, then
-    cancels the call and waits for it to return before re-raising. A
-    non-zero status is raised here through ``error_for(status, message)``
-    with the helper thread's message (the library keeps one per thread).
+    cancels the call and waits for it to return before re-raising. The
+    status is returned as from a direct call; the library keeps error
+    messages per thread, so the helper thread's message is kept for
+    :meth:`InterruptibleLibrary.approxmul_last_error` on this thread.
     """
     outcome = {"phase": "pending"}  # -> "running" -> done, or -> "aborted" (never called)
     phase_lock = threading.Lock()
@@ -70,7 +76,7 @@ def run_interruptibly(function, args, ffi, lib, error_for):
             outcome["status"] = status
             if status:
                 outcome["message"] = ffi.string(lib.approxmul_last_error()).decode(
-                    "utf-8", "replace")
+                "utf-8", "replace")
         finally:
             done.set()
 
@@ -95,42 +101,60 @@ def run_interruptibly(function, args, ffi, lib, error_for):
         raise
     status = outcome["status"]
     if status:
-        raise error_for(status, outcome["message"])
+        _main_message[0] = ffi.new("char[]", outcome["message"].encode())
     return status
 
 
 class InterruptibleLibrary:
-    """The cffi library object, with the long entry points made interruptible.
+    """The cffi library object as approxmul_cffi calls it.
 
-    Every attribute is the library's own, except the functions of ``_WORK``:
-    called from the main thread with work above :data:`LONG_WORK`, they run
-    through :func:`run_interruptibly`.
+    Every attribute is the library's own, with two additions to functions:
+    the functions of ``_WORK``, called from the main thread with work above
+    :data:`LONG_WORK`, run through :func:`run_interruptibly`; and a value
+    that cffi cannot convert to its parameter's C type is reported by the
+    parameter's name (:mod:`approxmul_cffi._arguments`).
     """
 
-    def __init__(self, library, ffi, error_for):
+    def __init__(self, library, ffi, cdef):
+        from ._arguments import parameters
+
         self._library = library
         self._ffi = ffi
-        self._error_for = error_for
+        self._parameters = parameters(cdef)
 
     def __getattr__(self, name):
         value = getattr(self._library, name)
-        work = _WORK.get(name)
-        if work is not None:
-            value = self._wrap(value, work)
+        if name in self._parameters:
+            value = self._wrap(name, value, _WORK.get(name))
         setattr(self, name, value)  # looked up once
         return value
 
-    def _wrap(self, function, work):
-        ffi, library, error_for = self._ffi, self._library, self._error_for
+    def approxmul_last_error(self):
+        """This thread's last message, including one a helper thread's call left."""
+        message = _main_message[0]
+        if message is not None and threading.current_thread() is threading.main_thread():
+            return message
+        return self._library.approxmul_last_error()
+
+    def _wrap(self, name, function, work):
+        from ._arguments import argument_error
+
+        ffi, library = self._ffi, self._library
+        params = self._parameters[name]
 
         def call(*args):
-            if (threading.current_thread() is threading.main_thread()
-                    and _work(work, ffi, library, args) > LONG_WORK):
-                return run_interruptibly(function, args, ffi, library, error_for)
-            return function(*args)
+            if _main_message[0] is not None and threading.current_thread() is threading.main_thread():
+                _main_message[0] = None  # a new call: the older message is void
+            try:
+                if (work is not None and threading.current_thread() is threading.main_thread()
+                        and _work(work, ffi, library, args) > LONG_WORK):
+                    return run_interruptibly(function, args, ffi, library)
+                return function(*args)
+            except (TypeError, OverflowError) as error:  # cffi's argument conversion
+                raise argument_error(ffi, name, params, args, error) from None
 
-        call.__name__ = call.__qualname__ = getattr(function, "__name__", "call")
-        call.__doc__ = f"{call.__name__}, interruptible by Ctrl-C when long."
+        call.__name__ = call.__qualname__ = name
+        call.__doc__ = f"{name} (approxmul.h), interruptible by Ctrl-C when long."
         return call
 
 

@@ -84,7 +84,7 @@ def check(status):
 def error_for(status, message=None):
     """The exception for a non-zero status, carrying this thread's C message (or ``message``)."""
     if message is None:
-        message = ffi.string(raw_lib.approxmul_last_error()).decode("utf-8", "replace")
+        message = ffi.string(lib.approxmul_last_error()).decode("utf-8", "replace")
     if not message:
         message = ffi.string(raw_lib.approxmul_status_string(status)).decode()
     error = STATUS_ERRORS.get(status, InternalError)(message)
@@ -93,7 +93,7 @@ def error_for(status, message=None):
 
 
 # the library as the modules call it: long calls are interruptible (_interrupt.py)
-lib = InterruptibleLibrary(raw_lib, ffi, error_for)
+lib = InterruptibleLibrary(raw_lib, ffi, CDEF)
 
 
 def c_string(pointer):
