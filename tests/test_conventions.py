@@ -6,8 +6,8 @@ import approxmul_cffi as am
 from approxmul_cffi import conventions
 from approxmul_cffi.formats import read_table
 
-UNSIGNED = ["exact", "drum:k=3", "drum:k=4", "mitchell", "truncated:cut=6", "roba", "bam:v=4,h=6",
-            "ilm:iterations=1", "etm:k=4"]
+UNSIGNED = ["exact", "drum:k=3", "drum:k=4", "mitchell", "truncated:cut=6", "roba", "bam:hbl=2,vbl=6",
+            "ilm:iterations=1", "dsm:m=4"]
 SIGNED = ["exact:signed=1", "drum:k=3,signed=1", "drum:k=4,signed=1", "mitchell:signed=1",
           "truncated:cut=6,signed=1", "roba:signed=1", "ilm:iterations=1,signed=1"]
 
