@@ -13,8 +13,8 @@ def _overlap(a, b, pad=1.0):
 def _candidates(fontsize):
     """Label offsets in points, nearest first: beside the point, then stacked above and below."""
     step = fontsize + 3
-    offsets = [(dx, dy * step / 2) for dx in (4, -4, 28, -28, 56, -56)
-               for dy in range(-24, 25)]
+    offsets = [(dx, dy * step / 2) for dx in (4, -4, 28, -28, 56, -56, 100, -100, 150, -150)
+               for dy in range(-60, 61)]
     return sorted(offsets, key=lambda o: (abs(o[0]) / 2 + abs(o[1]), o[1] < 0, o[0] < 0))
 
 
