@@ -37,3 +37,27 @@ def expect_success(result, what):
     if result.returncode != 0:
         sys.exit(f"FAIL: {what}: exit {result.returncode}\n{result.stderr[-3000:]}")
     print("ok:", what)
+
+
+def expect_ctrl_c_stops(command, what, status, within=2.0, after=2.0):
+    """Starts ``command``, sends SIGINT ``after`` s later; it must exit ``status`` within ``within`` s."""
+    import signal
+    import time
+
+    child = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                             cwd=tempfile.gettempdir(), env=dict(os.environ))
+    time.sleep(after)  # imports done, deep inside the long computation
+    if child.poll() is not None:
+        sys.exit(f"FAIL: {what} finished before the interrupt; pick a longer computation")
+    sent = time.monotonic()
+    child.send_signal(signal.SIGINT)
+    try:
+        child.communicate(timeout=10)
+    except subprocess.TimeoutExpired:
+        child.kill()
+        sys.exit(f"FAIL: {what} ignored Ctrl-C for 10 s")
+    waited = time.monotonic() - sent
+    if child.returncode != status or waited > within:
+        sys.exit(f"FAIL: {what}: exit {child.returncode} after {waited:.2f} s "
+                 f"(want {status}, < {within} s)")
+    print(f"ok: {what} stopped {waited:.2f} s after Ctrl-C")
