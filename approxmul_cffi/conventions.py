@@ -15,7 +15,7 @@ flags that fit.
 from .errors import ApproxmulError
 
 # (signed, order): for signed operands "twos" is the same layout as "raw"
-CANDIDATES = ((False, "raw"), (True, "twos"), (True, "offset"))
+CANDIDATES = ((False, "raw"), (True, "raw"), (True, "offset"))
 
 #: declared conventions at least this far from exact (MAE % of 4^n) are suspect...
 SUSPECT_PERCENT = 5.0
@@ -30,7 +30,7 @@ class TableConventionWarning(UserWarning):
 def same(a, b):
     """Whether two (signed, order) conventions are the same layout."""
     def norm(c):
-        return (bool(c[0]), "twos" if c[0] and c[1] in ("raw", "twos") else c[1])
+        return (bool(c[0]), "raw" if c[1] in ("raw", "twos") else c[1])
     return norm(a) == norm(b)
 
 
@@ -49,7 +49,7 @@ def assess(read):
     >>> am.multiplier("exact:signed=1").save(path)
     >>> [(s, o, round(p, 1)) for s, o, p in assess(
     ...     lambda signed, order: read_table(path, signed=signed, order=order))]
-    [(False, 'raw', 49.6), (True, 'twos', 0.0), (True, 'offset', 8.3)]
+    [(False, 'raw', 49.6), (True, 'raw', 0.0), (True, 'offset', 8.3)]
     """
     from .multipliers import Multiplier
 
@@ -67,8 +67,8 @@ def assess(read):
 def mismatch(assessed, signed, order):
     """(declared MAE %, best (signed, order, MAE %)) when the declared convention looks wrong, else None.
 
-    >>> mismatch([(False, "raw", 49.6), (True, "twos", 0.0)], False, "raw")
-    (49.6, (True, 'twos', 0.0))
+    >>> mismatch([(False, "raw", 49.6), (True, "raw", 0.0)], False, "raw")
+    (49.6, (True, 'raw', 0.0))
     >>> mismatch([(False, "raw", 0.7), (True, "twos", 49.0)], False, "raw") is None
     True
     """
@@ -90,6 +90,7 @@ def describe(signed, order):
     >>> describe(True, "offset")
     "signed=True, order='offset'"
     """
+    order = "raw" if order == "twos" else order  # the same layout for signed operands
     return f"signed={bool(signed)}, order={order!r}" if signed else "signed=False"
 
 
@@ -99,3 +100,28 @@ def warning_text(path, declared_percent, signed, order, best):
             f"(MAE, of 4^n) away from the exact product; as {describe(*best[:2])} it is "
             f"{best[2]:.3g} %: probably that convention (pass it to load_multiplier, or "
             f"?signed=..&order=.. in a file: spec)")
+
+
+def check_file(path, signed, order="raw", format=None):
+    """(assessments, warning text or None) for a table file read in the declared convention.
+
+    >>> import os, tempfile, approxmul_cffi as am
+    >>> path = os.path.join(tempfile.mkdtemp(), "signed.bin")
+    >>> am.multiplier("exact:signed=1").save(path)
+    >>> check_file(path, signed=True)[1] is None
+    True
+    >>> "as signed=True, order='raw' it is 0 %" in check_file(path, signed=False)[1]
+    True
+    """
+    from .formats import read_table
+
+    results = assess(lambda s, o: read_table(path, signed=s, order=o, format=format))
+    found = mismatch(results, signed, order)
+    if found is None:
+        return results, None
+    return results, warning_text(path, found[0], signed, order, found[1])
+
+
+def best(assessed):
+    """The (signed, order, MAE %) nearest to the exact product, or None."""
+    return min(assessed, key=lambda entry: entry[2]) if assessed else None

@@ -43,4 +43,5 @@ def test_warning_text_names_the_file_and_the_fitting_convention(tmp_path):
     results = assessed(path)
     declared, best = conventions.mismatch(results, False, "raw")
     text = conventions.warning_text(path, declared, False, "raw", best)
-    assert str(path) in text and "signed=True, order='twos'" in text and "49.6 %" in text
+    assert str(path) in text and "signed=True, order='raw' it is 0 %" in text
+    assert "49.6 %" in text

@@ -54,6 +54,71 @@ def missing_extra(error):
     return f"needs {shown}, which is not installed: pip install 'approxmul[{EXTRAS[top]}]'"
 
 
+def add_table_options(parser):
+    """--signed and --order: how table files named on the command line are read."""
+    parser.add_argument("--signed", action="store_true",
+                        help="table files hold signed (two's-complement) operands")
+    parser.add_argument("--order", choices=("raw", "twos", "offset"),
+                        help="row order of signed table files (default raw; see "
+                             "docs/multipliers.md)")
+
+
+def _flags(signed, order):
+    if not signed:
+        return "no --signed"
+    return "--signed" if order in ("raw", "twos") else f"--signed --order {order}"
+
+
+def load_multiplier(spec, args):
+    """A Multiplier for a command-line spec; table files are read as --signed/--order say.
+
+    A table that lies far from the exact product as read, while another
+    convention fits it much better, is refused naming the flags that fit,
+    unless the flags stated the parts that differ (then it is a warning on
+    stderr).
+    Returns (multiplier, convention report or None) - the report, for table
+    files: (path, [(signed, order, MAE %)], declared (signed, order)).
+    """
+    import os
+    import warnings
+
+    import approxmul_cffi as am
+    from approxmul_cffi import conventions
+    from approxmul_cffi.formats import EXTENSIONS
+
+    signed, order = getattr(args, "signed", False), getattr(args, "order", None)
+    bare = not spec.startswith(("file:", "c:")) and os.path.splitext(spec)[1].lower() in EXTENSIONS
+    if bare and (signed or order):
+        spec = f"file:{os.path.abspath(spec)}?signed={int(signed)}&order={order or 'raw'}"
+    query = spec.partition("?")[2] if spec.startswith("file:") else ""
+    stated_signed = bool(signed or order) if bare else "signed=" in query
+    stated_order = order is not None if bare else "order=" in query
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", conventions.TableConventionWarning)  # judged below
+        m = am.multiplier(spec)
+    if not (m.spec or "").startswith("file:"):
+        return m, None
+    path, _, query = m.spec[5:].partition("?")
+    options = dict(item.split("=", 1) for item in query.split("&"))
+    declared = (options["signed"] == "1", options["order"])
+    assessed, _ = conventions.check_file(path, *declared, format=options["format"])
+    found = conventions.mismatch(assessed, *declared)
+    if found is not None:
+        percent, (best_signed, best_order, best_percent) = found
+        text = (f"{path}: read with {_flags(*declared)}, the table is {percent:.3g} % (MAE) "
+                f"away from the exact product; with {_flags(best_signed, best_order)} it is "
+                f"{best_percent:.3g} %")
+        # refused unless the user stated each part of the convention that differs
+        stated = ((best_signed == declared[0] or stated_signed)
+                  and (conventions.same((best_signed, best_order), (best_signed, declared[1]))
+                       or stated_order))
+        if not stated:
+            raise UsageError(text + ": pass those flags (or state --signed/--order to read it "
+                             "as you say anyway)")
+        print(f"approxmul: warning: {text}", file=sys.stderr)
+    return m, (path, assessed, declared)
+
+
 def build_parser():
     parser = argparse.ArgumentParser(
         prog="approxmul",

@@ -44,6 +44,8 @@ void mark_call_start() { call_epoch = cancel_epoch.load(std::memory_order_relaxe
 
 std::uint64_t call_start_epoch() { return call_epoch; }
 
+void adopt_call_epoch(std::uint64_t epoch) { call_epoch = epoch; }
+
 bool cancelled(std::uint64_t start_epoch) {
     return cancel_epoch.load(std::memory_order_relaxed) != start_epoch;
 }

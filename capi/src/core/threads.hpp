@@ -23,6 +23,7 @@ int num_threads();                      // the count a parallel region should us
 void request_cancel();
 void mark_call_start();              // on the calling thread
 std::uint64_t call_start_epoch();    // the calling thread's mark, to hand to workers
+void adopt_call_epoch(std::uint64_t epoch);  // a worker takes the call's mark (nested loops)
 bool cancelled(std::uint64_t start_epoch);
 [[noreturn]] void fail_cancelled();  // throws the APPROXMUL_ERR_CANCELLED error
 

@@ -38,6 +38,7 @@ void parallel_for(int64_t n, int threads, const Body &body) {
         const int thread = 0;
 #endif
         try {
+            adopt_call_epoch(epoch);  // a parallel_for inside body polls for this call
             body(index, thread);
         } catch (...) {
             std::lock_guard<std::mutex> guard(error_lock);
