@@ -142,3 +142,43 @@ def test_layers_lists_shapes_and_multiply_accumulates(tmp_path):
     assert listed[0]["parameters"] == 16 * 9 + 16
     assert_one_line_error(approxmul("layers", str(tmp_path / "missing.json")), "layers",
                           "missing.json")
+
+
+@pytest.fixture
+def table_files(tmp_path):
+    import approxmul_cffi as am
+
+    am.multiplier("exact:signed=1").save(tmp_path / "signed.bin")
+    am.multiplier("drum:k=4,signed=1").save(tmp_path / "offset.txt", order="offset")
+    am.multiplier("drum:k=4").save(tmp_path / "unsigned.bin")
+    return tmp_path
+
+
+def test_table_read_in_the_wrong_convention_is_refused_with_the_flags_that_fit(table_files):
+    out = approxmul("metrics", str(table_files / "signed.bin"))
+    assert_one_line_error(out, "metrics", "signed.bin", "49.6 %", "with --signed it is 0 %")
+    out = approxmul("metrics", "--signed", str(table_files / "offset.txt"))
+    assert_one_line_error(out, "metrics", "offset.txt", "with --signed --order offset")
+    out = approxmul("metrics", "--signed", str(table_files / "unsigned.bin"))
+    # stated by the user: read as said, with a warning naming what fits
+    assert out.returncode == 0, out.stderr
+    assert "warning" in out.stderr and "with no --signed it is" in out.stderr
+    out = approxmul("evaluate", "-m", str(table_files / "signed.bin"), "--limit", "5",
+                    "--no-progress")
+    assert out.returncode == 2 and "with --signed it is 0 %" in out.stderr
+    assert out.stderr.count("\n") == 1
+    out = approxmul("show", str(table_files / "signed.bin"), "--out",
+                    str(table_files / "x.png"))
+    assert_one_line_error(out, "show", "with --signed it is 0 %")
+
+
+def test_metrics_reports_the_convention_of_table_files(table_files):
+    out = approxmul("metrics", "--signed", "--order", "offset", str(table_files / "offset.txt"))
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.splitlines()[1].split()[1] == "240.7"  # drum:k=4's MAE, as written
+    assert ("read as signed=True, order='offset'; closest to the exact product as "
+            "signed=True, order='offset'") in out.stdout
+    out = approxmul("metrics", "--json", "--signed", str(table_files / "signed.bin"))
+    facts = json.loads(out.stdout)[0]["convention"]
+    assert facts["read_as"] == facts["closest_to_exact"] == "signed=True, order='raw'"
+    assert facts["mae_percent_by_convention"]["signed=False"] == pytest.approx(49.609375)

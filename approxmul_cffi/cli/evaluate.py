@@ -8,7 +8,7 @@ error. User mistakes end with a one-line error on stderr and exit status 2.
 import os
 import sys
 
-from . import UsageError, missing_extra
+from . import UsageError, add_table_options, load_multiplier, missing_extra
 
 HELP = "evaluate a quantized network with approximate multipliers"
 
@@ -34,17 +34,32 @@ def add_parser(subparsers):
     p.add_argument("--plot", metavar="FILE.png",
                    help="plot accuracy against MAE%% with the Pareto front (needs matplotlib)")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    add_table_options(p)
     return p
 
 
-def _layer_overrides(items):
+def _layer_overrides(items, args):
     out = {}
     for item in items:
         name, eq, spec = item.partition("=")
         if not eq or not name or not spec:
             raise UsageError(f"--layer expects NAME=SPEC, got {item!r}")
         out[name] = spec
+    # checked here, passed on as text so that the layers column shows them as typed;
+    # a bare table path read with --signed/--order travels as its file: spec
+    for name, spec in out.items():
+        m, _ = load_multiplier(spec, args)
+        if (args.signed or args.order) and not spec.startswith("file:") and \
+                (m.spec or "").startswith("file:"):
+            out[name] = m.spec
     return out
+
+
+def _multipliers(specs, args):
+    """{label as typed: Multiplier}, table files read with --signed/--order and checked."""
+    if specs is None:
+        return None
+    return {spec: load_multiplier(spec, args)[0] for spec in specs}
 
 
 def _load_data(path):
@@ -89,7 +104,8 @@ def _evaluate(args):
         data, calibration = load_digits("test"), load_digits("train")[0]
         source = f"digits held-out split, calibrated on {len(calibration)} training images"
     model_path = args.model or BUNDLED_MODEL
-    result = evaluate(model_path, data, args.multipliers, layers=_layer_overrides(args.layers),
+    result = evaluate(model_path, data, _multipliers(args.multipliers, args),
+                      layers=_layer_overrides(args.layers, args),
                       limit=args.limit, threads=args.threads, progress=not args.no_progress,
                       calibration=calibration, config=quant.QuantConfig(calibration=args.calibration))
     n = len(data[1]) if args.limit is None else min(args.limit, len(data[1]))

@@ -16,13 +16,14 @@ PIXELS = 256   # heatmap cells per side at most (each about 2 pixels at 150 dpi)
 
 
 def add_parser(subparsers):
-    from . import description
+    from . import add_table_options, description
 
     parser = subparsers.add_parser("show", help="draw a multiplier's error map and histogram",
                                    description=description(sys.modules[__name__]))
     parser.add_argument("spec", metavar="SPEC", help="multiplier spec or table path")
     parser.add_argument("--out", required=True, metavar="FILE",
                         help="image to write (.png, .pdf, .svg, ...: what matplotlib writes)")
+    add_table_options(parser)
     return parser
 
 
@@ -46,7 +47,7 @@ def block_extremes(errors, block):
 
 
 def run(args):
-    from . import UsageError
+    from . import UsageError, load_multiplier
 
     try:
         import matplotlib
@@ -57,8 +58,6 @@ def run(args):
     matplotlib.use("Agg")  # files only, never a window
     import matplotlib.pyplot as plt
 
-    import approxmul_cffi as am
-
     extension = os.path.splitext(args.out)[1].lower().lstrip(".")
     formats = plt.figure().canvas.get_supported_filetypes()
     plt.close("all")
@@ -66,7 +65,7 @@ def run(args):
         raise UsageError(f"--out {args.out}: cannot tell the image format from "
                          f"{'.' + extension if extension else 'a missing extension'}; "
                          f"use one of {', '.join('.' + f for f in sorted(formats))}")
-    m = am.multiplier(args.spec)
+    m, _ = load_multiplier(args.spec, args)
     if m.bits > MAX_BITS:
         raise UsageError(f"{args.spec}: {m.bits}-bit operands are {4 ** m.bits:,} pairs; "
                          f"'show' draws at most {MAX_BITS}-bit multipliers ('approxmul metrics' "
