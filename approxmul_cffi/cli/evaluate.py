@@ -99,15 +99,18 @@ def _evaluate(args):
     if args.data:
         data, calibration = _load_data(args.data)
         source = f"{os.path.basename(args.data)}, calibrated on its {len(calibration)} samples"
+        data_source = os.path.abspath(args.data)
     else:
         from approxmul_cffi.datasets import load_digits
         data, calibration = load_digits("test"), load_digits("train")[0]
         source = f"digits held-out split, calibrated on {len(calibration)} training images"
+        data_source = "sklearn digits, approxmul_cffi.datasets held-out split"
     model_path = args.model or BUNDLED_MODEL
     result = evaluate(model_path, data, _multipliers(args.multipliers, args),
                       layers=_layer_overrides(args.layers, args),
                       limit=args.limit, threads=args.threads, progress=not args.no_progress,
-                      calibration=calibration, config=quant.QuantConfig(calibration=args.calibration))
+                      calibration=calibration, config=quant.QuantConfig(calibration=args.calibration),
+                      data_source=data_source)
     n = len(data[1]) if args.limit is None else min(args.limit, len(data[1]))
     print(f"model {os.path.basename(model_path)}: {n} samples of the {source}")
     print(result.format_table())
