@@ -125,3 +125,22 @@ def check_file(path, signed, order="raw", format=None):
 def best(assessed):
     """The (signed, order, MAE %) nearest to the exact product, or None."""
     return min(assessed, key=lambda entry: entry[2]) if assessed else None
+
+
+def warn_if_mismatched(path, signed, order="raw", format=None):
+    """Warn (:class:`TableConventionWarning`) when a table file fits another convention much better.
+
+    >>> import os, tempfile, warnings, approxmul_cffi as am
+    >>> path = os.path.join(tempfile.mkdtemp(), "signed.bin")
+    >>> am.multiplier("exact:signed=1").save(path)
+    >>> with warnings.catch_warnings(record=True) as caught:
+    ...     warnings.simplefilter("always")
+    ...     _ = am.load_multiplier(path)              # read as unsigned: 49.6 % from exact
+    >>> caught[0].category.__name__, "signed=True, order='raw' it is 0 %" in str(caught[0].message)
+    ('TableConventionWarning', True)
+    """
+    import warnings
+
+    _, text = check_file(path, signed, order, format)
+    if text is not None:
+        warnings.warn(text, TableConventionWarning, stacklevel=3)

@@ -30,6 +30,7 @@ import os
 
 from ._library import ffi, lib, check
 from .errors import FormatError, InvalidArgumentError, LibraryIOError, UnsupportedError
+from .safe_files import load_npy, load_npz, npz_headers, read_bounded
 
 FORMATS = ("binary", "c", "text", "npy", "npz")
 ORDERS = ("raw", "twos", "offset")
@@ -37,6 +38,12 @@ EXTENSIONS = {
     ".bin": "binary", ".h": "c", ".c": "c", ".txt": "text", ".csv": "text", ".tsv": "text",
     ".dat": "text", ".npy": "npy", ".npz": "npz",
 }
+# The largest file of each format: a binary table is 2 * 4^8 bytes; text and
+# C source allow generous formatting around 65536 entries.
+MAX_FILE_BYTES = {"binary": 2 * 4**8, "c": 16 << 20, "text": 16 << 20}
+# the largest .npy/.npz table: 4^8 int64 entries (and the headers)
+MAX_ARRAY_BYTES = 8 * 4**8
+
 _C_FORMATS = {"binary": "APPROXMUL_TABLE_BINARY_U16LE", "c": "APPROXMUL_TABLE_C_SOURCE",
               "text": "APPROXMUL_TABLE_TEXT"}
 _C_ORDERS = {"raw": "APPROXMUL_ORDER_RAW", "twos": "APPROXMUL_ORDER_TWOS",
@@ -88,11 +95,10 @@ def read_table(path, *, signed, order="raw", format=None, bits=None):
         bits = _int(bits, "bits")
     if format in ("npy", "npz"):
         return _read_numpy(path, format, signed, order, bits)
-    try:
-        with open(path, "rb") as file:
-            data = file.read()
-    except OSError as error:
-        raise LibraryIOError(f"cannot read table file {os.fspath(path)}: {error.strerror}") from error
+    try:  # never more than the format can hold (a device like /dev/zero has no end)
+        data = read_bounded(path, MAX_FILE_BYTES[format], f"a {format} table file")
+    except LibraryIOError as error:
+        raise LibraryIOError(f"cannot read table file: {error}") from None
     out = ffi.new("int32_t[]", 1 << 16)
     bits_out = ffi.new("int *")
     try:
@@ -113,29 +119,21 @@ def _read_numpy(path, format, signed, order, bits):
     except ImportError:
         raise UnsupportedError(f"reading {format} files needs NumPy (pip install numpy)") from None
     name = os.fspath(path)
-    try:
-        loaded = np.load(path, allow_pickle=False)
-    except FileNotFoundError as error:
-        raise LibraryIOError(f"cannot read table file {name}: {error.strerror}") from error
-    except (ValueError, OSError, EOFError) as error:
-        raise FormatError(f"{name} is not a readable .{format} file: {error}") from None
-    if format == "npz" or not isinstance(loaded, np.ndarray):
-        if isinstance(loaded, np.ndarray):
-            raise FormatError(f"{name}: a .npy array, not a .npz archive; use format='npy'")
-        with loaded:
-            keys = list(loaded.keys())
-            if "table" in keys:
-                key = "table"
-            elif len(keys) == 1:
-                key = keys[0]
-            else:
-                raise FormatError(f"{name}: archive holds {keys}; expected one array or one "
-                                  f"named 'table'")
-            array = loaded[key]
+    # headers first (no pickles, declared sizes present and at most a table's)
+    if format == "npz":
+        keys = list(npz_headers(name))
+        if "table" in keys:
+            key = "table"
+        elif len(keys) == 1:
+            key = keys[0]
+        else:
+            raise FormatError(f"{name}: archive holds {keys}; expected one array or one "
+                              f"named 'table'")
+        array = load_npz(name, max_bytes=MAX_ARRAY_BYTES, what="a table", names=[key])[key]
     else:
-        array = loaded
+        array = load_npy(name, max_bytes=MAX_ARRAY_BYTES, what="a table")
     side = array.shape[0] if array.ndim == 2 else 0
-    found = side.bit_length() - 1
+    found = max(side.bit_length() - 1, 0)
     if array.ndim != 2 or array.shape[0] != array.shape[1] or side != 1 << found or not 1 <= found <= 8:
         raise FormatError(f"{name}: shape {array.shape}; expected a 2^n x 2^n table, n in 1..8")
     if bits is not None and bits != found:

@@ -596,59 +596,20 @@ class Model:
 
     @classmethod
     def load(cls, path):
-        """Read a model saved by :meth:`save` (path of the JSON, or its stem)."""
-        path = os.fspath(path)
-        if not path.endswith(".json") and not os.path.exists(path):
-            path += ".json"
+        """Read a model saved by :meth:`save` (path of the JSON, or its stem).
+
+        Declared sizes are checked against the weights file and the layers
+        before anything is allocated (:mod:`approxmul_cffi.model_files`).
+        """
+        from .model_files import read_model
+
+        shape, nodes, output, metadata, path = read_model(path, _OPS, FORMAT, FORMAT_VERSION)
         try:
-            with open(path) as f:
-                doc = json.load(f)
-        except FileNotFoundError:
-            raise ModelError(f"model file not found: {path}") from None
-        except (json.JSONDecodeError, UnicodeDecodeError) as e:
-            raise ModelError(f"model file {path} is not valid JSON (truncated?): {e}") from None
-        if not isinstance(doc, dict) or doc.get("format") != FORMAT:
-            raise ModelError(f"{path} is not an approxmul model (format {FORMAT!r})")
-        if doc.get("version") != FORMAT_VERSION:
-            raise ModelError(f"{path}: unsupported model format version {doc.get('version')!r}")
-        if not isinstance(doc.get("weights"), str) or not doc["weights"]:
-            raise ModelError(f"{path} names no weights file")
-        weights_path = os.path.join(os.path.dirname(path), doc["weights"])
-        try:
-            with np.load(weights_path, allow_pickle=False) as npz:
-                weights = {k: npz[k] for k in npz.files}
-        except FileNotFoundError:
-            raise ModelError(f"weights file not found: {weights_path}") from None
-        except (zipfile.BadZipFile, EOFError, ValueError, OSError) as e:
-            raise ModelError(f"weights file {weights_path} is truncated or corrupt: {e}") from None
-        try:
-            nodes = []
-            for spec in doc["nodes"]:
-                op = _OPS.get(spec["op"])
-                if op is None:
-                    raise ModelError(f"layer {spec['name']!r}: unknown op {spec['op']!r}; "
-                                     f"known: {', '.join(sorted(_OPS))}")
-                try:
-                    layer = op(**spec.get("config", {}))
-                except (TypeError, ModelError) as e:
-                    raise ModelError(f"layer {spec['name']!r}: bad config: {e}") from None
-                for pname in layer.param_shapes():
-                    key = f"{spec['name']}.{pname}"
-                    if key not in weights:
-                        raise ModelError(f"weights file {weights_path} lacks {key!r}")
-                    try:
-                        layer.set_param(pname, weights.pop(key))
-                    except ModelError as e:
-                        raise ModelError(f"layer {spec['name']!r}: {e}") from None
-                nodes.append((spec["name"], layer, spec["inputs"]))
-            model = cls(doc["input"]["shape"], nodes, output=doc.get("output"),
-                        metadata=doc.get("metadata"))
+            return cls(shape, nodes, output=output, metadata=metadata)
         except (KeyError, TypeError) as e:
             raise ModelError(f"model file {path} is malformed: missing or bad entry {e}") from None
-        if weights:
-            raise ModelError(f"weights file {weights_path} has entries no layer uses: "
-                             f"{sorted(weights)}")
-        return model
+        except ModelError as e:
+            raise ModelError(f"model file {path}: {e}") from None
 
 
 # --------------------------------------------------------------------------
@@ -828,7 +789,14 @@ def quantize(model, calibration_data, config=None, *, batch_size=256):
         raise ModelError("calibration data is empty")
     observers = {}
     for i in range(0, len(x), batch_size):
-        for name, value in model.forward(x[i:i + batch_size], return_all=True).items():
+        with np.errstate(all="ignore"):  # non-finite values are reported below, by layer
+            outputs = model.forward(x[i:i + batch_size], return_all=True)
+        for name, value in outputs.items():
+            if not np.all(np.isfinite(value)):  # say whose fault: the data's or a layer's
+                raise ModelError("calibration data contains NaN or infinity" if name == INPUT
+                                 else f"layer {name!r} computes NaN or infinity on finite "
+                                 "calibration data: its parameters are out of range (a negative "
+                                 "BatchNorm variance, weights near the float32 limit?)")
             observers.setdefault(name, _RangeObserver(config.calibration, config.percentile)).update(value)
     qparams = {}
     for name, obs in observers.items():

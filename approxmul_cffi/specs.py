@@ -78,6 +78,9 @@ def load_multiplier(path, signed=False, order="raw", format=None, bits=None):
     (2, 2)
     """
     table, found = read_table(path, signed=signed, order=order, format=format, bits=bits)
+    from .conventions import warn_if_mismatched
+
+    warn_if_mismatched(path, signed, order, format)  # a wrong convention looks like noise
     m = Multiplier.from_table(table, signed=signed)
     fmt = format or EXTENSIONS[os.path.splitext(os.fspath(path))[1].lower()]
     m._spec = (f"file:{os.path.abspath(os.fspath(path))}?format={fmt}&order={order}"

@@ -45,3 +45,28 @@ def test_warning_text_names_the_file_and_the_fitting_convention(tmp_path):
     text = conventions.warning_text(path, declared, False, "raw", best)
     assert str(path) in text and "signed=True, order='raw' it is 0 %" in text
     assert "49.6 %" in text
+
+
+def test_loaders_warn_about_a_wrong_convention(tmp_path):
+    import warnings
+
+    signed_bin = saved(tmp_path, "exact:signed=1", "raw", ".bin")
+    offset_txt = tmp_path / "offset.txt"
+    am.multiplier("drum:k=4,signed=1").save(offset_txt, order="offset")
+    unsigned_bin = tmp_path / "unsigned.bin"
+    am.multiplier("mitchell").save(unsigned_bin)
+    cases = [
+        (lambda: am.multiplier(str(signed_bin)), "signed=True, order='raw'"),      # bare path
+        (lambda: am.load_multiplier(signed_bin), "signed=True, order='raw'"),
+        (lambda: am.load_multiplier(unsigned_bin, signed=True), "as signed=False it is"),
+        (lambda: am.load_multiplier(offset_txt, signed=True), "order='offset' it is"),
+        (lambda: am.multiplier(f"file:{offset_txt}?signed=1"), "order='offset' it is"),
+    ]
+    for load, words in cases:
+        with pytest.warns(conventions.TableConventionWarning, match=words):
+            load()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # the right conventions load silently
+        am.load_multiplier(signed_bin, signed=True)
+        am.load_multiplier(offset_txt, signed=True, order="offset")
+        am.load_multiplier(unsigned_bin)
