@@ -61,7 +61,7 @@ def read_npy_header(stream, name, available):
             shape, fortran, dtype = npy.read_array_header_2_0(stream)
         else:
             raise ValueError(f"format version {version} is not supported")
-    except (ValueError, SyntaxError, EOFError, OSError, TypeError) as error:
+    except Exception as error:  # NumPy's header parser fails in many ways on garbage
         raise FormatError(f"{name}: not a readable .npy array (corrupt header: "
                           f"{str(error).splitlines()[0] if str(error) else type(error).__name__})"
                           ) from None

@@ -182,3 +182,32 @@ def test_metrics_reports_the_convention_of_table_files(table_files):
     facts = json.loads(out.stdout)[0]["convention"]
     assert facts["read_as"] == facts["closest_to_exact"] == "signed=True, order='raw'"
     assert facts["mae_percent_by_convention"]["signed=False"] == pytest.approx(49.609375)
+
+
+def test_damaged_numpy_tables_are_one_line(tmp_path):
+    np = pytest.importorskip("numpy")
+    import zipfile
+
+    np.savez(tmp_path / "good.npz", table=np.arange(16).reshape(4, 4))
+    whole = (tmp_path / "good.npz").read_bytes()
+    (tmp_path / "trunc.npz").write_bytes(whole[:len(whole) // 2])
+    np.save(tmp_path / "empty.npy", np.zeros((0, 0), np.int32))
+    (tmp_path / "header.npy").write_bytes(b"\x93NUMPY\x01\x00\x20\x00{'descr': '<i4', 'sha" +
+                                          b" " * 40)
+    (tmp_path / "garbage.npy").write_bytes(b"\x93NUMPY\x01\x00\x10\x00{'descr': 'O'}\n" +
+                                           bytes(range(200)))
+    with zipfile.ZipFile(tmp_path / "objects.npz", "w") as archive:
+        buffer = io.BytesIO()
+        np.save(buffer, np.array([{"x": 1}, None], dtype=object), allow_pickle=True)
+        archive.writestr("table.npy", buffer.getvalue())
+    for name, words in [("trunc.npz", ["trunc.npz", "truncated or corrupt"]),
+                        ("empty.npy", ["empty.npy", "shape (0, 0)"]),
+                        ("header.npy", ["header.npy", "corrupt header"]),
+                        ("garbage.npy", ["garbage.npy"]),
+                        ("objects.npz", ["objects.npz", "pickled Python objects",
+                                         "refused for safety"])]:
+        out = approxmul("metrics", str(tmp_path / name))
+        assert_one_line_error(out, "metrics", *words)
+        assert "allow_pickle" not in out.stderr
+    out = approxmul("metrics", "file:/dev/zero?format=binary")
+    assert_one_line_error(out, "metrics", "/dev/zero", "larger than")
