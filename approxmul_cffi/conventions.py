@@ -12,6 +12,9 @@ far off and another fits much better. The loaders warn
 flags that fit.
 """
 
+import array
+
+from ._library import check, ffi, lib
 from .errors import ApproxmulError
 
 # (signed, order): for signed operands "twos" is the same layout as "raw"
@@ -51,17 +54,26 @@ def assess(read):
     ...     lambda signed, order: read_table(path, signed=signed, order=order))]
     [(False, 'raw', 49.6), (True, 'raw', 0.0), (True, 'offset', 8.3)]
     """
-    from .multipliers import Multiplier
-
     results = []
     for signed, order in CANDIDATES:
         try:
-            table, _ = read(signed, order)
-            with Multiplier.from_table(table, signed=signed) as m:
-                results.append((signed, order, m.metrics()["mae_percent"]))
+            table, bits = read(signed, order)
+            results.append((signed, order, _mae_percent(table, bits, signed)))
         except ApproxmulError:
             continue
     return results
+
+
+def _mae_percent(table, bits, signed):
+    """MAE % (of 4^bits) of a raw-pattern table against the exact product, by the C metrics."""
+    flat = array.array("i", (int(v) for row in table for v in row))
+    out = ffi.new("approxmul_multiplier **")
+    with ffi.from_buffer("int32_t[]", flat) as pointer:
+        check(lib.approxmul_multiplier_from_table(pointer, len(flat), bits, signed, out))
+    handle = ffi.gc(out[0], lib.approxmul_multiplier_destroy)
+    metrics = ffi.new("approxmul_metrics *")
+    check(lib.approxmul_multiplier_metrics(handle, metrics))
+    return metrics.mae_percent
 
 
 def mismatch(assessed, signed, order):
