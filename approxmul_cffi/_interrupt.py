@@ -129,6 +129,9 @@ class InterruptibleLibrary:
         setattr(self, name, value)  # looked up once
         return value
 
+    def __dir__(self):
+        return dir(self._library)
+
     def approxmul_last_error(self):
         """This thread's last message, including one a helper thread's call left."""
         message = _main_message[0]

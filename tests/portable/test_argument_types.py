@@ -47,3 +47,10 @@ def test_thread_count_types():
         am.set_num_threads(1.5)
     with pytest.raises(am.InvalidArgumentError, match="num_threads: 4294967296 is outside"):
         am.set_num_threads(2**32)
+
+
+def test_the_library_object_lists_every_name():
+    from approxmul_cffi._library import lib, raw_lib
+
+    assert set(dir(lib)) == set(dir(raw_lib))
+    assert "APPROXMUL_ERR_CANCELLED" in dir(lib) and "approxmul_cancel" in dir(lib)
