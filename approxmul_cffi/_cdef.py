@@ -18,14 +18,17 @@ typedef enum approxmul_status {
     APPROXMUL_ERR_IO = 10,
     APPROXMUL_ERR_FORMAT = 11,
     APPROXMUL_ERR_CALLBACK = 12,
+    APPROXMUL_ERR_CANCELLED = 13,
     APPROXMUL_ERR_INTERNAL = 99
 } approxmul_status;
 const char *approxmul_status_string(approxmul_status status);
 const char *approxmul_last_error(void);
 const char *approxmul_version_string(void);
 int approxmul_abi_version(void);
+#define APPROXMUL_MAX_THREADS 1024
 approxmul_status approxmul_set_num_threads(int num_threads);
 int approxmul_get_num_threads(void);
+void approxmul_cancel(void);
 const char *approxmul_build_info(void);
 typedef enum approxmul_dtype {
     APPROXMUL_INT8 = 1,

@@ -13,6 +13,7 @@ import warnings
 from cffi import FFI
 
 from ._cdef import ABI_VERSION, CDEF
+from ._interrupt import InterruptibleLibrary
 from .errors import STATUS_CLASSES, InternalError, LibraryNotFoundError
 
 ffi = FFI()
@@ -63,17 +64,17 @@ def _open():
     )
 
 
-lib, LIBRARY_PATH = _open()
+raw_lib, LIBRARY_PATH = _open()
 
-if lib.approxmul_abi_version() != ABI_VERSION:
+if raw_lib.approxmul_abi_version() != ABI_VERSION:
     raise LibraryNotFoundError(
-        f"{LIBRARY_PATH} has ABI version {lib.approxmul_abi_version()}, "
+        f"{LIBRARY_PATH} has ABI version {raw_lib.approxmul_abi_version()}, "
         f"but this approxmul_cffi was written for ABI version {ABI_VERSION}"
     )
 
 
 # approxmul_status value -> exception class, the values read from the library
-STATUS_ERRORS = {getattr(lib, name): cls for name, cls in STATUS_CLASSES.items()}
+STATUS_ERRORS = {getattr(raw_lib, name): cls for name, cls in STATUS_CLASSES.items()}
 
 
 def check(status):
@@ -84,14 +85,19 @@ def check(status):
         raise error_for(status)
 
 
-def error_for(status):
-    """The exception for a non-zero status, carrying this thread's C message."""
-    message = ffi.string(lib.approxmul_last_error()).decode("utf-8", "replace")
+def error_for(status, message=None):
+    """The exception for a non-zero status, carrying this thread's C message (or ``message``)."""
+    if message is None:
+        message = ffi.string(lib.approxmul_last_error()).decode("utf-8", "replace")
     if not message:
-        message = ffi.string(lib.approxmul_status_string(status)).decode()
+        message = ffi.string(raw_lib.approxmul_status_string(status)).decode()
     error = STATUS_ERRORS.get(status, InternalError)(message)
     error.status = status
     return error
+
+
+# the library as the modules call it: long calls are interruptible (_interrupt.py)
+lib = InterruptibleLibrary(raw_lib, ffi, CDEF)
 
 
 def c_string(pointer):

@@ -63,6 +63,10 @@ class CallbackError(ApproxmulError, RuntimeError):
     """A user-supplied function failed."""
 
 
+class CancelledError(ApproxmulError, RuntimeError):
+    """A long call stopped by ``approxmul_cancel()`` (Ctrl-C in another thread's wait)."""
+
+
 class InternalError(ApproxmulError, RuntimeError):
     """A bug in approxmul; please report it with the message."""
 
@@ -94,12 +98,13 @@ STATUS_CLASSES = {
     "APPROXMUL_ERR_IO": LibraryIOError,
     "APPROXMUL_ERR_FORMAT": FormatError,
     "APPROXMUL_ERR_CALLBACK": CallbackError,
+    "APPROXMUL_ERR_CANCELLED": CancelledError,
     "APPROXMUL_ERR_INTERNAL": InternalError,
 }
 
 __all__ = [
     "AccumulatorOverflowError", "AliasingError", "ApproxmulError", "CallbackError",
-    "DTypeError", "FormatError", "InternalError", "InvalidArgumentError", "LibraryIOError",
+    "CancelledError", "DTypeError", "FormatError", "InternalError", "InvalidArgumentError", "LibraryIOError",
     "LibraryNotFoundError", "ModelError", "OperandRangeError", "OutOfMemoryError",
     "ShapeError", "UnsupportedError",
 ]

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import csv
 import dataclasses
+import hashlib
 import io
 import json
 import os
@@ -31,7 +32,7 @@ import numpy as np
 
 from . import nn
 from .multipliers import Multiplier, multiplier
-from .runtime import get_num_threads, set_num_threads
+from .runtime import get_num_threads, info, set_num_threads
 
 __all__ = ["DEFAULT_MULTIPLIERS", "EvalResult", "EvalRow", "bundled_model", "evaluate",
            "pareto_front", "plot_accuracy",
@@ -103,6 +104,8 @@ class EvalRow:
     delta_vs_exact: float | None
     images_per_s: float
     kind: str  # "float", "exact" (quantized baseline) or "approximate"
+    # what rebuilds the row's multiplier: its canonical spec, else its table's SHA-256
+    spec: str | None = None
 
 
 COLUMNS = [f.name for f in dataclasses.fields(EvalRow)]
@@ -114,8 +117,11 @@ class EvalResult(list):
     ``pandas.DataFrame(result.to_dicts())`` gives a data frame.
     """
 
+    #: facts of the whole run, repeated in every exported row (see :func:`run_identity`)
+    run = {}
+
     def to_dicts(self):
-        return [dataclasses.asdict(row) for row in self]
+        return [{**dataclasses.asdict(row), **self.run} for row in self]
 
     def to_json(self, path=None):
         text = json.dumps(self.to_dicts(), indent=1) + "\n"
@@ -126,7 +132,7 @@ class EvalResult(list):
 
     def to_csv(self, path=None):
         buf = io.StringIO()
-        writer = csv.DictWriter(buf, fieldnames=COLUMNS, lineterminator="\n")
+        writer = csv.DictWriter(buf, fieldnames=COLUMNS + list(self.run), lineterminator="\n")
         writer.writeheader()
         writer.writerows(self.to_dicts())
         if path is not None:
@@ -158,6 +164,9 @@ class EvalResult(list):
                                    for j, (c, w) in enumerate(zip(cells, widths))))
             if i == 0:
                 lines.append("  ".join("-" * w for w in widths))
+        if show_layers:
+            lines.append("MAE%/WCE%: of the row's multiplier, which runs in every layer except "
+                         "those the layers column fixes; the mix has no single MAE.")
         return "\n".join(lines)
 
     __str__ = format_table
@@ -183,6 +192,13 @@ def _check_data(model, data, limit):
         x, y = x[:limit], y[:limit]
     if len(x) == 0:
         raise nn.ModelError("no evaluation data")
+    classes = model.shapes[model.output][-1]
+    if y.min() < 0 or y.max() >= classes:
+        outside = np.unique(y[(y < 0) | (y >= classes)])
+        raise nn.ModelError(
+            f"labels: {', '.join(map(str, outside[:5]))}{', ...' if len(outside) > 5 else ''} "
+            f"outside the model's {classes} classes (0..{classes - 1}): the labels of another "
+            f"data set, or 1-based?")
     return x, y
 
 
@@ -227,13 +243,8 @@ def _normalise_multipliers(multipliers):
     return out
 
 
-def _is_exact(m):
-    d = m.metrics()
-    return d["mae_percent"] == 0 and d["wce_percent"] == 0
-
-
 def evaluate(model, data, multipliers=None, *, layers=None, limit=None, threads=None,
-             progress=True, calibration=None, config=None, batch_size=256):
+             progress=True, calibration=None, config=None, batch_size=256, data_source=None):
     """Top-1 accuracy of ``model`` on ``data`` for each multiplier.
 
     model: an ``nn.Model`` (quantized here, calibrated on ``calibration``
@@ -247,12 +258,16 @@ def evaluate(model, data, multipliers=None, *, layers=None, limit=None, threads=
         assignment); the other layers take the row's multiplier.
     limit: evaluate the first ``limit`` samples only.
     threads: library thread count for the run (restored afterwards).
+    data_source: how the data is named in the exported results (a path, a
+        split); its SHA-256 is recorded either way.
 
     Returns an :class:`EvalResult`: the float row, the exact quantized
     baseline of each code domain in use, then one row per multiplier;
     ``delta_vs_exact`` is in percentage points against the all-exact
     quantized network of the same domain.
     """
+    model_source = os.path.abspath(os.fspath(model)) if isinstance(model, (str, os.PathLike)) \
+        else None
     if isinstance(model, (str, os.PathLike)):
         model = nn.Model.load(model)
     qmodel = model if isinstance(model, nn.QuantizedModel) else None
@@ -271,9 +286,14 @@ def evaluate(model, data, multipliers=None, *, layers=None, limit=None, threads=
     for signed in sorted({bool(m.signed) for _, m in rows} or {False}):
         label = "exact" if not signed else "exact:signed=1"
         plan.append((label, Multiplier.exact(bits=8, signed=signed), {}, "exact"))
+    baselines = {plan_m.spec for _, plan_m, _, _ in plan}
     for label, m in rows:
-        if not overrides and _is_exact(m):
-            continue  # the baseline already is this row
+        try:  # every requested multiplier runs, or fails here naming it, before any work
+            qmodel.assign(m, overrides)
+        except nn.ModelError as error:
+            raise nn.ModelError(f"multiplier {label!r}: {error}") from None
+        if not overrides and m.spec in baselines:
+            continue  # the baseline row already is this multiplier (8-bit exact)
         plan.append((label, m, overrides, "approximate"))
     if not rows and overrides:
         plan.append(("exact", plan[0][1], overrides, "approximate"))
@@ -313,12 +333,67 @@ def evaluate(model, data, multipliers=None, *, layers=None, limit=None, threads=
             metrics = multiplier_metrics(m)
             result.append(EvalRow(label, "all" if not layer_ms else layers_label,
                                   metrics["mae_percent"], metrics["wce_percent"], top1,
-                                  top1 - exact_top1[signed], speed, kind))
+                                  top1 - exact_top1[signed], speed, kind, identity(m)))
+        result.run = run_identity(model_source, float_model, x, y, data_source)
     finally:
         bar.close()
         if old_threads is not None:
             set_num_threads(old_threads)
     return result
+
+
+def identity(m):
+    """What rebuilds a multiplier: its canonical spec, else ``table-sha256:`` of its table.
+
+    >>> identity(resolve_multiplier("drum:k=4"))
+    'drum:bits=8,signed=0,k=4'
+    >>> identity(Multiplier.from_table([[0, 0], [0, 1]]))[:13]
+    'table-sha256:'
+    """
+    if m.spec:
+        return m.spec
+    if m.bits <= 8:
+        table = np.ascontiguousarray(np.asarray(m.table(), dtype=np.int32))
+        return "table-sha256:" + hashlib.sha256(table.tobytes()).hexdigest()
+    return None
+
+
+def _sha256_of_files(paths):
+    digest = hashlib.sha256()
+    for path in paths:
+        with open(path, "rb") as f:
+            for block in iter(lambda: f.read(1 << 20), b""):
+                digest.update(block)
+    return digest.hexdigest()
+
+
+def run_identity(model_path, model, x, y, data_source=None):
+    """Facts that identify a run, for exported results: model, data, samples, library, machine.
+
+    model: the model file and the SHA-256 of its JSON and weights (or of the
+    parameters of an in-memory model); data: its name and the SHA-256 of the
+    evaluated images and labels; the library version, instruction set and
+    thread count.
+    """
+    if model_path is not None:
+        with open(model_path) as f:
+            weights = json.load(f).get("weights", "")
+        model_hash = _sha256_of_files([model_path, os.path.join(os.path.dirname(model_path),
+                                                                weights)])
+    else:
+        digest = hashlib.sha256()
+        for node in model.nodes:
+            for name, value in sorted(node.layer.params().items()):
+                digest.update(f"{node.name}.{name}".encode())
+                digest.update(np.ascontiguousarray(value).tobytes())
+        model_hash = digest.hexdigest()
+    data_hash = hashlib.sha256(np.ascontiguousarray(x).tobytes() +
+                               np.ascontiguousarray(y).tobytes()).hexdigest()
+    facts = info()
+    return {"model": model_path or "in-memory model", "model_sha256": model_hash,
+            "data": data_source or "in-memory arrays", "data_sha256": data_hash,
+            "samples": int(len(y)), "library_version": facts["version"],
+            "isa": facts.get("isa", ""), "threads": get_num_threads()}
 
 
 def pareto_front(result):
@@ -358,9 +433,6 @@ def plot_accuracy(result, path):
     fig, ax = plt.subplots(figsize=(6.4, 4.2))
     ax.scatter([r.mae_percent for r in rows], [r.top1 for r in rows], color="tab:blue",
                label="multipliers")
-    for r in rows:
-        ax.annotate(r.multiplier, (r.mae_percent, r.top1), fontsize=7,
-                    xytext=(3, 3), textcoords="offset points")
     ax.step([r.mae_percent for r in front], [r.top1 for r in front], where="pre",
             color="tab:red", marker="o", fillstyle="none", markersize=11,
             label="Pareto front (most approximate per accuracy)")
@@ -371,5 +443,8 @@ def plot_accuracy(result, path):
     ax.set_ylabel("top-1 accuracy (%)")
     ax.legend(loc="best", fontsize=8)
     fig.tight_layout()
+    from .plotting import label_points  # once the layout is final: labels avoid each other
+
+    label_points(ax, [(r.mae_percent, r.top1) for r in rows], [r.multiplier for r in rows])
     fig.savefig(path, dpi=120)
     plt.close(fig)

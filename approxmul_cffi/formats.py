@@ -41,6 +41,7 @@ import sys
 from ._buffers import as_int, numpy_module
 from ._library import check, ffi, lib
 from .errors import DTypeError, FormatError, InvalidArgumentError, LibraryIOError, ShapeError
+from .safe_files import load_npy, load_npz, npz_headers, read_bounded
 
 __all__ = ["EXTENSIONS", "FORMATS", "ORDERS", "flatten_table", "format_of", "parse_table",
            "read_table", "write_table"]
@@ -51,6 +52,12 @@ EXTENSIONS = {
     ".bin": "binary", ".h": "c", ".c": "c", ".txt": "text", ".csv": "text", ".tsv": "text",
     ".dat": "text", ".npy": "npy", ".npz": "npz",
 }
+# The largest file of each format: a binary table is 2 * 4^8 bytes; text and
+# C source allow generous formatting around 65536 entries.
+MAX_FILE_BYTES = {"binary": 2 * 4**8, "c": 16 << 20, "text": 16 << 20}
+# the largest .npy/.npz table: 4^8 int64 entries (and the headers)
+MAX_ARRAY_BYTES = 8 * 4**8
+
 _C_FORMATS = {"binary": "APPROXMUL_TABLE_BINARY_U16LE", "c": "APPROXMUL_TABLE_C_SOURCE",
               "text": "APPROXMUL_TABLE_TEXT"}
 _C_ORDERS = {"raw": "APPROXMUL_ORDER_RAW", "twos": "APPROXMUL_ORDER_TWOS",
@@ -111,25 +118,17 @@ def _text_rows(rows):
 
 def _numpy_array(path, format):
     """The one array in a .npy/.npz file (its entries are checked by the parser)."""
-    np = numpy_module()
-    if np is None:
-        import numpy as np  # reading NumPy's own files needs it anyway
     name = os.fspath(path)
-    try:
-        loaded = np.load(path, allow_pickle=False)
-    except FileNotFoundError as error:
-        raise LibraryIOError(f"cannot read table file {name}: {error.strerror}") from error
-    except (ValueError, OSError, EOFError) as error:
-        raise FormatError(f"{name} is not a readable .{format} file: {error}") from None
-    if format == "npz" or not isinstance(loaded, np.ndarray):
-        if isinstance(loaded, np.ndarray):
-            raise FormatError(f"{name}: a .npy array, not a .npz archive; use format='npy'")
-        with loaded:
-            keys = list(loaded.keys())
-            if "table" not in keys and len(keys) != 1:
-                raise FormatError(f"{name}: archive holds {keys}; expected one array or one "
-                                  f"named 'table'")
-            loaded = loaded["table" if "table" in keys else keys[0]]
+    # headers first: no pickles, declared sizes present and at most a table's
+    if format == "npz":
+        keys = list(npz_headers(name))
+        if "table" not in keys and len(keys) != 1:
+            raise FormatError(f"{name}: archive holds {keys}; expected one array or one "
+                              f"named 'table'")
+        key = "table" if "table" in keys else keys[0]
+        loaded = load_npz(name, max_bytes=MAX_ARRAY_BYTES, what="a table", names=[key])[key]
+    else:
+        loaded = load_npy(name, max_bytes=MAX_ARRAY_BYTES, what="a table")
     if loaded.ndim != 2 or loaded.dtype.kind not in "iu":
         raise FormatError(f"{name}: shape {loaded.shape}, dtype {loaded.dtype}; expected a 2-D "
                           f"integer table")
@@ -156,11 +155,10 @@ def read_table(path, *, signed, order="raw", format=None, bits=None):
         data, parse_as = _text_rows(array_.tolist()), "text"
         where += f", shape {array_.shape}"
     else:
-        try:
-            with open(path, "rb") as file:
-                data = file.read()
-        except OSError as error:
-            raise LibraryIOError(f"cannot read table file {name}: {error.strerror}") from error
+        try:  # never more than the format can hold (a device like /dev/zero has no end)
+            data = read_bounded(path, MAX_FILE_BYTES[format], f"a {format} table file")
+        except LibraryIOError as error:
+            raise LibraryIOError(f"cannot read table file: {error}") from None
         parse_as = format
     try:
         flat, found = parse_table(data, format=parse_as, signed=signed, order=order, bits=bits)

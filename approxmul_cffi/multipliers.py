@@ -8,7 +8,7 @@ import os
 from . import formats, specs, vendor
 from ._buffers import as_int
 from ._library import c_string, check, ffi, lib
-from .errors import CallbackError, InvalidArgumentError, ShapeError
+from .errors import CallbackError, InvalidArgumentError, ShapeError, UnsupportedError
 
 __all__ = ["Multiplier", "load_multiplier", "multiplier"]
 
@@ -140,6 +140,9 @@ class Multiplier:
         >>> Multiplier.exact(bits=2).table().tolist()
         [[0, 0, 0, 0], [0, 1, 2, 3], [0, 2, 4, 6], [0, 3, 6, 9]]
         """
+        if self.bits > 12:  # refused before allocating 8 * 4^bits bytes
+            raise UnsupportedError(f"error_map: {self.bits}-bit operands make {4 ** self.bits} "
+                                   f"pairs; at most 12 bits (metrics() covers any width)")
         side = 1 << self.bits
         try:
             import numpy as np
@@ -182,7 +185,8 @@ class Multiplier:
         return text or None
 
     @classmethod
-    def from_c_function(cls, library_path, symbol, signature, *, bits=None, signed=None):
+    def from_c_function(cls, library_path, symbol, signature, *, bits=None, signed=None,
+                        isolate=True, timeout=60.0):
         """A vendor C model: ``symbol`` in the shared library ``library_path``.
 
         ``signature`` is the C prototype, whose parameter names ``a``/``b``
@@ -194,9 +198,13 @@ class Multiplier:
         unsigned types reads a signed circuit declared with unsigned types
         (operands as n-bit patterns, result as 2n-bit two's complement).
 
-        Models of up to 8 bits are tabulated at once. Wider ones are called
-        from the kernels: this object keeps the library loaded, so keep the
-        Multiplier alive while C code uses its handle.
+        Models of up to 8 bits are tabulated at once, by default in a child
+        process (``isolate``): a model that crashes, exits or runs longer
+        than ``timeout`` seconds raises CallbackError instead of taking this
+        process down. Wider ones are
+        called from the kernels in this process: this object keeps the
+        library loaded, so keep the Multiplier alive while C code uses its
+        handle. Symbols that are data, not functions, are refused.
 
         >>> import subprocess, tempfile, os
         >>> d = tempfile.mkdtemp()
@@ -212,12 +220,17 @@ class Multiplier:
         entry = vendor.parse_signature(signature)
         bits = entry[4] if bits is None else as_int(bits, "bits")
         signed = entry[2].startswith("int") if signed is None else bool(signed)
+        spec = (f"c:{os.path.abspath(os.fspath(library_path))}:{symbol}:{entry[0]}"
+                f"?bits={bits}&signed={int(signed)}")
+        if isolate and 1 <= bits <= 8:  # never loaded here: tabulated in a child process
+            table = vendor.tabulate_isolated(library_path, symbol, entry, bits, signed, timeout)
+            model = cls.from_table(memoryview(table).cast("i"), signed=signed)
+            model._spec = spec
+            return model
         function, keepalive = vendor.open_function(library_path, symbol, entry)
         out = ffi.new("approxmul_multiplier **")
         check(lib.approxmul_multiplier_from_c_function(
             function, vendor.signature_enum(entry), bits, signed, str(symbol).encode(), out))
-        spec = (f"c:{os.path.abspath(os.fspath(library_path))}:{symbol}:{entry[0]}"
-                f"?bits={bits}&signed={int(signed)}")
         # tabulated models no longer need the library; wider ones call into it
         return cls(out[0], spec=spec, keepalive=keepalive if bits > 8 else None)
 
@@ -299,6 +312,9 @@ class Multiplier:
         >>> Multiplier.from_spec("mitchell:bits=2").error_map().tolist()
         [[0, 0, 0, 0], [0, 0, 0, 0], [0, 0, 0, 0], [0, 0, 0, -1]]
         """
+        if self.bits > 12:  # refused before allocating 8 * 4^bits bytes
+            raise UnsupportedError(f"error_map: {self.bits}-bit operands make {4 ** self.bits} "
+                                   f"pairs; at most 12 bits (metrics() covers any width)")
         side = 1 << self.bits
         try:
             import numpy as np
@@ -346,6 +362,9 @@ _METRICS = ("mae", "mae_percent", "mse", "wce", "wce_percent", "wcre_percent", "
 
 def _load_table(path, signed, order, format, bits):
     table, found = formats.read_table(path, signed=signed, order=order, format=format, bits=bits)
+    from .conventions import warn_if_mismatched
+
+    warn_if_mismatched(path, signed, order, format)  # a wrong convention looks like noise
     m = Multiplier.from_table(table, signed=signed)
     m._spec = (f"file:{os.path.abspath(os.fspath(path))}?format={formats.format_of(path, format)}"
                f"&order={order}&signed={int(bool(signed))}&bits={found}")

@@ -1,3 +1,5 @@
+import importlib.util
+import os
 import pathlib
 import sys
 
@@ -6,6 +8,28 @@ import pytest
 # test helper modules (support.py, reference.py, ...) import by name under
 # --import-mode=importlib
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
+
+
+def _prefer_the_installed_package():
+    """``python -m pytest`` puts the working directory first on sys.path.
+
+    From the repository root that would import ./approxmul_cffi, which holds
+    no built library (LibraryNotFoundError), instead of the installed
+    package that plain ``pytest`` finds. Unless APPROXMUL_LIBRARY points at a
+    built library (the development route), the source folder leaves the path
+    when an installed copy exists.
+    """
+    root = pathlib.Path(__file__).resolve().parent.parent
+    if os.environ.get("APPROXMUL_LIBRARY") or any((root / "approxmul_cffi").glob("*approxmul.*")):
+        return
+    kept = [p for p in sys.path if pathlib.Path(p or ".").resolve() != root]
+    saved, sys.path[:] = sys.path[:], kept
+    spec = importlib.util.find_spec("approxmul_cffi")
+    if spec is None or spec.origin is None:
+        sys.path[:] = saved  # nothing installed: the library error will say what to do
+
+
+_prefer_the_installed_package()
 
 from support import run_python  # noqa: E402
 

@@ -77,7 +77,11 @@ def test_own_model_and_data_files(tmp_path):
     (["--model", "missing.json"], ["model file not found", "missing.json"]),
     (["--data", "missing.npz"], ["data file not found"]),
     (["--limit", "0"], ["--limit must be at least 1"]),
-    (["--threads", "0"], ["--threads must be at least 1"]),
+    (["--threads", "0"], ["--threads must be 1..1024", "got 0"]),
+    # beyond the limit OpenMP would abort or crash the process
+    (["--threads", "40000"], ["--threads must be 1..1024", "got 40000"]),
+    (["--threads", "65535"], ["--threads must be 1..1024"]),
+    (["--threads", "99999"], ["--threads must be 1..1024"]),
 ])
 def test_user_errors_exit_2_with_one_line(tmp_path, args, words):
     assert_user_error(approxmul("evaluate", *args, cwd=tmp_path), *words)

@@ -27,3 +27,19 @@ def test_doc_code_blocks_run(name, tmp_path, monkeypatch):
     namespace = {}
     for number, block in enumerate(blocks, 1):
         exec(compile(block, f"{name} block {number}", "exec"), namespace)
+
+
+def test_files_the_docs_cite_exist():
+    # a doc naming a test or script that does not exist sends readers nowhere
+    root = DOCS.parent
+    pages = sorted(DOCS.glob("*.md")) + [root / "README.md"]
+    if not (root / "README.md").is_file():
+        pytest.skip("docs not shipped with this install")
+    cited = set()
+    for page in pages:
+        for path in re.findall(r"`((?:tests|capi|benchmarks|scripts|\.ci|docs)/[\w./-]+"
+                               r"\.(?:py|sh|c|cpp|hpp|h|md|map|json))`", page.read_text()):
+            cited.add((page.name, path))
+    assert cited  # the pattern still matches how the docs cite files
+    missing = [(page, path) for page, path in sorted(cited) if not (root / path).exists()]
+    assert not missing, missing

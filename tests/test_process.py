@@ -59,3 +59,24 @@ def test_broken_override_falls_back_with_a_warning(python_runner, tmp_path):
     path, message = result.stdout.split("\n", 1)
     assert path != str(bogus)
     assert str(bogus) in message and "failing to open" in message
+
+
+def test_python_m_pytest_from_the_root_imports_the_installed_package():
+    # `python -m pytest` puts the root first on sys.path; tests/conftest.py
+    # keeps ./approxmul_cffi (no library inside) from shadowing the install
+    import importlib.metadata
+    import os
+    import subprocess
+    import sys
+
+    import pytest
+
+    try:
+        importlib.metadata.distribution("approxmul")
+    except importlib.metadata.PackageNotFoundError:
+        pytest.skip("approxmul is not pip-installed here (CI's main job installs it)")
+    env = {k: v for k, v in os.environ.items() if k not in ("APPROXMUL_LIBRARY", "PYTHONPATH")}
+    result = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
+                             "tests/portable/test_core.py"], cwd=ROOT, env=env,
+                            capture_output=True, text=True, timeout=600)
+    assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-2000:]

@@ -98,6 +98,15 @@ def write(tmp_path, name, data):
     ("ragged.txt", "0 0\n0 1 2\n", False, ["line 2 has 3 values"]),
     ("word.txt", "0 0\n0 x\n", False, ["line 2", "not a decimal integer"]),
     ("notsquare.txt", "0 0 0\n0 1 2\n", False, ["not a square"]),
+    # the message quotes the bad literal itself and says what is wrong with it
+    ("decimal.txt", "0 0\n0 1.5 7\n", False, ["line 2, field 2: '1.5' is not an integer"]),
+    ("huge.txt", "0 0\n0 99999999999999999999 7\n", False,
+     ["line 2, field 2: '99999999999999999999' is too large"]),
+    ("decimal.h", "int16_t lut[2][2] = {{0, 0}, {0, 1.5}};", False,
+     ["line 1: '1.5' is not an integer"]),
+    ("huge.h", "int16_t lut[2][2] = {{0, 0},\n{0, 99999999999999999999}};", False,
+     ["line 2: '99999999999999999999' is too large"]),
+    ("nocomma.h", "int16_t lut[2][2] = {{0, 0}, {0 1}};", False, ["'1' follows a value"]),
     ("c.txt", "int16_t lut[2][2] = {{0,0},{0,1}};", False, ["not a decimal integer"]),
     ("range.txt", "0 0\n0 4\n", False, ["does not fit the 2-bit unsigned product range 0..3"]),
     ("negative.txt", "0 -1\n0 1\n", False, ["product range"]),
@@ -110,6 +119,28 @@ def test_bad_files(tmp_path, name, data, signed, words):
     for word in words:
         assert word in str(info.value), str(info.value)
     assert name in str(info.value)  # names the file
+
+
+def test_text_layouts_and_byte_order_mark(tmp_path):
+    # a UTF-8 BOM (Windows editors), one value per line (the binary layout), one line
+    m = am.multiplier("drum:k=3,signed=1")
+    table = np.asarray(m.table()).reshape(256, 256)
+    offset = np.roll(np.roll(table, 128, axis=0), 128, axis=1)  # row i: value i - 128
+    rows = "\n".join(" ".join(map(str, row)) for row in offset) + "\n"
+    column = "\n".join(map(str, offset.ravel())) + "\n"
+    line = ",".join(map(str, offset.ravel())) + "\n"
+    for name, text in [("bom.txt", "\ufeff" + rows), ("column.txt", column),
+                       ("bomcolumn.csv", "\ufeff" + column), ("line.txt", line)]:
+        path = write(tmp_path, name, text.encode("utf-8"))
+        loaded = am.load_multiplier(path, signed=True, order="offset")
+        assert np.array_equal(np.asarray(loaded.table()), np.asarray(m.table())), name
+    c_source = "\ufeffint32_t lut[256][256] = {" + ",".join(map(str, table.ravel())) + "};\n"
+    loaded = am.load_multiplier(write(tmp_path, "bom.h", c_source.encode()), signed=True)
+    assert np.array_equal(np.asarray(loaded.table()), np.asarray(m.table()))
+    # a BOM is text only: a binary table starting with those bytes keeps them as entries
+    raw = bytes([0xEF, 0xBB, 0xBF, 0x00]) + bytes(4)  # 4 entries, the first 0xBBEF
+    with pytest.raises(FormatError, match="entry \\[0\\]\\[0\\] = 48111"):
+        parse(raw, "binary")
 
 
 def test_bad_numpy_files(tmp_path):

@@ -2,21 +2,121 @@
 
 Each subcommand module defines ``add_parser(subparsers)`` and
 ``run(args) -> int``. User mistakes print one line on stderr and exit with
-status 2; they never show a traceback.
+status 2; they never show a traceback. Building the parser and ``info`` /
+``metrics`` need only cffi: NumPy and the other extras are imported by the
+subcommands that use them, and their absence is reported as the extra to
+install.
 """
 
 import argparse
 import importlib
+import re
 import sys
 
 from ..errors import ApproxmulError
 
 # subcommand modules, in the order ``approxmul --help`` lists them
-SUBCOMMANDS = ("info", "evaluate", "metrics", "show")
+SUBCOMMANDS = ("info", "evaluate", "metrics", "show", "layers")
+
+# optional package -> the extra that installs it (pyproject.toml)
+EXTRAS = {"numpy": "numpy", "matplotlib": "plot", "sklearn": "evaluate", "tqdm": "evaluate"}
 
 
 class UsageError(Exception):
     """A mistake in the command line or its inputs, reported without a traceback."""
+
+
+def plain_text(doc):
+    """A docstring's reStructuredText markup reduced to what a terminal shows.
+
+    >>> plain_text("See :func:`approxmul_cffi.multiplier` and ``drum:k=4``.")
+    'See approxmul_cffi.multiplier and drum:k=4.'
+    """
+    text = re.sub(r":[a-z]+:`~?([^`]+)`", r"\1", doc)  # :func:`x` -> x
+    return re.sub(r"``([^`]+)``", r"\1", text)
+
+
+def description(module):
+    """A subcommand module's docstring after its first paragraph, as plain text."""
+    return plain_text(module.__doc__.split("\n\n", 1)[1])
+
+
+def missing_extra(error):
+    """The one-line advice for an ImportError of an optional package, or None.
+
+    >>> missing_extra(ModuleNotFoundError("No module named 'numpy'", name="numpy"))
+    "needs NumPy, which is not installed: pip install 'approxmul[numpy]'"
+    """
+    top = (getattr(error, "name", None) or "").split(".")[0]
+    if top not in EXTRAS:
+        return None
+    shown = {"numpy": "NumPy", "sklearn": "scikit-learn"}.get(top, top)
+    return f"needs {shown}, which is not installed: pip install 'approxmul[{EXTRAS[top]}]'"
+
+
+def add_table_options(parser):
+    """--signed and --order: how table files named on the command line are read."""
+    parser.add_argument("--signed", action="store_true",
+                        help="table files hold signed (two's-complement) operands")
+    parser.add_argument("--order", choices=("raw", "twos", "offset"),
+                        help="row order of signed table files (default raw; see "
+                             "docs/multipliers.md)")
+
+
+def _flags(signed, order):
+    if not signed:
+        return "no --signed"
+    return "--signed" if order in ("raw", "twos") else f"--signed --order {order}"
+
+
+def load_multiplier(spec, args):
+    """A Multiplier for a command-line spec; table files are read as --signed/--order say.
+
+    A table that lies far from the exact product as read, while another
+    convention fits it much better, is refused naming the flags that fit,
+    unless the flags stated the parts that differ (then it is a warning on
+    stderr).
+    Returns (multiplier, convention report or None) - the report, for table
+    files: (path, [(signed, order, MAE %)], declared (signed, order)).
+    """
+    import os
+    import warnings
+
+    import approxmul_cffi as am
+    from approxmul_cffi import conventions
+    from approxmul_cffi.formats import EXTENSIONS
+
+    signed, order = getattr(args, "signed", False), getattr(args, "order", None)
+    bare = not spec.startswith(("file:", "c:")) and os.path.splitext(spec)[1].lower() in EXTENSIONS
+    if bare and (signed or order):
+        spec = f"file:{os.path.abspath(spec)}?signed={int(signed)}&order={order or 'raw'}"
+    query = spec.partition("?")[2] if spec.startswith("file:") else ""
+    stated_signed = bool(signed or order) if bare else "signed=" in query
+    stated_order = order is not None if bare else "order=" in query
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", conventions.TableConventionWarning)  # judged below
+        m = am.multiplier(spec)
+    if not (m.spec or "").startswith("file:"):
+        return m, None
+    path, _, query = m.spec[5:].partition("?")
+    options = dict(item.split("=", 1) for item in query.split("&"))
+    declared = (options["signed"] == "1", options["order"])
+    assessed, _ = conventions.check_file(path, *declared, format=options["format"])
+    found = conventions.mismatch(assessed, *declared)
+    if found is not None:
+        percent, (best_signed, best_order, best_percent) = found
+        text = (f"{path}: read with {_flags(*declared)}, the table is {percent:.3g} % (MAE) "
+                f"away from the exact product; with {_flags(best_signed, best_order)} it is "
+                f"{best_percent:.3g} %")
+        # refused unless the user stated each part of the convention that differs
+        stated = ((best_signed == declared[0] or stated_signed)
+                  and (conventions.same((best_signed, best_order), (best_signed, declared[1]))
+                       or stated_order))
+        if not stated:
+            raise UsageError(text + ": pass those flags (or state --signed/--order to read it "
+                             "as you say anyway)")
+        print(f"approxmul: warning: {text}", file=sys.stderr)
+    return m, (path, assessed, declared)
 
 
 def build_parser():
@@ -27,12 +127,7 @@ def build_parser():
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
     subparsers.required = True
     for name in SUBCOMMANDS:
-        try:
-            module = importlib.import_module(f"{__name__}.{name}")
-        except ModuleNotFoundError as error:
-            if error.name == f"{__name__}.{name}":
-                continue  # a subcommand this version does not have
-            raise
+        module = importlib.import_module(f"{__name__}.{name}")
         module.add_parser(subparsers).set_defaults(run=module.run)
     return parser
 
@@ -44,6 +139,12 @@ def main(argv=None):
         return args.run(args)
     except (UsageError, ApproxmulError, OSError) as error:
         print(f"approxmul {args.command}: error: {error}", file=sys.stderr)
+        return 2
+    except ImportError as error:
+        advice = missing_extra(error)
+        if advice is None:
+            raise
+        print(f"approxmul {args.command}: error: {advice}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         return 130

@@ -8,10 +8,8 @@ error. User mistakes end with a one-line error on stderr and exit status 2.
 import os
 import sys
 
-import numpy as np
-
 from ..errors import ApproxmulError
-from . import UsageError
+from . import UsageError, add_table_options, load_multiplier, missing_extra
 
 HELP = "evaluate a quantized network with approximate multipliers"
 
@@ -37,20 +35,37 @@ def add_parser(subparsers):
     p.add_argument("--plot", metavar="FILE.png",
                    help="plot accuracy against MAE%% with the Pareto front (needs matplotlib)")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    add_table_options(p)
     return p
 
 
-def _layer_overrides(items):
+def _layer_overrides(items, args):
     out = {}
     for item in items:
         name, eq, spec = item.partition("=")
         if not eq or not name or not spec:
             raise UsageError(f"--layer expects NAME=SPEC, got {item!r}")
         out[name] = spec
+    # checked here, passed on as text so that the layers column shows them as typed;
+    # a bare table path read with --signed/--order travels as its file: spec
+    for name, spec in out.items():
+        m, _ = load_multiplier(spec, args)
+        if (args.signed or args.order) and not spec.startswith("file:") and \
+                (m.spec or "").startswith("file:"):
+            out[name] = m.spec
     return out
 
 
+def _multipliers(specs, args):
+    """{label as typed: Multiplier}, table files read with --signed/--order and checked."""
+    if specs is None:
+        return None
+    return {spec: load_multiplier(spec, args)[0] for spec in specs}
+
+
 def _load_data(path):
+    import numpy as np
+
     try:
         with np.load(path, allow_pickle=False) as f:
             arrays = {k: f[k] for k in f.files}
@@ -65,13 +80,18 @@ def _load_data(path):
 
 
 def _evaluate(args):
+    import numpy  # noqa: F401 (the first thing evaluate needs: said before anything runs)
+
     from approxmul_cffi import quant
     from approxmul_cffi.evaluation import BUNDLED_MODEL, evaluate, plot_accuracy
 
-    for name in ("limit", "threads"):
+    from approxmul_cffi._library import lib
+
+    for name, most in (("limit", None), ("threads", lib.APPROXMUL_MAX_THREADS)):
         value = getattr(args, name)
-        if value is not None and value < 1:
-            raise UsageError(f"--{name} must be at least 1, got {value}")
+        if value is not None and (value < 1 or most is not None and value > most):
+            raise UsageError(f"--{name} must be {'1..' + str(most) if most else 'at least 1'}, "
+                             f"got {value}")
     if args.plot:  # fail before the run, not after it
         try:
             import matplotlib  # noqa: F401
@@ -80,14 +100,18 @@ def _evaluate(args):
     if args.data:
         data, calibration = _load_data(args.data)
         source = f"{os.path.basename(args.data)}, calibrated on its {len(calibration)} samples"
+        data_source = os.path.abspath(args.data)
     else:
         from approxmul_cffi.datasets import load_digits
         data, calibration = load_digits("test"), load_digits("train")[0]
         source = f"digits held-out split, calibrated on {len(calibration)} training images"
+        data_source = "sklearn digits, approxmul_cffi.datasets held-out split"
     model_path = args.model or BUNDLED_MODEL
-    result = evaluate(model_path, data, args.multipliers, layers=_layer_overrides(args.layers),
+    result = evaluate(model_path, data, _multipliers(args.multipliers, args),
+                      layers=_layer_overrides(args.layers, args),
                       limit=args.limit, threads=args.threads, progress=not args.no_progress,
-                      calibration=calibration, config=quant.QuantConfig(calibration=args.calibration))
+                      calibration=calibration, config=quant.QuantConfig(calibration=args.calibration),
+                      data_source=data_source)
     n = len(data[1]) if args.limit is None else min(args.limit, len(data[1]))
     print(f"model {os.path.basename(model_path)}: {n} samples of the {source}")
     print(result.format_table())
@@ -104,7 +128,10 @@ def run(args):
     """Run ``approxmul evaluate``; returns the exit status."""
     try:
         return _evaluate(args)
-    except (UsageError, ApproxmulError, OSError, ImportError) as e:
+    except ImportError as e:
+        print(f"approxmul evaluate: error: {missing_extra(e) or e}", file=sys.stderr)
+        return 2
+    except (UsageError, ApproxmulError, ValueError, OSError) as e:
         # User mistakes (bad spec, layer, file, data): one line, no traceback.
         print(f"approxmul evaluate: error: {e}", file=sys.stderr)
         return 2

@@ -15,7 +15,6 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
-import zipfile
 
 import numpy as np
 
@@ -150,59 +149,21 @@ class Model:
 
     @classmethod
     def load(cls, path):
-        """Read a model saved by :meth:`save` (path of the JSON, or its stem)."""
-        path = os.fspath(path)
-        if not path.endswith(".json") and not os.path.exists(path):
-            path += ".json"
+        """Read a model saved by :meth:`save` (path of the JSON, or its stem).
+
+        Declared sizes are checked against the weights file and the layers
+        before anything is allocated (:mod:`approxmul_cffi.model_files`).
+        """
+        from ..model_files import read_model
+
+        shape, nodes, output, metadata, path = read_model(path, LAYER_TYPES, FORMAT,
+                                                          FORMAT_VERSION)
         try:
-            with open(path) as f:
-                doc = json.load(f)
-        except FileNotFoundError:
-            raise ModelError(f"model file not found: {path}") from None
-        except (json.JSONDecodeError, UnicodeDecodeError) as e:
-            raise ModelError(f"model file {path} is not valid JSON (truncated?): {e}") from None
-        if not isinstance(doc, dict) or doc.get("format") != FORMAT:
-            raise ModelError(f"{path} is not an approxmul model (format {FORMAT!r})")
-        if doc.get("version") != FORMAT_VERSION:
-            raise ModelError(f"{path}: unsupported model format version {doc.get('version')!r}")
-        if not isinstance(doc.get("weights"), str) or not doc["weights"]:
-            raise ModelError(f"{path} names no weights file")
-        weights_path = os.path.join(os.path.dirname(path), doc["weights"])
-        try:
-            with np.load(weights_path, allow_pickle=False) as npz:
-                weights = {k: npz[k] for k in npz.files}
-        except FileNotFoundError:
-            raise ModelError(f"weights file not found: {weights_path}") from None
-        except (zipfile.BadZipFile, EOFError, ValueError, OSError) as e:
-            raise ModelError(f"weights file {weights_path} is truncated or corrupt: {e}") from None
-        try:
-            nodes = []
-            for spec in doc["nodes"]:
-                op = LAYER_TYPES.get(spec["op"])
-                if op is None:
-                    raise ModelError(f"layer {spec['name']!r}: unknown op {spec['op']!r}; "
-                                     f"known: {', '.join(sorted(LAYER_TYPES))}")
-                try:
-                    layer = op(**spec.get("config", {}))
-                except (TypeError, ModelError) as e:
-                    raise ModelError(f"layer {spec['name']!r}: bad config: {e}") from None
-                for pname in layer.param_shapes():
-                    key = f"{spec['name']}.{pname}"
-                    if key not in weights:
-                        raise ModelError(f"weights file {weights_path} lacks {key!r}")
-                    try:
-                        layer.set_param(pname, weights.pop(key))
-                    except ModelError as e:
-                        raise ModelError(f"layer {spec['name']!r}: {e}") from None
-                nodes.append((spec["name"], layer, spec["inputs"]))
-            model = cls(doc["input"]["shape"], nodes, output=doc.get("output"),
-                        metadata=doc.get("metadata"))
+            return cls(shape, nodes, output=output, metadata=metadata)
         except (KeyError, TypeError) as e:
             raise ModelError(f"model file {path} is malformed: missing or bad entry {e}") from None
-        if weights:
-            raise ModelError(f"weights file {weights_path} has entries no layer uses: "
-                             f"{sorted(weights)}")
-        return model
+        except ModelError as e:
+            raise ModelError(f"model file {path}: {e}") from None
 
 
 def load(path):

@@ -68,7 +68,14 @@ def quantize(model, calibration_data, config=None, *, batch_size=256):
         raise ModelError("calibration data is empty")
     observers = {}
     for i in range(0, len(x), batch_size):
-        for name, value in model.forward(x[i:i + batch_size], return_all=True).items():
+        with np.errstate(all="ignore"):  # non-finite values are reported below, by layer
+            outputs = model.forward(x[i:i + batch_size], return_all=True)
+        for name, value in outputs.items():
+            if not np.all(np.isfinite(value)):  # say whose fault: the data's or a layer's
+                raise ModelError("calibration data contains NaN or infinity" if name == INPUT
+                                 else f"layer {name!r} computes NaN or infinity on finite "
+                                 "calibration data: its parameters are out of range (a negative "
+                                 "BatchNorm variance, weights near the float32 limit?)")
             observers.setdefault(name, _RangeObserver(config.calibration, config.percentile)).update(value)
     qparams = {}
     for name, obs in observers.items():

@@ -58,6 +58,7 @@ typedef enum approxmul_status {
     APPROXMUL_ERR_IO = 10,              /* a file could not be read or written */
     APPROXMUL_ERR_FORMAT = 11,          /* file or text content is malformed */
     APPROXMUL_ERR_CALLBACK = 12,        /* a user function failed */
+    APPROXMUL_ERR_CANCELLED = 13,       /* stopped by approxmul_cancel(); outputs unspecified */
     APPROXMUL_ERR_INTERNAL = 99         /* a bug in approxmul: please report it */
 } approxmul_status;
 
@@ -76,9 +77,24 @@ APPROXMUL_API int approxmul_abi_version(void);
 /* --------------------------------------------------------------- threads */
 
 /* Threads used by approxmul's own parallel regions; 0 means one per
- * available core. This never changes the caller's OpenMP settings. */
+ * available core. This never changes the caller's OpenMP settings. More
+ * than APPROXMUL_MAX_THREADS is refused (APPROXMUL_ERR_INVALID_ARGUMENT), and
+ * a larger OMP_NUM_THREADS is capped to it. */
+#define APPROXMUL_MAX_THREADS 1024
 APPROXMUL_API approxmul_status approxmul_set_num_threads(int num_threads);
 APPROXMUL_API int approxmul_get_num_threads(void);
+
+/* ---------------------------------------------------------- cancellation */
+
+/* Asks every approxmul call in progress in this process to stop. Long
+ * loops (metrics, error maps, the kernels' and requantization's outer
+ * loops) poll for it, so such a call returns APPROXMUL_ERR_CANCELLED soon
+ * after; its outputs are then unspecified (the one exception to "nothing
+ * written on error"). Calls that start after this returns are unaffected;
+ * calls that finish without reaching a poll succeed. Lock-free and
+ * async-signal safe: callable from any thread or a signal handler. A
+ * vendor C model stuck inside one call is not interrupted. */
+APPROXMUL_API void approxmul_cancel(void);
 
 /* ------------------------------------------------------------------ info */
 

@@ -148,6 +148,7 @@ const char *approxmul_status_string(approxmul_status status) {
     case APPROXMUL_ERR_IO: return "I/O error";
     case APPROXMUL_ERR_FORMAT: return "malformed content";
     case APPROXMUL_ERR_CALLBACK: return "user function failed";
+    case APPROXMUL_ERR_CANCELLED: return "cancelled";
     case APPROXMUL_ERR_INTERNAL: return "internal error";
     }
     return "unknown status";
@@ -160,14 +161,13 @@ const char *approxmul_version_string(void) { return APPROXMUL_VERSION; }
 int approxmul_abi_version(void) { return APPROXMUL_ABI_VERSION; }
 
 approxmul_status approxmul_set_num_threads(int num_threads) {
-    return guarded([&] {
-        if (num_threads < 0)
-            fail(APPROXMUL_ERR_INVALID_ARGUMENT, "num_threads: %d is negative", num_threads);
-        set_num_threads(num_threads);
-    });
+    static_assert(APPROXMUL_MAX_THREADS == kMaxThreads, "the header states the limit");
+    return guarded([&] { set_num_threads(num_threads); });
 }
 
 int approxmul_get_num_threads(void) { return num_threads(); }
+
+void approxmul_cancel(void) { request_cancel(); }
 
 const char *approxmul_build_info(void) {
     static const std::string info = std::string("version=") + APPROXMUL_VERSION +

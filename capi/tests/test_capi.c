@@ -39,6 +39,25 @@ static void test_errors(void) {
     CHECK(approxmul_multiplier_from_table(table, 16, 9, 0, &m) == APPROXMUL_ERR_INVALID_ARGUMENT);
     CHECK(approxmul_multiplier_bits(NULL, &bits) == APPROXMUL_ERR_NULL_POINTER);
     CHECK(approxmul_set_num_threads(-1) == APPROXMUL_ERR_INVALID_ARGUMENT);
+    /* counts OpenMP cannot create are refused, not passed on to crash it */
+    CHECK(approxmul_set_num_threads(APPROXMUL_MAX_THREADS + 1) == APPROXMUL_ERR_INVALID_ARGUMENT);
+    CHECK(strstr(approxmul_last_error(), "1024") != NULL);
+    CHECK(approxmul_set_num_threads(65535) == APPROXMUL_ERR_INVALID_ARGUMENT);
+    CHECK(approxmul_set_num_threads(APPROXMUL_MAX_THREADS) == APPROXMUL_OK);
+    CHECK(approxmul_get_num_threads() == APPROXMUL_MAX_THREADS ||
+          strstr(approxmul_build_info(), "openmp=no") != NULL);
+    CHECK(approxmul_set_num_threads(0) == APPROXMUL_OK);
+    /* a cancel stops calls in progress only: a later call runs to the end */
+    approxmul_cancel();
+    CHECK(approxmul_multiplier_exact(10, 0, &m) == APPROXMUL_OK);
+    {
+        approxmul_metrics metrics;
+        CHECK(approxmul_multiplier_metrics(m, &metrics) == APPROXMUL_OK);
+        CHECK(metrics.pairs == (int64_t)1 << 20 && metrics.mae == 0);
+    }
+    approxmul_multiplier_destroy(m);
+    m = NULL;
+    CHECK(strcmp(approxmul_status_string(APPROXMUL_ERR_CANCELLED), "cancelled") == 0);
     CHECK(m == NULL);
     approxmul_multiplier_destroy(NULL); /* accepted */
     /* a success clears the thread's message */

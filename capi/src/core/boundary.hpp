@@ -10,6 +10,7 @@
 
 #include "approxmul.h"
 #include "error.hpp"
+#include "threads.hpp"
 
 namespace approxmul {
 
@@ -40,6 +41,7 @@ approxmul_status guarded(Body &&body) noexcept {
     std::string &message = last_error_message();
     try {
         message.clear();
+        mark_call_start();  // approxmul_cancel() stops calls in progress, not later ones
         body();
         return APPROXMUL_OK;
     } catch (const Error &e) {

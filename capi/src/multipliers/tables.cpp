@@ -63,6 +63,34 @@ bool read_integer(const char *&p, int64_t &value, bool c_syntax) {
     return !std::isalnum(static_cast<unsigned char>(*p)) && *p != '.' && *p != '_';
 }
 
+// The literal starting at p, up to the next separator, for error messages.
+std::string token_at(const char *p) {
+    const char *end = p;
+    while (*end && !std::isspace(static_cast<unsigned char>(*end)) && *end != ',' &&
+           *end != ';' && *end != '}' && *end != '{' && end - p < 40)
+        ++end;
+    return std::string(p, size_t(end - p));
+}
+
+// Why the literal at p is not an integer, quoting it (and only it).
+std::string bad_number(const char *p, bool c_syntax) {
+    const std::string token = token_at(p);
+    const char *digits = token.c_str() + (token[0] == '-' || token[0] == '+');
+    bool all_digits = *digits != '\0';
+    for (const char *q = digits; *q; ++q)
+        all_digits = all_digits && std::isdigit(static_cast<unsigned char>(*q));
+    std::string why;
+    if (all_digits)
+        why = "is too large for a 64-bit integer";
+    else if (token.find_first_of(".eE") != std::string::npos &&
+             token.find_first_of("xX") == std::string::npos &&
+             std::isdigit(static_cast<unsigned char>(*digits)))
+        why = "is not an integer (products are whole numbers)";
+    else
+        why = c_syntax ? "is not an integer literal" : "is not a decimal integer";
+    return "'" + token + "' " + why;
+}
+
 // C source: comments and preprocessor lines ignored; one declaration
 // "TYPE NAME[N][N] = { ... };" whose element type bounds the values.
 Entries parse_c_source(const unsigned char *data, size_t size) {
@@ -141,9 +169,12 @@ Entries parse_c_source(const unsigned char *data, size_t size) {
         if (c == ';') { closed = depth == 0; ++p; break; }
         int64_t value = 0;
         const char *at = p;
-        if (!need_value || !read_integer(p, value, true))
-            fail(APPROXMUL_ERR_FORMAT, "line %d: unexpected '%c' in the initializer: expected "
-                 "integers between braces and commas", line_of(data, size_t(at - text.c_str())), c);
+        if (!need_value)
+            fail(APPROXMUL_ERR_FORMAT, "line %d: '%s' follows a value without a comma in the "
+                 "initializer", line_of(data, size_t(at - text.c_str())), token_at(at).c_str());
+        if (!read_integer(p, value, true))
+            fail(APPROXMUL_ERR_FORMAT, "line %d: %s; expected integers between braces and "
+                 "commas", line_of(data, size_t(at - text.c_str())), bad_number(at, true).c_str());
         need_value = false;
         if (value < e.lo || value > e.hi)
             fail(APPROXMUL_ERR_FORMAT, "line %d: %lld does not fit the declared element type %s",
@@ -161,7 +192,8 @@ Entries parse_c_source(const unsigned char *data, size_t size) {
 }
 
 // Text: one table row per line, integers separated by commas, spaces,
-// tabs or semicolons; '#' starts a comment.
+// tabs or semicolons; '#' starts a comment. The same entries as one value
+// per line, or all on one line, are accepted too (the binary layout).
 Entries parse_text(const unsigned char *data, size_t size, size_t &rows) {
     require_text(data, size, "text rows of integers");
     Entries e;
@@ -183,10 +215,10 @@ Entries parse_text(const unsigned char *data, size_t size, size_t &rows) {
             while (*p == ' ') ++p;
             if (*p == '\0') break;
             int64_t value = 0;
+            const char *at = p;
             if (!read_integer(p, value, false) || (*p != ' ' && *p != '\0'))
-                fail(APPROXMUL_ERR_FORMAT,
-                     "line %d, field %zu: '%.20s' is not a decimal integer (a text table has "
-                     "one row of integers per line)", line, count + 1, p);
+                fail(APPROXMUL_ERR_FORMAT, "line %d, field %zu: %s", line, count + 1,
+                     bad_number(at, false).c_str());
             e.values.push_back(value);
             ++count;
         }
@@ -197,9 +229,11 @@ Entries parse_text(const unsigned char *data, size_t size, size_t &rows) {
         row_length = count;
         ++rows;
     }
-    if (rows != row_length)
+    const bool flat = row_length == 1 || rows == 1;  // the count decides the width
+    if (rows != row_length && !flat)
         fail(APPROXMUL_ERR_FORMAT,
-             "%zu rows of %zu values is not a square table (truncated file?)", rows, row_length);
+             "%zu rows of %zu values is not a square table (truncated file?); one value per "
+             "line is accepted too", rows, row_length);
     return e;
 }
 
@@ -223,6 +257,12 @@ std::vector<int32_t> parse_table(const unsigned char *data, size_t size, int for
              "order",
              order == APPROXMUL_ORDER_TWOS ? "twos" : "offset");
     if (bits != 0) check_width(bits, kMaxTableBits);
+    // a UTF-8 byte order mark, as editors on Windows write, starts some text files
+    if (format != APPROXMUL_TABLE_BINARY_U16LE && size >= 3 && data[0] == 0xEF &&
+        data[1] == 0xBB && data[2] == 0xBF) {
+        data += 3;
+        size -= 3;
+    }
     Entries e;
     size_t rows = 0;
     switch (format) {

@@ -1,0 +1,80 @@
+"""evaluate: every requested multiplier has its row, labels are checked, results say what ran."""
+
+import csv
+import hashlib
+import io
+import json
+import os
+
+import numpy as np
+import pytest
+
+import approxmul_cffi as am
+from approxmul_cffi import evaluation as ev
+from approxmul_cffi import nn
+from approxmul_cffi.datasets import load_digits
+
+
+@pytest.fixture(scope="module")
+def data():
+    x, y = load_digits("test")
+    return x[:60], y[:60]
+
+
+def run(data, multipliers, **kwargs):
+    return ev.evaluate(ev.BUNDLED_MODEL, data, multipliers, progress=False, **kwargs)
+
+
+def test_requested_exact_multipliers_are_not_replaced_by_the_baseline(data, tmp_path):
+    am.Multiplier.exact(bits=8).save(tmp_path / "exact.bin")
+    table_file = str(tmp_path / "exact.bin")
+    result = run(data, ["exact", table_file, "exact:bits=8,signed=1"])
+    assert [(r.multiplier, r.kind) for r in result] == [
+        ("float", "float"), ("exact", "exact"), ("exact:signed=1", "exact"),
+        (table_file, "approximate")]
+    assert result[3].top1 == result[1].top1 and result[3].spec.startswith("file:")
+    # a width the 8-bit network cannot run is an error naming it, not a silent swap
+    for spec in ("exact:bits=12", "exact:bits=4"):
+        with pytest.raises(nn.ModelError, match=rf"multiplier '{spec}': .*8-bit codes"):
+            run(data, ["drum:k=4", spec])
+
+
+def test_mixed_rows_say_what_mae_means(data):
+    mixed = run(data, ["drum:k=4"], layers={"conv1": "exact"}).format_table()
+    assert "MAE%/WCE%: of the row's multiplier" in mixed.splitlines()[-1]
+    plain = run(data, ["drum:k=4"]).format_table()
+    assert "MAE%/WCE%" not in plain.splitlines()[-1]
+
+
+@pytest.mark.parametrize("bad, shown", [(10, "10"), (-1, "-1"), (12, "12")])
+def test_labels_outside_the_classes_are_refused(data, bad, shown):
+    x, y = data
+    y = y.copy()
+    y[7] = bad
+    with pytest.raises(nn.ModelError, match=rf"labels: {shown} outside the model's 10 classes"):
+        run((x, y), ["exact"])
+
+
+def test_exports_identify_the_run(data, tmp_path):
+    table = am.multiplier("drum:k=3").table()
+    unnamed = am.Multiplier.from_table(table)  # no spec: identified by its table
+    result = run(data, {"drum": "drum:k=4", "unnamed": unnamed}, data_source="digits[:60]")
+    rows = json.loads(result.to_json())
+    row = {r["multiplier"]: r for r in rows}
+    assert row["drum"]["spec"] == "drum:bits=8,signed=0,k=4"
+    want = hashlib.sha256(np.asarray(table, dtype=np.int32).tobytes()).hexdigest()
+    assert row["unnamed"]["spec"] == "table-sha256:" + want
+    model_files = [ev.BUNDLED_MODEL, ev.BUNDLED_MODEL[:-5] + ".npz"]
+    digest = hashlib.sha256(b"".join(open(p, "rb").read() for p in model_files)).hexdigest()
+    x, y = data
+    assert all(r["model"] == os.path.abspath(ev.BUNDLED_MODEL) for r in rows)
+    assert all(r["model_sha256"] == digest for r in rows)
+    assert rows[0]["data"] == "digits[:60]" and rows[0]["samples"] == 60
+    assert rows[0]["data_sha256"] == hashlib.sha256(x.tobytes() + y.tobytes()).hexdigest()
+    facts = am.info()
+    assert rows[0]["library_version"] == am.__version__ and rows[0]["isa"] == facts["isa"]
+    assert rows[0]["threads"] == am.get_num_threads()
+    header = next(csv.reader(io.StringIO(result.to_csv())))
+    for key in ("spec", "model_sha256", "data_sha256", "samples", "library_version", "isa",
+                "threads"):
+        assert key in header
