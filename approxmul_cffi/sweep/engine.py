@@ -56,7 +56,7 @@ def connect(scheduler=None, *, workers=None, timeout=10):
                 f"{error}") from None
     cluster = distributed.LocalCluster(
         n_workers=workers or default_workers(), threads_per_worker=1, processes=True,
-        dashboard_address=None, silence_logs=40)
+        dashboard_address=":0", silence_logs=40)
     return distributed.Client(cluster, set_as_default=False), cluster
 
 
