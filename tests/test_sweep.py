@@ -181,7 +181,7 @@ def test_worker_killed_mid_sweep(client, tmp_path):
             killed.append(pid)
 
     result = sweep(SENS_MULTIPLIERS, strategy="sensitivity", store=tmp_path / "s.sqlite",
-                   client=client, progress=False, on_record=kill_one_worker)
+                   limit=200, client=client, progress=False, on_record=kill_one_worker)
     assert killed, "the sweep ended before a worker could be killed"
     rows = result.rows
     assert len(rows) == len(LAYERS) * len(SENS_MULTIPLIERS)
@@ -189,12 +189,12 @@ def test_worker_killed_mid_sweep(client, tmp_path):
     # tasks finished after the kill ran on surviving or restarted worker processes
     after = [r["worker"] for r in rows[4:]]
     assert all(not w.endswith(f":{killed[0]}") for w in after[-5:])
-    assert sensitivity_table(rows) == serial_sensitivity(None)
+    assert sensitivity_table(rows) == serial_sensitivity(200)
 
 
 def test_client_killed_mid_sweep_then_resumed(tmp_path):
     args = ["sweep", *sum((["-m", s] for s in SENS_MULTIPLIERS), []), "--strategy",
-            "sensitivity", "--store", "s.sqlite", "--workers", "2", "--no-progress",
+            "sensitivity", "--store", "s.sqlite", "--workers", "2", "--no-progress", "--limit", "200",
             "--csv", "out.csv"]
     store = tmp_path / "s.sqlite"
     proc = subprocess.Popen([sys.executable, "-c", MAIN, *args], cwd=tmp_path,
@@ -228,7 +228,7 @@ def test_client_killed_mid_sweep_then_resumed(tmp_path):
     rows = read_csv(tmp_path / "out.csv")
     for r in rows:
         r["assignment"] = json.loads(r["assignment"])
-    assert sensitivity_table(rows) == serial_sensitivity(None)
+    assert sensitivity_table(rows) == serial_sensitivity(200)
     # a third run has nothing left to do
     third = approxmul(*args, cwd=tmp_path)
     assert f"0 of {total} tasks to run ({total} already in the store)" in third.stderr

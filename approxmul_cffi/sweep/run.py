@@ -91,7 +91,7 @@ def _digest(value):
 def sweep(multipliers=(), *, model=None, data=None, strategy="uniform", store,
           tables=(), vendors=(), signature="u8", calibration=None, config=None, limit=None,
           costs=None, cost_column=None, budget=1.0, search_layers=None, beam_width=64,
-          slack=1.5, client=None, scheduler=None, workers=None, threads=1, timeout=10,
+          slack=1.5, refine=64, client=None, scheduler=None, workers=None, threads=1, timeout=10,
           progress=True, force=False, retry_failed=False, on_record=None, log=None):
     """Run a design-space sweep on Dask and return its :class:`SweepResult`.
 
@@ -174,8 +174,9 @@ def sweep(multipliers=(), *, model=None, data=None, strategy="uniform", store,
                 run([plan.layers_task({layer: r}, "sensitivity") for layer in layers for r in refs],
                     "sensitivity")
                 if strategy == "search":
+                    batch = max(8, 2 * sum(client.nthreads().values()))
                     _search(plan, refs, layers, cost_table, cost_column, budget, beam_width,
-                            slack, run, result, say)
+                            slack, batch, refine, run, result, say)
             result.rows  # read the table while the store is open
         finally:
             if own:
@@ -191,37 +192,59 @@ def _product(refs, n):
     return itertools.product(refs, repeat=n)
 
 
-def _search(plan, refs, layers, cost_table, column, budget, width, slack, run, result, say):
-    """Beam candidates under a relaxed estimate, verified on the cluster cheapest first."""
+def _search(plan, refs, layers, cost_table, column, budget, width, slack, batch, refine,
+            run, result, say):
+    """Cheapest assignment measured within ``budget`` (docs/sweep.md, "The search").
+
+    1. Beam search on the additive sensitivity estimate (limit: budget x
+       slack), candidates verified on the cluster cheapest first, in batches;
+       the first batch with a fitting assignment ends the phase.
+    2. Local search: the neighbours of the best (one or two layers changed)
+       that are cheaper, verified cheapest first, at most ``refine``
+       evaluations per step; repeated while it finds a cheaper fitting one.
+       It catches what the additive estimate misses (layers whose errors
+       offset each other).
+    """
     by_name = {r.name: r for r in refs}
-    sens = result.records("sensitivity")
     reference = result.reference()
     drops = {layer: {} for layer in layers}
-    for row in sens:
+    for row in result.records("sensitivity"):
         if row["status"] == "ok":
             (layer, name), = row["assignment"].items()
             drops[layer][name] = reference - row["top1"]
     cost = {name: cost_table[name][column] for name in by_name}
     macs = {layer: plan.macs[layer] for layer in layers}
-    batch = max(8, 2 * len(plan.layers))
     tried = set()
-    limit = budget * slack
-    for _ in range(8):
-        candidates = [c for c in search.beam_search(drops, macs, cost, limit, width=width)
-                      if json.dumps(c[2], sort_keys=True) not in tried]
-        say(f"search: {len(candidates)} candidate assignments with estimated drop <= {limit:.3g}")
-        for start in range(0, len(candidates), batch):
-            chunk = candidates[start:start + batch]
+
+    def verify(assignments, at_most=None):
+        """Evaluate untried assignments (cheapest first) until a batch holds a fitting one."""
+        todo = [a for a in assignments if json.dumps(a, sort_keys=True) not in tried]
+        for start in range(0, len(todo) if at_most is None else min(len(todo), at_most), batch):
+            chunk = todo[start:start + batch]
+            tried.update(json.dumps(a, sort_keys=True) for a in chunk)
             tasks = [plan.layers_task({l: by_name[n] for l, n in a.items()}, "search")
-                     for _, _, a in chunk]
-            tried.update(json.dumps(a, sort_keys=True) for _, _, a in chunk)
+                     for a in chunk]
             run(tasks, "search")
             fits = [row for row in result.rows_for(tasks)
                     if row["status"] == "ok" and reference - row["top1"] <= budget + 1e-9]
             if fits:
-                result.best = min(fits, key=lambda row: (row["cost"], -row["top1"]))
-                return
+                return min(fits, key=lambda row: (row["cost"], -row["top1"]))
+        return None
+
+    limit = budget * slack
+    while result.best is None and limit >= 1e-6:
+        candidates = search.beam_search(drops, macs, cost, limit, width=width)
+        say(f"search: {len(candidates)} candidates with estimated drop <= {limit:.3g}")
+        result.best = verify([a for _, _, a in candidates])
         limit /= 2
-        if limit < 1e-6:
-            break
-    say(f"search: no assignment measured within {budget} points of the reference")
+    if result.best is None:
+        say(f"search: no assignment measured within {budget} points of the reference")
+        return
+    while True:
+        current = result.best
+        cheaper = search.neighbours(current["assignment"], list(by_name), macs, cost)
+        say(f"search: best so far {current['cost']:.4g}; {len(cheaper)} cheaper neighbours")
+        better = verify(cheaper, refine)
+        if better is None or better["cost"] >= current["cost"]:
+            return
+        result.best = better

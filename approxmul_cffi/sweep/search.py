@@ -13,7 +13,7 @@ from __future__ import annotations
 import heapq
 import itertools
 
-__all__ = ["assignment_cost", "beam_search", "exhaustive", "pareto_options"]
+__all__ = ["assignment_cost", "beam_search", "exhaustive", "neighbours", "pareto_options"]
 
 
 def assignment_cost(assignment, macs, cost):
@@ -81,3 +81,31 @@ def exhaustive(layers, names):
     """
     for choice in itertools.product(names, repeat=len(layers)):
         yield dict(zip(layers, choice))
+
+
+def neighbours(assignment, names, macs, cost, *, max_count=200_000):
+    """Assignments one or two layers away that cost less, cheapest first.
+
+    Two-layer changes are left out when there would be over ``max_count``.
+
+    >>> n = neighbours({"a": "x", "b": "x"}, ["x", "y"], {"a": 2, "b": 1}, {"x": 1, "y": 0.5})
+    >>> [(round(c, 3), sorted(a.values())) for c, a in [(assignment_cost(a, {"a": 2, "b": 1},
+    ...     {"x": 1, "y": 0.5}), a) for a in n]]
+    [(0.5, ['y', 'y']), (0.667, ['x', 'y']), (0.833, ['x', 'y'])]
+    """
+    layers = list(assignment)
+    current = assignment_cost(assignment, macs, cost)
+    pairs = len(layers) * (len(layers) - 1) // 2 * len(names) ** 2
+    depth = 2 if pairs <= max_count else 1
+    out = {}
+    for k in range(1, min(depth, len(layers)) + 1):
+        for chosen in itertools.combinations(layers, k):
+            for choice in itertools.product(names, repeat=k):
+                if any(assignment[l] == n for l, n in zip(chosen, choice)):
+                    continue
+                new = dict(assignment)
+                new.update(zip(chosen, choice))
+                c = assignment_cost(new, macs, cost)
+                if c < current - 1e-12:
+                    out[tuple(new.items())] = (c, new)
+    return [a for _, a in sorted(out.values(), key=lambda v: v[0])]
