@@ -136,11 +136,13 @@ def run_tasks(client, context, tasks, store, *, progress=True, window=None, desc
             if not submit_next():
                 break
         # created on the first window: as_completed needs futures to find the client
-        queue = distributed.as_completed([f for f, _, _ in by_future.values()], loop=client.loop)
-        for future in queue:
+        # with_results: the event loop gathers results while this thread stores them
+        queue = distributed.as_completed([f for f, _, _ in by_future.values()], loop=client.loop,
+                                         with_results=True, raise_errors=False)
+        for future, value in queue:
             _, task, refs = by_future.pop(future.key)
             if future.status == "finished":
-                record = future.result()
+                record = value
             else:
                 error = future.exception()
                 record = {"status": "failed", "error": f"{type(error).__name__}: {error}"}
