@@ -32,7 +32,8 @@ MULTIPLIERS = [
 
 def parse_args(argv=None):
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--tasks", type=int, default=20, help=f"multipliers (at most {len(MULTIPLIERS)})")
+    p.add_argument("--tasks", type=int, default=20,
+                   help=f"multipliers (at most {len(MULTIPLIERS)})")
     p.add_argument("--tile", type=int, default=8, help="held-out images tiled this many times")
     p.add_argument("--pause", type=float, default=2.0, help="seconds between engines")
     p.add_argument("--json", help="also write the results to this JSON file")

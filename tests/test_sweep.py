@@ -8,24 +8,25 @@ approxmul_cffi.evaluate on the same inputs), never with the code under test.
 import csv
 import json
 import os
+import shutil
 import signal
 import sqlite3
 import subprocess
 import sys
 import time
 
-import numpy as np
+import distributed  # the test extra installs dask[distributed]: these tests never skip
 import pytest
+from vendor_fixture import vendor_models  # noqa: F401 (fixture)
 
-distributed = pytest.importorskip("distributed")  # CI installs it (.ci/run): never skipped there
-
-import approxmul_cffi as am  # noqa: E402
-from approxmul_cffi.datasets import load_digits  # noqa: E402
-from approxmul_cffi.evaluation import bundled_model, evaluate  # noqa: E402
-from approxmul_cffi.sweep import sweep  # noqa: E402
-from vendor_fixture import vendor_models  # noqa: E402,F401 (fixture)
+import approxmul_cffi as am
+from approxmul_cffi.datasets import load_digits
+from approxmul_cffi.evaluation import bundled_model, evaluate
+from approxmul_cffi.sweep import sweep
 
 MAIN = "import sys; from approxmul_cffi.cli import main; sys.exit(main())"
+# the dask command of this interpreter's environment
+DASK = shutil.which("dask") or os.path.join(os.path.dirname(sys.executable), "dask")
 LAYERS = ["conv1", "conv2", "fc1", "fc2"]
 
 
@@ -50,11 +51,6 @@ def client():
     with distributed.Client(cluster, set_as_default=False) as c:
         yield c
     cluster.close()
-
-
-@pytest.fixture(scope="module")
-def digits():
-    return load_digits("test"), load_digits("train")[0]
 
 
 def serial(multipliers, layers=None, limit=None):
@@ -141,9 +137,10 @@ def test_uniform_sweep_equals_serial_evaluate(tmp_path):
     # the two biased/unbiased multipliers really differ: the comparison can fail
     assert got["drum:k=3,signed=1"]["top1"] != got["truncated:bits=8,cut=8"]["top1"]
 
-    pq = pytest.importorskip("pyarrow.parquet")
+    import pyarrow.parquet as pq  # in the test extra
     parquet = pq.read_table(tmp_path / "sweep.parquet").to_pylist()
-    assert [r["top1"] for r in parquet] == [float(r["top1"]) for r in read_csv(tmp_path / "sweep.csv")]
+    from_csv = read_csv(tmp_path / "sweep.csv")
+    assert [r["top1"] for r in parquet] == [float(r["top1"]) for r in from_csv]
     assert (tmp_path / "sweep.png").read_bytes()[:4] == b"\x89PNG"
 
 
@@ -194,7 +191,8 @@ def test_worker_killed_mid_sweep(client, tmp_path):
 
 def test_client_killed_mid_sweep_then_resumed(tmp_path):
     args = ["sweep", *sum((["-m", s] for s in SENS_MULTIPLIERS), []), "--strategy",
-            "sensitivity", "--store", "s.sqlite", "--workers", "2", "--no-progress", "--limit", "200",
+            "sensitivity", "--store", "s.sqlite", "--workers", "2", "--no-progress",
+            "--limit", "200",
             "--csv", "out.csv"]
     store = tmp_path / "s.sqlite"
     proc = subprocess.Popen([sys.executable, "-c", MAIN, *args], cwd=tmp_path,
@@ -241,7 +239,7 @@ def test_client_killed_mid_sweep_then_resumed(tmp_path):
 def test_remote_cluster_and_a_failing_multiplier(tmp_path, vendor_models):
     env = dict(os.environ)
     scheduler_file = tmp_path / "scheduler.json"
-    started = [subprocess.Popen(["dask", "scheduler", "--scheduler-file", str(scheduler_file),
+    started = [subprocess.Popen([DASK, "scheduler", "--scheduler-file", str(scheduler_file),
                                  "--port", "0", "--no-dashboard"], env=env,
                                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)]
     try:
@@ -250,7 +248,7 @@ def test_remote_cluster_and_a_failing_multiplier(tmp_path, vendor_models):
             time.sleep(0.1)
         for _ in range(2):
             started.append(subprocess.Popen(
-                ["dask", "worker", "--scheduler-file", str(scheduler_file), "--nthreads", "1",
+                [DASK, "worker", "--scheduler-file", str(scheduler_file), "--nthreads", "1",
                  "--no-dashboard"], env=env, stdout=subprocess.DEVNULL,
                 stderr=subprocess.DEVNULL))
         address = json.loads(scheduler_file.read_text())["address"]
@@ -293,8 +291,6 @@ def test_remote_cluster_and_a_failing_multiplier(tmp_path, vendor_models):
 
 def test_missing_library_on_a_worker_is_a_clear_error(tmp_path, vendor_models):
     # What a worker reports when a wide C model's library is not on its machine
-    import shutil
-
     from approxmul_cffi import quant
     from approxmul_cffi.sweep.inputs import MultiplierRef
     from approxmul_cffi.sweep.worker import Context, Task, run_task

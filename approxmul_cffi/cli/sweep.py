@@ -37,7 +37,8 @@ def add_parser(subparsers):
     g.add_argument("--strategy", choices=("uniform", "sensitivity", "search", "exhaustive"),
                    default="uniform", help="default: uniform")
     g.add_argument("--costs", metavar="FILE.csv",
-                   help="cost per multiplier: a 'multiplier' (or 'name') column and numeric columns")
+                   help="cost per multiplier: a 'multiplier' (or 'name') column and "
+                        "numeric columns")
     g.add_argument("--cost-sources", metavar="GLOB", action="append", default=[],
                    help="C sources with '// NAME = value unit' cost headers (repeatable)")
     g.add_argument("--cost", metavar="COLUMN", help="the cost the search minimizes "
@@ -79,15 +80,18 @@ def _check(args):
     if args.budget < 0:
         raise UsageError(f"--budget must be >= 0, got {args.budget}")
     if not (args.multipliers or args.tables or args.vendor):
-        raise UsageError("give multipliers: --multiplier SPEC, --tables GLOB or --vendor LIB:PATTERN")
+        raise UsageError("give multipliers: --multiplier SPEC, --tables GLOB or "
+                         "--vendor LIB:PATTERN")
     if args.layer_map and args.strategy != "search":
         raise UsageError("--layer-map writes the search's best assignment: use --strategy search")
-    for flag, module, extra in ((args.plot, "matplotlib", "plot"), (args.parquet, "pyarrow", "sweep")):
+    outputs = ((args.plot, "matplotlib", "plot"), (args.parquet, "pyarrow", "sweep"))
+    for flag, module, extra in outputs:  # fail before the sweep, not after it
         if flag:
             try:
                 __import__(module)
             except ImportError:
-                raise UsageError(f"this output needs {module}: pip install 'approxmul[{extra}]'") from None
+                raise UsageError(f"this output needs {module}: "
+                                 f"pip install 'approxmul[{extra}]'") from None
 
 
 def _sweep(args):

@@ -64,7 +64,8 @@ def read_source_costs(patterns):
     >>> import os, tempfile
     >>> d = tempfile.mkdtemp()
     >>> _ = open(os.path.join(d, "mul8u_X.c"), "w").write(
-    ...     "// PDK45_PWR = 0.391 mW\\n// MAE% = 0.5 %\\nuint16_t mul8u_X(uint8_t A, uint8_t B)\\n{}\\n")
+    ...     "// PDK45_PWR = 0.391 mW\\n// MAE% = 0.5 %\\n"
+    ...     "uint16_t mul8u_X(uint8_t A, uint8_t B)\\n{}\\n")
     >>> read_source_costs([os.path.join(d, "*.c")])["mul8u_X"]
     {'PDK45_PWR': 0.391, 'MAE%': 0.5}
     """
@@ -112,6 +113,7 @@ def match_costs(refs, table, columns=None):
     for column in columns:
         lacking = [name for name, entry in found.items() if column not in entry]
         if lacking:
+            known = sorted({c for entry in found.values() for c in entry})
             raise InvalidArgumentError(f"no {column!r} cost for: {', '.join(lacking)}; "
-                                       f"columns: {', '.join(sorted({c for e in found.values() for c in e}))}")
+                                       f"columns: {', '.join(known)}")
     return {name: {c: entry[c] for c in columns} for name, entry in found.items()}, list(columns)

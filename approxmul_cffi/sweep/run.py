@@ -114,7 +114,8 @@ def sweep(multipliers=(), *, model=None, data=None, strategy="uniform", store,
     from .costs import match_costs
 
     if strategy not in STRATEGIES:
-        raise InvalidArgumentError(f"unknown strategy {strategy!r}; use one of {', '.join(STRATEGIES)}")
+        raise InvalidArgumentError(f"unknown strategy {strategy!r}; use one of "
+                                   f"{', '.join(STRATEGIES)}")
     model = load_model(model)
     if data is None:
         from ..datasets import load_digits

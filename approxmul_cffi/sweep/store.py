@@ -81,7 +81,8 @@ class Store:
         row.update(key=key, strategy=strategy, assignment=json.dumps(assignment, sort_keys=True),
                    finished=time.time())
         with self.db:
-            self.db.execute(f"INSERT OR REPLACE INTO results VALUES ({', '.join('?' * len(COLUMNS))})",
+            marks = ", ".join("?" * len(COLUMNS))
+            self.db.execute(f"INSERT OR REPLACE INTO results VALUES ({marks})",
                             [row[c] for c in COLUMNS])
 
     def get(self, keys):
