@@ -8,8 +8,10 @@ the project's machines). Three engines run the same tasks, each in its own
 block after a pause: the serial evaluator in this process (the baseline,
 ``approxmul_cffi.evaluate`` once per multiplier), then ``approxmul_cffi.sweep``
 on a LocalCluster of 1 and of 2 worker processes (one thread each, fresh
-stores, cluster start-up excluded). Prints wall times and ratios; checks that
-all three give the same top-1 figures.
+stores, cluster start-up excluded). Prints wall times and ratios, the mean
+task time the workers measured and the parallelism (task seconds / wall
+seconds: what the machine gave; under the worker count when other jobs load
+it); checks that all three give the same top-1 figures.
 """
 
 import argparse
@@ -68,6 +70,7 @@ def main():
 
     for workers in (1, 2):
         time.sleep(args.pause)
+        load = os.getloadavg()[0]
         cluster = distributed.LocalCluster(n_workers=workers, threads_per_worker=1,
                                            dashboard_address=":0", silence_logs=40)
         with distributed.Client(cluster, set_as_default=False) as client, \
@@ -80,8 +83,14 @@ def main():
         got = {row["multiplier"]: row["top1"] for row in r.rows}
         if got != serial:
             sys.exit(f"{workers} worker(s): top-1 figures differ from the serial evaluator")
-        results.append({"engine": f"sweep, {workers} worker process(es)", "wall_s": wall})
-        print(f"sweep on {workers} worker(s): {wall:.1f} s")
+        # task seconds as the workers measured them: their sum over the wall time is
+        # the parallelism the machine gave (below the worker count when others load it)
+        busy = sum(row["seconds"] for row in r.rows)
+        results.append({"engine": f"sweep, {workers} worker process(es)", "wall_s": wall,
+                        "task_s_mean": busy / len(r.rows), "parallelism": busy / wall,
+                        "load_before": load})
+        print(f"sweep on {workers} worker(s): {wall:.1f} s, {busy / len(r.rows):.2f} s a task, "
+              f"parallelism {busy / wall:.2f} (load average before: {load:.1f})")
 
     one, two = results[1]["wall_s"], results[2]["wall_s"]
     print(f"speed-up 2 workers vs 1: {one / two:.2f}x; 1 worker vs serial: "

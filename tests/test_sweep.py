@@ -16,6 +16,7 @@ import sys
 import time
 
 import distributed  # the test extra installs dask[distributed]: these tests never skip
+import numpy as np
 import pytest
 from vendor_fixture import vendor_models  # noqa: F401 (fixture)
 
@@ -142,6 +143,26 @@ def test_uniform_sweep_equals_serial_evaluate(tmp_path):
     from_csv = read_csv(tmp_path / "sweep.csv")
     assert [r["top1"] for r in parquet] == [float(r["top1"]) for r in from_csv]
     assert (tmp_path / "sweep.png").read_bytes()[:4] == b"\x89PNG"
+
+
+def test_in_memory_tables_and_callables_travel_as_tables(client, tmp_path):
+    v = np.arange(256)
+    table = ((v[:, None] >> 2) * (v[None, :] >> 2)) << 4
+    mine = am.Multiplier.from_table(table.astype(np.int32))
+    odd = am.Multiplier.from_callable(lambda a, b: a * b | 1, bits=8)
+    assert mine.spec is None and odd.spec is None  # no spec: they cannot pickle as one
+    result = sweep({"mine": mine, "odd": odd}, limit=100, store=tmp_path / "s.sqlite",
+                   client=client, progress=False)
+    want = serial({"mine": mine, "odd": odd}, limit=100)
+    for row in result.rows:
+        assert row["top1"] == want.row(row["multiplier"]).top1
+        assert row["mae_percent"] == want.row(row["multiplier"]).mae_percent
+    # a layer map of a spec-less multiplier saves its table next to it, and evaluate reads it
+    result.write_layer_map(tmp_path / "map.json", row=result.rows[0])
+    proc = approxmul("evaluate", "--layers", "map.json", "-m", "exact", "--limit", "100",
+                     "--csv", "e.csv", "--no-progress", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert float(read_csv(tmp_path / "e.csv")[-1]["top1"]) == want.row("mine").top1
 
 
 # ---------------------------------------------------------------------------
@@ -409,6 +430,7 @@ def test_unreachable_scheduler_is_a_clear_error_within_the_timeout(tmp_path):
                      "tcp://127.0.0.1:9", "--connect-timeout", "3", cwd=tmp_path)
     assert time.monotonic() - start < 60
     assert_user_error(proc, "cannot reach the Dask scheduler at tcp://127.0.0.1:9", "3 s")
+    assert not (tmp_path / "s.sqlite").exists()  # nothing written on error
 
 
 def test_store_of_another_model_is_refused_unless_forced(client, tmp_path):
@@ -452,6 +474,10 @@ def test_cost_csv_missing_multipliers_lists_them(tmp_path):
     (["--vendor", "missing.so:mul*"], ["missing.so does not exist"]),
     (["--limit", "0"], ["--limit must be at least 1"]),
     (["--layer-map", "m.json"], ["use --strategy search"]),
+    (["--plot", "p.png"], ["give --costs or --cost-sources"]),
+    (["--strategy", "exhaustive", *sum((["-m", f"truncated:cut={c},correct={k}"]
+                                        for c in range(16) for k in (0, 1)), [])],
+     ["33 multipliers on 4 layers make 1,185,921 assignments"]),
 ])
 def test_usage_errors(tmp_path, args, words):
     proc = approxmul("sweep", "-m", "drum:k=4", "--store", "s.sqlite", *args, cwd=tmp_path)

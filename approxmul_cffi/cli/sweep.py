@@ -82,6 +82,8 @@ def _check(args):
     if not (args.multipliers or args.tables or args.vendor):
         raise UsageError("give multipliers: --multiplier SPEC, --tables GLOB or "
                          "--vendor LIB:PATTERN")
+    if args.plot and not (args.costs or args.cost_sources):
+        raise UsageError("--plot puts accuracy against cost: give --costs or --cost-sources")
     if args.layer_map and args.strategy != "search":
         raise UsageError("--layer-map writes the search's best assignment: use --strategy search")
     outputs = ((args.plot, "matplotlib", "plot"), (args.parquet, "pyarrow", "sweep"))

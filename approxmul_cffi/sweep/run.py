@@ -17,6 +17,7 @@ from .worker import Context, Task
 __all__ = ["STRATEGIES", "sweep", "load_model"]
 
 STRATEGIES = ("uniform", "sensitivity", "search", "exhaustive")
+MAX_EXHAUSTIVE = 1_000_000
 
 
 def load_model(model):
@@ -139,23 +140,33 @@ def sweep(multipliers=(), *, model=None, data=None, strategy="uniform", store,
     if unknown:
         raise InvalidArgumentError(f"unknown layer(s) {', '.join(unknown)}; layers with "
                                    f"multipliers: {', '.join(plan.layers)}")
+    if strategy == "exhaustive" and len(refs) ** len(layers) > MAX_EXHAUSTIVE:
+        raise InvalidArgumentError(
+            f"exhaustive: {len(refs)} multipliers on {len(layers)} layers make "
+            f"{len(refs) ** len(layers):,} assignments (at most {MAX_EXHAUSTIVE:,}); "
+            "use --search-layers or the search strategy")
     say = log or (lambda text: None)
 
     own = client is None
+    fresh = not os.path.exists(store)
     with Store(store, plan.meta, force=force) as db:
         if own:
-            client, cluster = engine.connect(scheduler, workers=workers, timeout=timeout)
+            try:
+                client, cluster = engine.connect(scheduler, workers=workers, timeout=timeout)
+            except BaseException:
+                if fresh:  # an error leaves no output behind
+                    db.close()
+                    for suffix in ("", "-wal", "-shm"):
+                        if os.path.exists(f"{store}{suffix}"):
+                            os.remove(f"{store}{suffix}")
+                raise
         try:
             engine.wait_for_workers(client, max(timeout, 30))
             result = SweepResult(plan, refs, cost_table, columns, cost_column, db, strategy)
 
             def run(tasks, desc):
                 if retry_failed:
-                    failed = db.keys("failed") & {t.key for t, _ in tasks}
-                    if failed:
-                        db.db.execute(f"DELETE FROM results WHERE key IN "
-                                      f"({', '.join('?' * len(failed))})", list(failed))
-                        db.db.commit()
+                    db.forget(db.keys("failed") & {t.key for t, _ in tasks})
                 stored = db.keys()
                 keys = {t.key for t, _ in tasks}
                 missing = len(keys - stored)

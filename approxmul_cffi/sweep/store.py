@@ -85,6 +85,15 @@ class Store:
             self.db.execute(f"INSERT OR REPLACE INTO results VALUES ({marks})",
                             [row[c] for c in COLUMNS])
 
+    def forget(self, keys):
+        """Delete the rows of these keys (to run them again)."""
+        keys = list(keys)
+        with self.db:
+            for i in range(0, len(keys), 500):
+                chunk = keys[i:i + 500]
+                self.db.execute(f"DELETE FROM results WHERE key IN ({', '.join('?' * len(chunk))})",
+                                chunk)
+
     def get(self, keys):
         """{key: record dict} for the given keys that are stored."""
         out = {}
