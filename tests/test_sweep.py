@@ -482,3 +482,21 @@ def test_cost_csv_missing_multipliers_lists_them(tmp_path):
 def test_usage_errors(tmp_path, args, words):
     proc = approxmul("sweep", "-m", "drum:k=4", "--store", "s.sqlite", *args, cwd=tmp_path)
     assert_user_error(proc, *words)
+
+
+@pytest.mark.parametrize("content, words", [
+    (None, ["layer map m.json does not exist"]),
+    ("{not json", ["layer map m.json is not JSON"]),
+    ('{"conv1": 3}', ["expected an object of layer name -> multiplier spec strings"]),
+    ('{"format": "other", "layers": {}}', ["expected an object of layer name"]),
+    ('{"conv9": "drum:k=4"}', ["unknown layer name(s) 'conv9'"]),
+])
+def test_evaluate_rejects_bad_layer_maps(tmp_path, content, words):
+    if content is not None:
+        (tmp_path / "m.json").write_text(content)
+    proc = approxmul("evaluate", "--layers", "m.json", "--limit", "10", cwd=tmp_path)
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stderr
+    line = proc.stderr.strip().splitlines()[-1]
+    assert line.startswith("approxmul evaluate: error:")
+    for word in words:
+        assert word in line, line
