@@ -97,6 +97,15 @@ def match_costs(refs, table, columns=None):
 
     Each ref is looked up by its name, then its other names (file path, spec).
     Every ref must be found with every column; the error lists the missing ones.
+
+    >>> from approxmul_cffi.sweep.inputs import collect_multipliers
+    >>> refs = collect_multipliers(["drum:k=4", "mitchell"])
+    >>> match_costs(refs, {"drum:k=4": {"power": 0.3}, "mitchell": {"power": 0.2}})[0]
+    {'drum:k=4': {'power': 0.3}, 'mitchell': {'power': 0.2}}
+    >>> match_costs(refs, {"drum:k=4": {"power": 0.3}})
+    Traceback (most recent call last):
+    ...
+    approxmul_cffi.errors.InvalidArgumentError: the cost table lacks 1 multiplier(s): mitchell
     """
     found, missing = {}, []
     for ref in refs:

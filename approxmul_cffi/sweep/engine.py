@@ -31,7 +31,11 @@ def _distributed():
 
 
 def default_workers():
-    """One worker process per core this process may use."""
+    """One worker process per core this process may use.
+
+    >>> default_workers() >= 1
+    True
+    """
     try:
         return len(os.sched_getaffinity(0))
     except AttributeError:  # not on Linux
@@ -164,7 +168,14 @@ def run_tasks(client, context, tasks, store, *, progress=True, window=None, desc
 
 
 def assignment_names(task, refs):
-    """The task's assignment as stored: {"*": name} (uniform) or {layer: name}."""
+    """The task's assignment as stored: {"*": name} (uniform) or {layer: name}.
+
+    >>> from approxmul_cffi.sweep.inputs import MultiplierRef
+    >>> from approxmul_cffi.sweep.worker import Task
+    >>> refs = [MultiplierRef.from_multiplier("drum:k=4")]
+    >>> assignment_names(Task("k", "sensitivity", False, (("fc1", 0),)), refs)
+    {'fc1': 'drum:k=4'}
+    """
     if task.uniform:
         return {"*": refs[0].name}
     return {layer: refs[i].name for layer, i in task.layers}
