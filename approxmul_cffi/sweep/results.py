@@ -128,7 +128,11 @@ class SweepResult:
         pq.write_table(pa.table({f: [r[f] for r in rows] for f in fields}), path)
 
     def plot(self, path):
-        """Save top-1 against cost, each strategy in its colour, the Pareto front and the best."""
+        """Save top-1 against cost, each strategy in its colour, the Pareto front and the best.
+
+        Sensitivity rows (one layer's cost) appear only in a sensitivity-only
+        sweep, one colour per layer.
+        """
         if not self.cost_column:
             raise InvalidArgumentError("the plot puts accuracy against cost: give costs")
         try:
@@ -137,11 +141,16 @@ class SweepResult:
             import matplotlib.pyplot as plt
         except ImportError:
             raise ImportError("plotting needs matplotlib: pip install 'approxmul[plot]'") from None
-        rows = [r for r in self.rows if r["status"] == "ok"]
+        ok = [r for r in self.rows if r["status"] == "ok"]
+        # whole-network rows; a sensitivity row's cost covers its one layer only,
+        # so those are shown (one colour per layer) when nothing else was run
+        rows = [r for r in ok if r["strategy"] != "sensitivity"]
+        group = (lambda r: r["strategy"]) if rows else (lambda r: next(iter(r["assignment"])))
+        rows = rows or ok
         fig, ax = plt.subplots(figsize=(6.4, 4.2))
-        for strategy in dict.fromkeys(r["strategy"] for r in rows):
-            part = [r for r in rows if r["strategy"] == strategy]
-            ax.scatter([r["cost"] for r in part], [r["top1"] for r in part], s=14, label=strategy)
+        for name in dict.fromkeys(map(group, rows)):
+            part = [r for r in rows if group(r) == name]
+            ax.scatter([r["cost"] for r in part], [r["top1"] for r in part], s=14, label=name)
         front = pareto_rows(rows)
         ax.step([r["cost"] for r in front], [r["top1"] for r in front], where="post",
                 color="tab:red", linewidth=1, label="Pareto front")
