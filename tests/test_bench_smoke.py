@@ -18,3 +18,14 @@ def test_bench_gemm_quick_runs(tmp_path):
     assert "numpy float32 matmul" in whats
     assert any(w.startswith("approxmul random 8x8 table") for w in whats)
     assert all(r["gproducts_per_s"] > 0 for r in data["results"])
+
+
+def test_bench_sweep_quick_runs(tmp_path):
+    out = tmp_path / "bench.json"
+    result = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "bench_sweep.py"),
+                             "--tasks", "2", "--tile", "1", "--pause", "0", "--json", str(out)],
+                            capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stderr
+    data = json.loads(out.read_text())
+    assert [r["engine"] for r in data["results"]] == [
+        "serial evaluate, 1 thread", "sweep, 1 worker process(es)", "sweep, 2 worker process(es)"]

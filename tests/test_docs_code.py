@@ -1,4 +1,4 @@
-"""The code on docs/multipliers.md, metrics.md, evaluate.md and api.md runs (docstring
+"""The code on docs/multipliers.md, metrics.md, evaluate.md, api.md and sweep.md runs (docstring
 examples run in test_docstrings.py)."""
 
 import pathlib
@@ -15,7 +15,7 @@ def python_blocks(name):
     return re.findall(r"```python\n(.*?)```", (DOCS / name).read_text(), flags=re.S)
 
 
-@pytest.mark.parametrize("name", ["multipliers.md", "metrics.md", "evaluate.md", "api.md"])
+@pytest.mark.parametrize("name", ["multipliers.md", "metrics.md", "evaluate.md", "api.md", "sweep.md"])
 def test_doc_code_blocks_run(name, tmp_path, monkeypatch):
     if not (DOCS / name).is_file():
         pytest.skip("docs not shipped with this install")

@@ -21,6 +21,9 @@ def add_parser(subparsers):
                         "default: exact plus built-in approximate multipliers")
     p.add_argument("--layer", metavar="NAME=SPEC", action="append", dest="layers", default=[],
                    help="fixed multiplier for one layer in every row (repeatable)")
+    p.add_argument("--layers", metavar="FILE", dest="layer_map",
+                   help="a layer map (JSON layer -> spec, as approxmul sweep writes); "
+                        "--layer entries override it")
     p.add_argument("--model", metavar="PATH", help="model JSON written by nn.Model.save "
                    "(default: the bundled digits LeNet)")
     p.add_argument("--data", metavar="FILE.npz",
@@ -107,8 +110,12 @@ def _evaluate(args):
         source = f"digits held-out split, calibrated on {len(calibration)} training images"
         data_source = "sklearn digits, approxmul_cffi.datasets held-out split"
     model_path = args.model or BUNDLED_MODEL
-    result = evaluate(model_path, data, _multipliers(args.multipliers, args),
-                      layers=_layer_overrides(args.layers, args),
+    layers = {}
+    if args.layer_map:
+        from approxmul_cffi.sweep.results import load_layer_map
+        layers = load_layer_map(args.layer_map)
+    layers.update(_layer_overrides(args.layers, args))
+    result = evaluate(model_path, data, _multipliers(args.multipliers, args), layers=layers,
                       limit=args.limit, threads=args.threads, progress=not args.no_progress,
                       calibration=calibration, config=quant.QuantConfig(calibration=args.calibration),
                       data_source=data_source)
