@@ -83,7 +83,8 @@ APPROXMUL_API int approxmul_get_num_threads(void);
 /* ------------------------------------------------------------------ info */
 
 /* A static description of the build and of the kernels chosen for this CPU,
- * as "key=value" lines (isa=..., openmp=..., ...). */
+ * as "key=value" lines (isa=..., openmp=..., openmp_runtime=<the file of the
+ * OpenMP runtime in use>, ...). */
 APPROXMUL_API const char *approxmul_build_info(void);
 
 /* --------------------------------------------------------- element types */
