@@ -7,6 +7,7 @@
 #endif
 #if defined(APPROXMUL_OPENMP) && defined(__linux__)
 #include <link.h>  // dl_iterate_phdr: in libc since glibc 2.2.5, unlike dladdr's 2.34 home
+#include <stdlib.h>  // realpath, free
 #endif
 
 namespace approxmul {
@@ -56,8 +57,13 @@ std::string openmp_runtime() {
     // In PIC code a function's address is the resolved one, so this finds
     // the runtime the dynamic loader bound omp_get_max_threads to.
     ObjectSearch search{reinterpret_cast<ElfW(Addr)>(&omp_get_max_threads), {}};
-    if (dl_iterate_phdr(find_object, &search) && !search.path.empty()) return search.path;
-    return "unknown";
+    if (!dl_iterate_phdr(find_object, &search) || search.path.empty()) return "unknown";
+    // the loader's path may read ".../approxmul_cffi/../approxmul.libs/...": show it resolved
+    if (char *resolved = realpath(search.path.c_str(), nullptr)) {
+        search.path = resolved;
+        free(resolved);
+    }
+    return search.path;
 #elif defined(APPROXMUL_OPENMP)
     return "unknown";
 #else
