@@ -8,8 +8,6 @@ error. User mistakes end with a one-line error on stderr and exit status 2.
 import os
 import sys
 
-import numpy as np
-
 from . import UsageError
 
 HELP = "evaluate a quantized network with approximate multipliers"
@@ -50,6 +48,8 @@ def _layer_overrides(items):
 
 
 def _load_data(path):
+    import numpy as np
+
     try:
         with np.load(path, allow_pickle=False) as f:
             arrays = {k: f[k] for k in f.files}
@@ -64,6 +64,12 @@ def _load_data(path):
 
 
 def _evaluate(args):
+    # NumPy is imported here, not at module level: every subcommand module
+    # loads to build the parser, and `approxmul info` must work without it
+    try:
+        import numpy  # noqa: F401
+    except ImportError:
+        raise UsageError("NumPy is not installed: pip install 'approxmul[evaluate]'") from None
     from approxmul_cffi import quant
     from approxmul_cffi.evaluation import BUNDLED_MODEL, evaluate, plot_accuracy
 
