@@ -8,15 +8,22 @@
 source "$(dirname "$0")/common.sh"
 need binutils pypy3 pypy3-venv
 
+step_times=()
+step() {  # step NAME COMMAND...: runs it and records its wall time
+    local name=$1 start=$SECONDS
+    shift
+    "$@"
+    step_times+=("$(printf '%-44s %4d s' "$name" $((SECONDS - start)))")
+}
+
 header "wheel: sdist and wheel (scripts/build_wheels.sh)"
 DIST="$ROOT/build-ci-wheel"  # ignored by git, like the other build folders
-start=$SECONDS
-bash scripts/build_wheels.sh "$DIST"
+step "build: sdist, wheel, retag, repair" bash scripts/build_wheels.sh "$DIST"
 WHEEL="$(ls "$DIST"/approxmul-*.whl)"
-build_seconds=$((SECONDS - start))
 
 header "wheel: contents"
-APPROXMUL_WHEEL="$WHEEL" python3 -m pytest -q -p no:cacheprovider tests/test_wheel_contents.py
+APPROXMUL_WHEEL="$WHEEL" step "contents test" \
+    python3 -m pytest -q -p no:cacheprovider tests/test_wheel_contents.py
 
 # A PATH with every tool of the machine except C/C++ compilers, so that any
 # attempt to build something from source fails loudly.
@@ -49,9 +56,8 @@ install_wheel() {  # install_wheel INTERPRETER VENV EXTRAS: a fresh venv, binari
         echo "error: a compiler is still on PATH (above)" >&2
         exit 1
     fi
-    local start=$SECONDS
-    in_venv "$venv" python -m pip install -q --only-binary=:all: "$WHEEL$extras" pytest
-    install_seconds+=("$(basename "$venv"): $((SECONDS - start)) s")
+    step "install into $(basename "$venv")" \
+        in_venv "$venv" python -m pip install -q --only-binary=:all: "$WHEEL$extras" pytest
     # the installed package and library, with its vendored OpenMP runtime
     in_venv "$venv" approxmul info
     in_venv "$venv" python - "$venv" <<'EOF'
@@ -67,26 +73,25 @@ print("installed:", package, "| OpenMP runtime:", runtime)
 EOF
 }
 
-install_seconds=()
 RUNDIR="$(mktemp -d /tmp/approxmul-wheel-run.XXXXXX)"  # an empty cwd: no stray package shadows the venv
 
 header "wheel: CPython, fresh venv, no compiler"
 CPY=/tmp/approxmul-wheel-cpython
 install_wheel python3 "$CPY" "[evaluate]"
-in_venv "$CPY" python -m pytest -q -p no:cacheprovider "$ROOT/tests/portable"
-in_venv "$CPY" approxmul evaluate --limit 100 --no-progress
+step "CPython: tests/portable" in_venv "$CPY" python -m pytest -q -p no:cacheprovider "$ROOT/tests/portable"
+step "CPython: approxmul evaluate --limit 100" in_venv "$CPY" approxmul evaluate --limit 100 --no-progress
 
 header "wheel: CPython with PyTorch in the same process"
 # the CPU build from this machine kind's disk, never a CUDA one
-in_venv "$CPY" python -m pip install -q --only-binary=:all: "torch==2.13.0+cpu"
-in_venv "$CPY" python -m pytest -q -p no:cacheprovider "$ROOT/tests/test_torch_openmp.py"
+step "CPython: install PyTorch" in_venv "$CPY" python -m pip install -q --only-binary=:all: "torch==2.13.0+cpu"
+step "CPython: tests/test_torch_openmp.py" \
+    in_venv "$CPY" python -m pytest -q -p no:cacheprovider "$ROOT/tests/test_torch_openmp.py"
 
 header "wheel: PyPy, fresh venv, no compiler, no NumPy"
 PYPY=/tmp/approxmul-wheel-pypy
 install_wheel pypy3 "$PYPY" ""
-APPROXMUL_EXPECT_NO_NUMPY=1 in_venv "$PYPY" python -m pytest -q -p no:cacheprovider \
-    "$ROOT/tests/portable"
+APPROXMUL_EXPECT_NO_NUMPY=1 step "PyPy: tests/portable" \
+    in_venv "$PYPY" python -m pytest -q -p no:cacheprovider "$ROOT/tests/portable"
 
 header "wheel: times"
-echo "build (sdist + wheel + repair): $build_seconds s"
-printf 'install %s\n' "${install_seconds[@]}"
+printf '%s\n' "${step_times[@]}"
