@@ -39,7 +39,7 @@ def get_num_threads():
 def info():
     """Build and CPU dispatch facts as a dict.
 
-    Keys: version, abi, openmp, isa (the instruction set the kernels run on,
+    Keys: version, abi, openmp, openmp_runtime (the file of the OpenMP runtime in use), isa (the instruction set the kernels run on,
     or "unavailable" with isa_error when APPROXMUL_ISA forces one the CPU
     lacks), cpu_features, kernel.<plan> (the kernel each plan runs on),
     library, threads.

@@ -99,7 +99,8 @@ APPROXMUL_API void approxmul_cancel(void);
 /* ------------------------------------------------------------------ info */
 
 /* A static description of the build and of the kernels chosen for this CPU,
- * as "key=value" lines (isa=..., openmp=..., ...). */
+ * as "key=value" lines (isa=..., openmp=..., openmp_runtime=<the file of the
+ * OpenMP runtime in use>, ...). */
 APPROXMUL_API const char *approxmul_build_info(void);
 
 /* --------------------------------------------------------- element types */

@@ -177,6 +177,7 @@ const char *approxmul_build_info(void) {
 #else
                                     "\nopenmp=no" +
 #endif
+                                    "\nopenmp_runtime=" + openmp_runtime() +
                                     "\n" + kernels::dispatch_info();
     return info.c_str();
 }

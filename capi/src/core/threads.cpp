@@ -8,6 +8,10 @@
 #ifdef APPROXMUL_OPENMP
 #include <omp.h>
 #endif
+#if defined(APPROXMUL_OPENMP) && defined(__linux__)
+#include <link.h>  // dl_iterate_phdr: in libc since glibc 2.2.5, unlike dladdr's 2.34 home
+#include <stdlib.h>  // realpath, free
+#endif
 
 namespace approxmul {
 
@@ -52,6 +56,50 @@ bool cancelled(std::uint64_t start_epoch) {
 
 void fail_cancelled() {
     fail(APPROXMUL_ERR_CANCELLED, "cancelled by approxmul_cancel() before it finished");
+}
+
+#if defined(APPROXMUL_OPENMP) && defined(__linux__)
+namespace {
+struct ObjectSearch {
+    ElfW(Addr) address;
+    std::string path;
+};
+
+// dl_iterate_phdr callback: stops at the loaded object one of whose
+// segments holds the address.
+int find_object(struct dl_phdr_info *info, size_t, void *data) {
+    auto *search = static_cast<ObjectSearch *>(data);
+    for (ElfW(Half) i = 0; i < info->dlpi_phnum; ++i) {
+        const ElfW(Phdr) &segment = info->dlpi_phdr[i];
+        if (segment.p_type != PT_LOAD) continue;
+        ElfW(Addr) start = info->dlpi_addr + segment.p_vaddr;
+        if (search->address >= start && search->address < start + segment.p_memsz) {
+            search->path = info->dlpi_name ? info->dlpi_name : "";
+            return 1;
+        }
+    }
+    return 0;
+}
+}  // namespace
+#endif
+
+std::string openmp_runtime() {
+#if defined(APPROXMUL_OPENMP) && defined(__linux__)
+    // In PIC code a function's address is the resolved one, so this finds
+    // the runtime the dynamic loader bound omp_get_max_threads to.
+    ObjectSearch search{reinterpret_cast<ElfW(Addr)>(&omp_get_max_threads), {}};
+    if (!dl_iterate_phdr(find_object, &search) || search.path.empty()) return "unknown";
+    // the loader's path may read ".../approxmul_cffi/../approxmul.libs/...": show it resolved
+    if (char *resolved = realpath(search.path.c_str(), nullptr)) {
+        search.path = resolved;
+        free(resolved);
+    }
+    return search.path;
+#elif defined(APPROXMUL_OPENMP)
+    return "unknown";
+#else
+    return "none";
+#endif
 }
 
 }  // namespace approxmul

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
 
 namespace approxmul {
 
@@ -26,5 +27,10 @@ std::uint64_t call_start_epoch();    // the calling thread's mark, to hand to wo
 void adopt_call_epoch(std::uint64_t epoch);  // a worker takes the call's mark (nested loops)
 bool cancelled(std::uint64_t start_epoch);
 [[noreturn]] void fail_cancelled();  // throws the APPROXMUL_ERR_CANCELLED error
+
+// The file of the OpenMP runtime this library's parallel regions run on
+// ("none" without OpenMP, "unknown" where the loader cannot say). A wheel
+// vendors its own runtime; this shows which copy a process really uses.
+std::string openmp_runtime();
 
 }  // namespace approxmul
