@@ -5,7 +5,7 @@ import os
 
 from ._buffers import numpy_module
 from ._library import c_string, check, ffi, lib
-from .errors import CallbackError, DTypeError, InvalidArgumentError, ShapeError
+from .errors import CallbackError, DTypeError, InvalidArgumentError, ShapeError, UnsupportedError
 
 
 class Multiplier:
@@ -24,13 +24,15 @@ class Multiplier:
 
     # _spec: a spec set on the Python side (table files, C models);
     # _keepalive: objects C may call into while the handle lives (a dlopen'ed model)
-    __slots__ = ("_handle", "_spec", "_keepalive", "__weakref__")
+    # _metadata: what the source said about the circuit (netlist header comments)
+    __slots__ = ("_handle", "_spec", "_keepalive", "_metadata", "__weakref__")
 
     def __init__(self, handle, spec=None, keepalive=None):
         # handles come from the class methods; this takes ownership of one
         self._handle = ffi.gc(handle, lib.approxmul_multiplier_destroy)
         self._spec = spec
         self._keepalive = keepalive
+        self._metadata = {}
 
     @classmethod
     def _create(cls, create, *args):
@@ -69,6 +71,41 @@ class Multiplier:
         with ffi.from_buffer("int32_t[]", flat) as pointer:  # released after the call
             return cls._create(lib.approxmul_multiplier_from_table, pointer, len(flat), bits,
                                bool(signed))
+
+    @classmethod
+    def from_verilog(cls, source, module=None, a="A", b="B", out="O", signed=False,
+                     cell_map=None):
+        """A multiplier from a gate-level Verilog netlist (see :mod:`approxmul_cffi.verilog`).
+
+        >>> Multiplier.from_verilog(Multiplier.from_spec("exact:bits=4").to_verilog()).product(9, 9)
+        81
+        """
+        from .verilog import from_verilog
+
+        return from_verilog(source, module=module, a=a, b=b, out=out, signed=signed,
+                            cell_map=cell_map)
+
+    def to_verilog(self):
+        """This family multiplier as a gate-level Verilog netlist (exact, truncated, bam).
+
+        >>> "module truncated_bits_4" in Multiplier.from_spec("truncated:bits=4").to_verilog()
+        True
+        """
+        from .verilog import family_verilog
+
+        if self.spec is None or self.spec.startswith(("file:", "c:", "verilog:")):
+            raise UnsupportedError(f"{self!r} is no built-in family; netlists are written for "
+                                   "the families exact, truncated and bam")
+        return family_verilog(self.spec)
+
+    @property
+    def metadata(self):
+        """What the source said about the circuit: {NAME: (value, unit)} from a netlist's header.
+
+        >>> Multiplier.exact(bits=2).metadata
+        {}
+        """
+        return dict(self._metadata)
 
     # ------------------------------------------------------------ queries
 

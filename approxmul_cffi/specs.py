@@ -23,8 +23,8 @@ from .errors import InvalidArgumentError
 from .formats import EXTENSIONS, read_table
 from .multipliers import Multiplier, _int
 
-_HINT = ("; or a table file (file:PATH?signed=..&order=..) or a C model "
-         "(c:LIBRARY:SYMBOL:SIGNATURE)")
+_HINT = ("; or a table file (file:PATH?signed=..&order=..), a C model "
+         "(c:LIBRARY:SYMBOL:SIGNATURE) or a Verilog netlist (verilog:PATH?signed=..)")
 
 
 def families():
@@ -118,6 +118,10 @@ def multiplier(spec):
             raise InvalidArgumentError(f"C model spec: bits={o['bits']!r} is not an integer") from None
         signed = _flag(o["signed"], "signed") if "signed" in o else None
         return Multiplier.from_c_function(parts[0], parts[1], parts[2], bits=bits, signed=signed)
+    if spec.startswith("verilog:") or os.path.splitext(spec)[1].lower() == ".v":
+        from . import verilog  # gate-level netlists: verilog:PATH?options, or a .v path
+
+        return verilog.from_spec(spec) if spec.startswith("verilog:") else verilog.from_verilog(spec)
     if os.path.splitext(spec)[1].lower() in EXTENSIONS:
         return load_multiplier(spec)
     try:
