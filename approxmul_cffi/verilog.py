@@ -41,7 +41,7 @@ import subprocess
 import tempfile
 
 from ._library import c_string, check, ffi, lib
-from .errors import FormatError, InvalidArgumentError, UnsupportedError
+from .errors import ApproxmulError, FormatError, InvalidArgumentError, UnsupportedError
 
 #: the ports a netlist is read with unless told otherwise
 DEFAULT_PORTS = {"a": "A", "b": "B", "out": "O"}
@@ -126,21 +126,28 @@ class Netlist:
             _check_netlist(lib.approxmul_netlist_parse(
                 data, len(data), *names, cells if cells is not None else ffi.NULL,
                 len(cells) if cells is not None else 0, handle), self.path)
-        except UnsupportedError:
-            lowered = _lower_with_yosys(data, module, self.path)
+        except UnsupportedError as unsupported:
+            try:
+                lowered = _lower_with_yosys(data, module, self.path)
+            except FormatError as error:  # both reasons: this reader's and Yosys's
+                raise FormatError(f"{unsupported}; {error}") from None
             if lowered is None:
                 raise
-            _check_netlist(lib.approxmul_netlist_parse(
-                lowered, len(lowered), *names, cells if cells is not None else ffi.NULL,
-                len(cells) if cells is not None else 0, handle), self.path)
+            try:
+                _check_netlist(lib.approxmul_netlist_parse(
+                    lowered, len(lowered), *names, cells if cells is not None else ffi.NULL,
+                    len(cells) if cells is not None else 0, handle), None)
+            except ApproxmulError as error:  # Yosys kept something this reader cannot take
+                raise type(error)(f"{unsupported}; and after lowering by Yosys: {error}") from None
         self._handle = ffi.gc(handle[0], lib.approxmul_netlist_destroy)
         self.metadata = _metadata(self.info())
 
     def info(self):
         """Statistics as a dict: module, ports, bits, gates, gates by type, depth, metadata.
 
-        >>> Netlist(family_verilog("exact:bits=2")).info()["gates.and"]
-        4
+        >>> info = Netlist(family_verilog("exact:bits=2")).info()
+        >>> info["bits"], info["out"], info["gates.and"]   # 4 partial products, 2 carries
+        (2, 'O[3:0]', 6)
         """
         text = ffi.new("const char **")
         check(lib.approxmul_netlist_info(self._handle, text))
@@ -223,7 +230,7 @@ def _lower_with_yosys(data, module, path):
         if result.returncode != 0:
             lines = [line for line in (result.stderr + result.stdout).splitlines() if line.strip()]
             reason = lines[-1] if lines else f"exit status {result.returncode}"
-            raise FormatError(f"{path or 'netlist'}: Yosys could not read it: {reason}")
+            raise FormatError(f"Yosys could not lower it either: {reason}")
         with open(target, "rb") as handle:
             return handle.read()
 

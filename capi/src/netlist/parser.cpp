@@ -35,7 +35,7 @@ namespace {
 
 constexpr size_t kMaxBytes = size_t{64} << 20;     // netlist text
 constexpr size_t kMaxCellMapBytes = size_t{1} << 20;
-constexpr size_t kMaxNodes = size_t{1} << 23;      // net bits + gates
+constexpr size_t kMaxNodes = size_t{1} << 22;      // net bits + gates
 constexpr int kMaxNesting = 200;                   // parentheses, braces, unary chains
 constexpr int64_t kMaxWidth = 1 << 16;             // bits of one net or constant
 constexpr uint32_t kNone = 0xffffffffu;
@@ -560,7 +560,10 @@ public:
             if (!same_range)
                 format_error(line, "'" + name + "' is redeclared with another range than " + net.describe() +
                                        " (line " + std::to_string(net.line) + ")");
-            if (kind != 0) net.kind = kind;
+            if (kind != 0) {
+                if (net.kind == 3) net.line = line;  // the direction's line, not the header's
+                net.kind = kind;
+            }
             if (net.first == kNone && kind != 3) allocate(net, msb, lsb, ranged, line);
             return;
         }
@@ -615,7 +618,9 @@ public:
                 const Net &net = nets_[size_t(net_index_.at(name))];
                 Vec lhs;
                 for (int o = 0; o < net.width(); ++o) lhs.bits.push_back(net.first + uint32_t(o));
-                assign(lhs, expression(), line);
+                Vec rhs = expression();
+                if (!is(",") && !is(";")) unexpected("';'");
+                assign(lhs, rhs, line);
             }
             if (ansi && is(",") && (is("input", 1) || is("output", 1) || is("inout", 1))) return;
         } while (accept(","));
@@ -718,10 +723,9 @@ public:
         const std::string cell_name = cell_token.text;
         const auto found = cells_ ? cells_->find(cell_name) : CellMap::const_iterator();
         if (cells_ == nullptr || found == cells_->end())
-            unsupported(line, "instance of '" + cell_name +
-                                  "', which is no gate primitive" +
+            unsupported(line, "instance of '" + cell_name + "', which is no gate primitive" +
                                   (cells_ ? " and not in the cell map" : " (standard cells need a cell map)") +
-                                  " (a hierarchical design?)");
+                                  "; a module of a hierarchical design needs Yosys to flatten it");
         const Cell &cell = found->second;
         if (is("#")) unsupported(line, "parameters on a cell instance");
         const std::string instance = identifier("an instance name");
@@ -811,7 +815,9 @@ public:
                     const int line = peek().line;
                     Vec lhs = target();
                     expect("=");
-                    assign(lhs, expression(), line);
+                    Vec rhs = expression();
+                    if (!is(",") && !is(";")) unexpected("';'");
+                    assign(lhs, rhs, line);
                     ++assigns_;
                 } while (accept(","));
                 expect(";");
