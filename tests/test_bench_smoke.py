@@ -18,3 +18,10 @@ def test_bench_gemm_quick_runs(tmp_path):
     assert "numpy float32 matmul" in whats
     assert any(w.startswith("approxmul random 8x8 table") for w in whats)
     assert all(r["gproducts_per_s"] > 0 for r in data["results"])
+
+
+def test_bench_netlist_quick_runs():
+    result = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "bench_netlist.py"), "--quick"],
+                            capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stderr
+    assert "4x4 TMR array" in result.stdout and "compiled C model" in result.stdout
