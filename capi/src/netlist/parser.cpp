@@ -11,6 +11,7 @@
 #include <cstring>
 #include <map>
 #include <set>
+#include <unordered_map>
 
 #include "../core/error.hpp"
 #include "netlist.hpp"
@@ -656,12 +657,12 @@ public:
         }
     }
 
-    uint32_t single(const Vec &v, const std::string &what, int line) const {
-        Vec copy = v;
-        if (copy.unsized) copy.bits.resize(1);
-        if (copy.bits.size() != 1)
-            format_error(line, what + " is " + std::to_string(copy.bits.size()) + " bits wide; it must be one bit");
-        return copy.bits[0];
+    // The one bit of v; what (and its number, if any) names it in the error.
+    uint32_t single(const Vec &v, const std::string &what, int line, size_t number = 0,
+                    const char *suffix = "") const {
+        if (v.unsized || v.bits.size() == 1) return v.bits[0];
+        format_error(line, what + suffix + (number ? " " + std::to_string(number) : "") + " is " +
+                               std::to_string(v.bits.size()) + " bits wide; it must be one bit");
     }
 
     // and [name] (out, in, in...) {, [name] (...)} ;  not/buf: (out, ..., out, in)
@@ -684,7 +685,7 @@ public:
             std::vector<uint32_t> terms;
             do {
                 const int term_line = peek().line;
-                terms.push_back(single(expression(), kind + " terminal " + std::to_string(terms.size() + 1), term_line));
+                terms.push_back(single(expression(), kind, term_line, terms.size() + 1, " terminal"));
             } while (accept(","));
             expect(")");
             const size_t minimum = op == Op::Not ? 2 : 3;
@@ -792,8 +793,6 @@ public:
             if (t.kind == Tok::End)
                 format_error(t.line, "module '" + module_ + "' is not closed by 'endmodule' (truncated file?)");
             if (t.kind != Tok::Ident) unexpected("a declaration, 'assign', a gate or 'endmodule'");
-            for (const char *word : behavioural)
-                if (t.text == word) unsupported(t.line, "'" + t.text + "'");
             Op op;
             bool invert;
             if (t.text == "input" || t.text == "output" || t.text == "wire" || t.text == "tri") {
@@ -823,6 +822,10 @@ public:
                 expect(";");
             } else if (primitive(t.text, op, invert)) {
                 primitive_instances(op, invert);
+            } else if (std::find_if(std::begin(behavioural), std::end(behavioural), [&](const char *w) {
+                           return t.text == w;
+                       }) != std::end(behavioural)) {
+                unsupported(t.line, "'" + t.text + "'");
             } else if (t.text == "module") {
                 format_error(t.line, "'module' inside module '" + module_ + "' (missing 'endmodule'?)");
             } else if (peek(1).kind == Tok::Ident || is("#", 1)) {
@@ -996,7 +999,7 @@ public:
     std::vector<int> line_;      // per node: the driver's line (net bits), the creating line (gates)
     std::vector<int> use_line_;  // per node: the first line reading it (net bits)
     std::vector<Net> nets_;
-    std::map<std::string, int> net_index_;
+    std::unordered_map<std::string, int> net_index_;
     std::string module_;
     int64_t primitives_ = 0, assigns_ = 0;
     std::map<std::string, int64_t> cell_counts_;
