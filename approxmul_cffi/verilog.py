@@ -59,8 +59,8 @@ class NetlistError(FormatError):
 
 
 def _is_text(source):
-    return isinstance(source, str) and ("\n" in source or "module" in source.split("//")[0]
-                                        and not os.path.exists(source))
+    # Verilog has statements ending in ';' (and usually lines); paths have neither
+    return isinstance(source, str) and ("\n" in source or ";" in source)
 
 
 def _read(source, what):

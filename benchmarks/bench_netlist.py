@@ -26,6 +26,7 @@ import numpy as np
 
 import approxmul_cffi as am
 from approxmul_cffi import verilog
+from bench_metrics import best_of  # this folder is on sys.path when run as a script
 
 
 def nand_multiplier(n, copies=3):
@@ -119,15 +120,6 @@ def numpy_table(n, gates, outputs):
             if last_use.get(used) == position:
                 del values[used]
     return sum(values[o].astype(np.int64) << k for k, o in enumerate(outputs) if o)
-
-
-def best_of(function, repeats):
-    best = float("inf")
-    for _ in range(repeats):
-        start = time.perf_counter()
-        function()
-        best = min(best, time.perf_counter() - start)
-    return best
 
 
 def run(n, repeats, work):

@@ -89,19 +89,15 @@ Lexed lex(const unsigned char *data, size_t size, bool hash_comments) {
                                                  i - start);
             continue;
         }
-        if (c == '/' && peek(1) == '*') {
-            const int opened = line;
+        // block comments and attributes (* ... *): skipped up to their closing pair
+        const bool comment = c == '/' && peek(1) == '*';
+        if (comment || (c == '(' && peek(1) == '*' && peek(2) != ')')) {
+            const int opened = line, close = comment ? '/' : ')';
             i += 2;
-            while (i < size && !(data[i] == '*' && peek(1) == '/')) line += data[i++] == '\n';
-            if (i >= size) format_error(opened, "comment '/*' is not closed (truncated file?)");
-            i += 2;
-            continue;
-        }
-        if (c == '(' && peek(1) == '*' && peek(2) != ')') {  // attribute (* ... *)
-            const int opened = line;
-            i += 2;
-            while (i < size && !(data[i] == '*' && peek(1) == ')')) line += data[i++] == '\n';
-            if (i >= size) format_error(opened, "attribute '(*' is not closed (truncated file?)");
+            while (i < size && !(data[i] == '*' && peek(1) == close)) line += data[i++] == '\n';
+            if (i >= size)
+                format_error(opened, comment ? "comment '/*' is not closed (truncated file?)"
+                                             : "attribute '(*' is not closed (truncated file?)");
             i += 2;
             continue;
         }
