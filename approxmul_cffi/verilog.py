@@ -112,7 +112,15 @@ def cell_map_text(cell_map):
 
 
 class Netlist:
-    """A parsed, levelized netlist (a C handle); build multipliers with :meth:`multiplier`."""
+    """A parsed, levelized netlist (a C handle); build multipliers with :meth:`multiplier`.
+
+    ``source``, ``module``, ``a``, ``b``, ``out`` and ``cell_map`` as for
+    :func:`from_verilog`; ``metadata`` holds the header comments.
+
+    >>> netlist = Netlist("// AREA = 3.5 um2\\n" + family_verilog("exact:bits=3"))
+    >>> netlist.metadata["AREA"], netlist.multiplier().product(7, 7)
+    ((3.5, 'um2'), 49)
+    """
 
     __slots__ = ("_handle", "path", "metadata")
 
@@ -210,7 +218,12 @@ def _metadata(info):
 
 
 def yosys_path():
-    """The ``yosys`` executable, or None when Yosys is not installed."""
+    """The ``yosys`` executable, or None when Yosys is not installed.
+
+    >>> path = yosys_path()
+    >>> path is None or os.path.basename(path) == "yosys"
+    True
+    """
     return shutil.which("yosys")
 
 

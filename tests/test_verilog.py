@@ -428,6 +428,9 @@ def test_cli_netlist_metrics_and_evaluate(tmp_path):
     assert rows[-2]["multiplier"] == str(path) and rows[-1]["multiplier"] == "truncated:cut=8"
     same = ("mae_percent", "wce_percent", "top1", "delta_vs_exact")
     assert [rows[-2][k] for k in same] == [rows[-1][k] for k in same]
+    out = cli("show", str(path), "--out", "trunc.png", cwd=tmp_path)
+    assert out.returncode == 0, out.stderr
+    assert (tmp_path / "trunc.png").read_bytes()[:4] == b"\x89PNG"
     out = cli("netlist", str(tmp_path / "missing.v"), cwd=tmp_path)
     assert out.returncode == 2 and out.stderr.count("\n") == 1
     bad = tmp_path / "bad.v"
