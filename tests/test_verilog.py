@@ -361,6 +361,8 @@ def test_limits_on_size_and_nesting():
     many = "  wire [65535:0] " + ", ".join(f"w{i}" for i in range(70)) + ";\n"
     with pytest.raises(FormatError, match="more than 4194304 nodes"):
         am.Multiplier.from_verilog(HEAD + many + "endmodule\n")
+    with pytest.raises(FormatError, match="the netlist has 67108865 bytes; at most 67108864"):
+        am.Multiplier.from_verilog(b" " * ((64 << 20) + 1))
     with pytest.raises(FormatError, match="not Verilog text"):
         am.Multiplier.from_verilog(b"module m(A, B, O);\x00")
 
