@@ -46,6 +46,7 @@ from .errors import ApproxmulError, FormatError, InvalidArgumentError, Unsupport
 #: the ports a netlist is read with unless told otherwise
 DEFAULT_PORTS = {"a": "A", "b": "B", "out": "O"}
 
+_YOSYS_SECONDS = 600  # a flattened design far beyond any multiplier
 _YOSYS_SCRIPT = ("read_verilog {source}; hierarchy {top}; proc; flatten; opt; techmap; opt; "
                  "abc -g AND,NAND,OR,NOR,XOR,XNOR,MUX; opt_clean; write_verilog -noattr {target}")
 
@@ -239,7 +240,11 @@ def _lower_with_yosys(data, module, path):
             handle.write(data)
         top = f"-top {module}" if module else "-auto-top"
         script = _YOSYS_SCRIPT.format(source=source, top=top, target=target)
-        result = subprocess.run([yosys, "-q", "-p", script], capture_output=True, text=True)
+        try:
+            result = subprocess.run([yosys, "-q", "-p", script], capture_output=True, text=True,
+                                    timeout=_YOSYS_SECONDS)
+        except subprocess.TimeoutExpired:
+            raise FormatError(f"Yosys did not finish lowering it within {_YOSYS_SECONDS} s") from None
         if result.returncode != 0:
             lines = [line for line in (result.stderr + result.stdout).splitlines() if line.strip()]
             reason = lines[-1] if lines else f"exit status {result.returncode}"
