@@ -9,7 +9,7 @@ approxmul[plot]``) and NumPy. At most 12-bit operands.
 def add_parser(subparsers):
     parser = subparsers.add_parser("show", help="draw a multiplier's error map and histogram",
                                    description=__doc__.split("\n\n", 1)[1])
-    parser.add_argument("spec", metavar="SPEC", help="multiplier spec or table path")
+    parser.add_argument("spec", metavar="SPEC", help="multiplier spec, table path or netlist (.v)")
     parser.add_argument("--out", required=True, metavar="FILE",
                         help="image to write (.png, .pdf, .svg)")
     return parser
