@@ -296,6 +296,12 @@ def test_wide_netlists_run_as_functions():
     rng = np.random.default_rng(1)
     for a, b in rng.integers(0, 1 << 14, size=(200, 2)):
         assert m.product(int(a), int(b)) == family.product(int(a), int(b))
+    # whole rows (64 products per simulated block), signed too
+    signed = am.multiplier("bam:bits=13,signed=1,hbl=2,vbl=9")
+    back = am.Multiplier.from_verilog(signed.to_verilog(), signed=True)
+    for a in (-4096, -1, 0, 1234, 4095):
+        row = range(-4096, 4096, 7) if a else range(-4096, 4096)
+        assert [back.product(a, b) for b in row] == [signed.product(a, b) for b in row]
     a = rng.integers(0, 1 << 14, size=(3, 5)).astype(np.uint16)
     b = rng.integers(0, 1 << 14, size=(5, 2)).astype(np.uint16)
     assert np.array_equal(am.matmul(a, b, m), am.matmul(a, b, family))

@@ -303,7 +303,8 @@ APPROXMUL_API approxmul_status approxmul_netlist_info(
  * or as two's complement when is_signed (operands are then n-bit two's
  * complement patterns). Simulated bit-parallel over every operand pair and
  * tabulated up to 12 bits (9..12 bits run with the function plan over that
- * table); wider netlists are simulated per product. A product outside the
+ * table); wider netlists run with the function plan, simulated 64 products
+ * of a row per pass over the gates. A product outside the
  * 2n-bit product range is APPROXMUL_ERR_OUT_OF_RANGE. The multiplier does
  * not need the netlist handle afterwards. */
 APPROXMUL_API approxmul_status approxmul_multiplier_from_netlist(

@@ -67,8 +67,8 @@ std::shared_ptr<const Netlist> parse(const unsigned char *data, size_t size, con
 std::vector<int32_t> tabulate(const Circuit &circuit, bool is_signed);
 
 // A multiplier of the netlist: tabulated up to 8 bits; 9..12 bits keep the
-// full product table behind a function plan; wider netlists are simulated
-// per product.
+// full product table behind a function plan; wider netlists run as a
+// function plan simulated bit-sliced, 64 products of a row per pass.
 std::shared_ptr<const Multiplier> to_multiplier(std::shared_ptr<const Netlist> netlist,
                                                 bool is_signed);
 

@@ -6,6 +6,7 @@
 // transpose. Vector-extension blocks compile to SSE2 everywhere and to AVX2
 // where the compiler can clone the loop for it.
 #include <algorithm>
+#include <atomic>
 #include <limits>
 
 #include "../core/error.hpp"
@@ -124,40 +125,59 @@ bool in_range(int64_t v, int n, bool is_signed) {
                      : v >= 0 && v < (int64_t{1} << (2 * n));
 }
 
-// One product by simulating one word (lane 0 holds the pair).
-int64_t simulate_one(const Circuit &c, bool is_signed, int64_t a, int64_t b) {
+// Wide netlists (13..16 bits), bit-sliced per product block: a call
+// simulates the 64 pairs (a, b') whose second operands share all but the
+// low 6 bits of b, one word per signal, and keeps the products for the
+// calls that follow on this thread (a row scan, like metrics, then costs
+// one pass over the gates per 64 products). The cache is keyed by a
+// per-multiplier id, never by an address that could be reused.
+struct Block64 {
+    uint64_t id = 0;
+    uint64_t a = 0, b_high = 0;
+    int64_t products[64];
+};
+
+int64_t simulate_block(const Circuit &c, bool is_signed, uint64_t id, int64_t a, int64_t b) {
     thread_local std::vector<uint64_t> values;
-    values.resize(size_t(c.first_gate()) + c.gates.size());
+    thread_local Block64 cache;
     const int n = c.a_bits;
-    values[0] = 0;
-    values[1] = 1;
-    for (int k = 0; k < n; ++k) {
-        values[2 + size_t(k)] = uint64_t(a) >> k & 1;
-        values[2 + size_t(n + k)] = uint64_t(b) >> k & 1;
-    }
-    uint64_t *v = values.data();
-    size_t s = c.first_gate();
-    for (const Gate &g : c.gates) {
-        const uint64_t x = v[g.in[0]], y = v[g.in[1]];
-        switch (g.op) {
-        case Op::And: v[s] = x & y; break;
-        case Op::Or: v[s] = x | y; break;
-        case Op::Xor: v[s] = x ^ y; break;
-        case Op::Nand: v[s] = ~(x & y) & 1; break;
-        case Op::Nor: v[s] = ~(x | y) & 1; break;
-        case Op::Xnor: v[s] = ~(x ^ y) & 1; break;
-        case Op::Not: v[s] = ~x & 1; break;
-        case Op::Mux: v[s] = x ? y : v[g.in[2]]; break;
+    const uint64_t mask = (uint64_t{1} << n) - 1;
+    const uint64_t pa = uint64_t(a) & mask, pb = uint64_t(b) & mask;
+    if (cache.id != id || cache.a != pa || cache.b_high != pb >> 6) {
+        cache.id = 0;  // invalid until complete
+        values.resize(size_t(c.first_gate()) + c.gates.size());
+        uint64_t *v = values.data();
+        v[0] = 0;
+        v[1] = ~uint64_t{0};
+        for (int k = 0; k < n; ++k) {
+            v[2 + size_t(k)] = (pa >> k) & 1 ? ~uint64_t{0} : 0;
+            v[2 + size_t(n + k)] = k < 6 ? kLanePattern[k] : (pb >> k) & 1 ? ~uint64_t{0} : 0;
         }
-        ++s;
+        size_t s = c.first_gate();
+        for (const Gate &g : c.gates) {
+            const uint64_t x = v[g.in[0]], y = v[g.in[1]];
+            switch (g.op) {
+            case Op::And: v[s] = x & y; break;
+            case Op::Or: v[s] = x | y; break;
+            case Op::Xor: v[s] = x ^ y; break;
+            case Op::Nand: v[s] = ~(x & y); break;
+            case Op::Nor: v[s] = ~(x | y); break;
+            case Op::Xnor: v[s] = ~(x ^ y); break;
+            case Op::Not: v[s] = ~x; break;
+            case Op::Mux: v[s] = (x & y) | (~x & v[g.in[2]]); break;
+            }
+            ++s;
+        }
+        uint64_t rows[64] = {};
+        for (size_t k = 0; k < c.outputs.size(); ++k) rows[k] = v[c.outputs[k]];
+        transpose64(rows);
+        for (int lane = 0; lane < 64; ++lane) cache.products[lane] = product_of(rows[lane], c, is_signed);
+        cache.a = pa;
+        cache.b_high = pb >> 6;
+        cache.id = id;
     }
-    uint64_t pattern = 0;
-    for (size_t k = 0; k < c.outputs.size(); ++k) pattern |= v[c.outputs[k]] << k;
-    const int64_t value = product_of(pattern, c, is_signed);
-    if (!in_range(value, n, is_signed)) {
-        const uint64_t mask = (uint64_t{1} << n) - 1;
-        out_of_range(c, is_signed, (uint64_t(a) & mask) << n | (uint64_t(b) & mask), value);
-    }
+    const int64_t value = cache.products[pb & 63];
+    if (!in_range(value, n, is_signed)) out_of_range(c, is_signed, pa << n | pb, value);
     return value;
 }
 
@@ -205,8 +225,12 @@ std::shared_ptr<const Multiplier> to_multiplier(std::shared_ptr<const Netlist> n
             },
             n, is_signed, netlist->module);
     }
+    static std::atomic<uint64_t> next_id{1};
+    const uint64_t id = next_id++;
     return Multiplier::from_function(
-        [netlist, is_signed](int64_t a, int64_t b) { return simulate_one(netlist->circuit, is_signed, a, b); },
+        [netlist, is_signed, id](int64_t a, int64_t b) {
+            return simulate_block(netlist->circuit, is_signed, id, a, b);
+        },
         n, is_signed, netlist->module);
 }
 
