@@ -7,6 +7,9 @@
 // where the compiler can clone the loop for it.
 #include <algorithm>
 #include <atomic>
+#include <cstdlib>
+#include <memory>
+#include <new>
 #include <limits>
 
 #include "../core/error.hpp"
@@ -18,8 +21,9 @@ namespace approxmul::netlist {
 namespace {
 
 constexpr int kWords = 32;  // 2048 pairs per pass over the gates (a few hundred KiB of signals: L2)
-// 8-byte aligned: std::vector storage need not honour a 64-byte alignment
-typedef uint64_t Block __attribute__((vector_size(kWords * 8), aligned(8)));
+typedef uint64_t Block __attribute__((vector_size(kWords * 8)));
+static_assert(sizeof(Block) % 64 == 0 && sizeof(Block) % alignof(Block) == 0,
+              "whole blocks fill an aligned allocation");
 
 constexpr uint64_t kLanePattern[6] = {0xaaaaaaaaaaaaaaaaull, 0xccccccccccccccccull,
                                       0xf0f0f0f0f0f0f0f0ull, 0xff00ff00ff00ff00ull,
@@ -31,32 +35,32 @@ void pair_bit(Block &v, int t, uint64_t first_word) {
         v[w] = t < 6 ? kLanePattern[t] : ((first_word + uint64_t(w)) >> (t - 6)) & 1 ? ~uint64_t{0} : 0;
 }
 
+// One pass over the gates; V is a word or a block of words (all lanes alike).
+template <class V>
+__attribute__((always_inline)) inline void evaluate(const Gate *gates, size_t count, V *values,
+                                                    size_t first_gate) {
+    V *out = values + first_gate;  // gate g writes signal first_gate + g
+    for (size_t g = 0; g < count; ++g) {
+        const Gate &gate = gates[g];
+        const V x = values[gate.in[0]], y = values[gate.in[1]];
+        switch (gate.op) {
+        case Op::And: out[g] = x & y; break;
+        case Op::Or: out[g] = x | y; break;
+        case Op::Xor: out[g] = x ^ y; break;
+        case Op::Nand: out[g] = ~(x & y); break;
+        case Op::Nor: out[g] = ~(x | y); break;
+        case Op::Xnor: out[g] = ~(x ^ y); break;
+        case Op::Not: out[g] = ~x; break;
+        case Op::Mux: out[g] = (x & y) | (~x & values[gate.in[2]]); break;
+        }
+    }
+}
+
 #if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
 __attribute__((target_clones("avx2", "default")))
 #endif
 void run_gates(const Gate *gates, size_t count, Block *values, size_t first_gate) {
-    Block *out = values + first_gate;  // gate g writes signal first_gate + g
-    for (size_t g = 0; g < count; ++g) {
-        const Gate &gate = gates[g];
-        const Block x = values[gate.in[0]], y = values[gate.in[1]];
-        Block r;
-        switch (gate.op) {
-        case Op::And: r = x & y; break;
-        case Op::Or: r = x | y; break;
-        case Op::Xor: r = x ^ y; break;
-        case Op::Nand: r = ~(x & y); break;
-        case Op::Nor: r = ~(x | y); break;
-        case Op::Xnor: r = ~(x ^ y); break;
-        case Op::Not: r = ~x; break;
-        case Op::Mux: {
-            const Block z = values[gate.in[2]];
-            r = (x & y) | (~x & z);
-            break;
-        }
-        default: r = x; break;
-        }
-        out[g] = r;
-    }
+    evaluate(gates, count, values, first_gate);
 }
 
 // rows[i] bit j <-> rows[j] bit i
@@ -72,11 +76,18 @@ void transpose64(uint64_t rows[64]) {
 
 struct Simulator {
     const Circuit &c;
-    std::vector<uint64_t> storage;  // kWords per signal
+    // Aligned for every clone of run_gates: the AVX2 one assumes more than
+    // the baseline target gives Block (or std::vector) by default
+    std::unique_ptr<Block[], decltype(&std::free)> storage;
     Block *values;
     explicit Simulator(const Circuit &circuit)
-        : c(circuit), storage((size_t(circuit.first_gate()) + circuit.gates.size()) * kWords),
-          values(reinterpret_cast<Block *>(storage.data())) {
+        : c(circuit),
+          storage(static_cast<Block *>(std::aligned_alloc(
+                      std::max<size_t>(64, alignof(Block)),
+                      (size_t(circuit.first_gate()) + circuit.gates.size()) * sizeof(Block))),
+                  &std::free),
+          values(storage.get()) {
+        if (!values) throw std::bad_alloc();
         for (int w = 0; w < kWords; ++w) {
             values[0][w] = 0;
             values[1][w] = ~uint64_t{0};
@@ -153,21 +164,7 @@ int64_t simulate_block(const Circuit &c, bool is_signed, uint64_t id, int64_t a,
             v[2 + size_t(k)] = (pa >> k) & 1 ? ~uint64_t{0} : 0;
             v[2 + size_t(n + k)] = k < 6 ? kLanePattern[k] : (pb >> k) & 1 ? ~uint64_t{0} : 0;
         }
-        size_t s = c.first_gate();
-        for (const Gate &g : c.gates) {
-            const uint64_t x = v[g.in[0]], y = v[g.in[1]];
-            switch (g.op) {
-            case Op::And: v[s] = x & y; break;
-            case Op::Or: v[s] = x | y; break;
-            case Op::Xor: v[s] = x ^ y; break;
-            case Op::Nand: v[s] = ~(x & y); break;
-            case Op::Nor: v[s] = ~(x | y); break;
-            case Op::Xnor: v[s] = ~(x ^ y); break;
-            case Op::Not: v[s] = ~x; break;
-            case Op::Mux: v[s] = (x & y) | (~x & v[g.in[2]]); break;
-            }
-            ++s;
-        }
+        evaluate(c.gates.data(), c.gates.size(), v, c.first_gate());
         uint64_t rows[64] = {};
         for (size_t k = 0; k < c.outputs.size(); ++k) rows[k] = v[c.outputs[k]];
         transpose64(rows);
