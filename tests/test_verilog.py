@@ -9,7 +9,6 @@ reader.
 import json
 import os
 import pickle
-import shutil
 import subprocess
 import sys
 
