@@ -32,6 +32,7 @@ from .multipliers import Multiplier, load_multiplier, multiplier
 from .ops import accumulator_dtype, bmm, conv2d, conv2d_output_shape, linear, matmul, multiply
 from .runtime import get_num_threads, info, library_path, set_num_threads
 from .specs import families
+from . import verilog  # noqa: F401,E402 (plugs the netlist readers into multiplier())
 
 __version__ = _c_string(_lib.approxmul_version_string())
 

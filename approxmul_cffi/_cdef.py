@@ -117,6 +117,18 @@ approxmul_status approxmul_multiplier_metrics(
     const approxmul_multiplier *m, approxmul_metrics *out);
 approxmul_status approxmul_multiplier_error_map(
     const approxmul_multiplier *m, int64_t *out, int64_t out_len);
+typedef struct approxmul_netlist approxmul_netlist;
+approxmul_status approxmul_netlist_parse(
+    const void *text, int64_t size, const char *module, const char *a, const char *b,
+    const char *out_port, const void *cell_map, int64_t cell_map_size,
+    approxmul_netlist **out);
+void approxmul_netlist_destroy(approxmul_netlist *netlist);
+approxmul_status approxmul_netlist_info(
+    const approxmul_netlist *netlist, const char **out);
+approxmul_status approxmul_multiplier_from_netlist(
+    const approxmul_netlist *netlist, int is_signed, approxmul_multiplier **out);
+approxmul_status approxmul_family_verilog(
+    const char *spec, char *out, int64_t out_len, int64_t *length_out);
 approxmul_status approxmul_accumulator_dtype(
     const approxmul_multiplier *m, int64_t inner, int64_t a_zero_point,
     int64_t b_zero_point, approxmul_dtype *out);

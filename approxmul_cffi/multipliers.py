@@ -5,12 +5,15 @@
 import array
 import os
 
-from . import formats, specs, vendor
+from . import error_metrics, formats, specs, vendor
 from ._buffers import as_int
 from ._library import c_string, check, ffi, lib
 from .errors import CallbackError, InvalidArgumentError, ShapeError, UnsupportedError
 
 __all__ = ["Multiplier", "load_multiplier", "multiplier"]
+
+
+netlist_support = {}  # filled by approxmul_cffi.verilog when the package loads
 
 
 class Multiplier:
@@ -29,13 +32,15 @@ class Multiplier:
 
     # _spec: a spec set on the Python side (table files, C models);
     # _keepalive: objects C may call into while the handle lives (a dlopen'ed model)
-    __slots__ = ("_handle", "_spec", "_keepalive", "__weakref__")
+    # _metadata: what the source said about the circuit (netlist header comments)
+    __slots__ = ("_handle", "_spec", "_keepalive", "_metadata", "__weakref__")
 
     def __init__(self, handle, spec=None, keepalive=None):
         # handles come from the class methods; this takes ownership of one
         self._handle = ffi.gc(handle, lib.approxmul_multiplier_destroy)
         self._spec = spec
         self._keepalive = keepalive
+        self._metadata = {}
 
     @classmethod
     def _create(cls, create, *args):
@@ -74,6 +79,37 @@ class Multiplier:
         with ffi.from_buffer("int32_t[]", flat) as pointer:  # released after the call
             return cls._create(lib.approxmul_multiplier_from_table, pointer, len(flat), bits,
                                bool(signed))
+
+    @classmethod
+    def from_verilog(cls, source, module=None, a="A", b="B", out="O", signed=False,
+                     cell_map=None):
+        """A multiplier from a gate-level Verilog netlist (see :mod:`approxmul_cffi.verilog`).
+
+        >>> Multiplier.from_verilog(Multiplier.from_spec("exact:bits=4").to_verilog()).product(9, 9)
+        81
+        """
+        return netlist_support["from_verilog"](source, module=module, a=a, b=b, out=out, signed=signed,
+                            cell_map=cell_map)
+
+    def to_verilog(self):
+        """This family multiplier as a gate-level Verilog netlist (exact, truncated, bam).
+
+        >>> "module truncated_bits_4" in Multiplier.from_spec("truncated:bits=4").to_verilog()
+        True
+        """
+        if self.spec is None or self.spec.startswith(("file:", "c:", "verilog:")):
+            raise UnsupportedError(f"{self!r} is no built-in family; netlists are written for "
+                                   "the families exact, truncated and bam")
+        return netlist_support["family_verilog"](self.spec)
+
+    @property
+    def metadata(self):
+        """What the source said about the circuit: {NAME: (value, unit)} from a netlist's header.
+
+        >>> Multiplier.exact(bits=2).metadata
+        {}
+        """
+        return dict(self._metadata)
 
     # ------------------------------------------------------------ queries
 
@@ -217,22 +253,14 @@ class Multiplier:
         >>> m.product(2, 3)
         7
         """
-        entry = vendor.parse_signature(signature)
-        bits = entry[4] if bits is None else as_int(bits, "bits")
-        signed = entry[2].startswith("int") if signed is None else bool(signed)
-        spec = (f"c:{os.path.abspath(os.fspath(library_path))}:{symbol}:{entry[0]}"
-                f"?bits={bits}&signed={int(signed)}")
-        if isolate and 1 <= bits <= 8:  # never loaded here: tabulated in a child process
-            table = vendor.tabulate_isolated(library_path, symbol, entry, bits, signed, timeout)
-            model = cls.from_table(memoryview(table).cast("i"), signed=signed)
-            model._spec = spec
-            return model
-        function, keepalive = vendor.open_function(library_path, symbol, entry)
-        out = ffi.new("approxmul_multiplier **")
-        check(lib.approxmul_multiplier_from_c_function(
-            function, vendor.signature_enum(entry), bits, signed, str(symbol).encode(), out))
-        # tabulated models no longer need the library; wider ones call into it
-        return cls(out[0], spec=spec, keepalive=keepalive if bits > 8 else None)
+        made = vendor.load_model(library_path, symbol, signature, bits=bits, signed=signed,
+                                 isolate=isolate, timeout=timeout)
+        if "table" in made:  # tabulated in a child process: the library never loaded here
+            model = cls.from_table(memoryview(made["table"]).cast("i"), signed=made["signed"])
+        else:  # tabulated models no longer need the library; wider ones call into it
+            model = cls(made["handle"], keepalive=made["keepalive"])
+        model._spec = made["spec"]
+        return model
 
     @classmethod
     def from_callable(cls, function, bits=8, signed=False):
@@ -297,11 +325,7 @@ class Multiplier:
         >>> m.metrics()["mae"], m.metrics()["wce"]
         (448.25, 1793)
         """
-        out = ffi.new("approxmul_metrics *")
-        check(lib.approxmul_multiplier_metrics(self.handle, out))
-        values = {name: getattr(out, name) for name in _METRICS}
-        values["wce"] = int(values["wce"])
-        return values
+        return error_metrics.metrics(self.handle)
 
     def error_map(self):
         """The 2^n x 2^n errors approx - exact, rows and columns by raw bit pattern (n <= 12).
@@ -312,19 +336,7 @@ class Multiplier:
         >>> Multiplier.from_spec("mitchell:bits=2").error_map().tolist()
         [[0, 0, 0, 0], [0, 0, 0, 0], [0, 0, 0, 0], [0, 0, 0, -1]]
         """
-        if self.bits > 12:  # refused before allocating 8 * 4^bits bytes
-            raise UnsupportedError(f"error_map: {self.bits}-bit operands make {4 ** self.bits} "
-                                   f"pairs; at most 12 bits (metrics() covers any width)")
-        side = 1 << self.bits
-        try:
-            import numpy as np
-        except ImportError:
-            np = None
-        out = (np.empty((side, side), dtype=np.int64) if np is not None
-               else array.array("q", bytes(8 * side * side)))
-        with ffi.from_buffer("int64_t[]", out) as pointer:
-            check(lib.approxmul_multiplier_error_map(self.handle, pointer, side * side))
-        return out if np is not None else memoryview(out).cast("B").cast("q", shape=[side, side])
+        return error_metrics.error_map(self.handle, self.bits)
 
     def __reduce__(self):
         # pickles (e.g. to Dask workers) as the spec string that rebuilds it
@@ -355,10 +367,6 @@ class Multiplier:
         return f"<Multiplier {self.name} {self.bits}-bit {kind}, plan={self.plan}>"
 
 
-_METRICS = ("mae", "mae_percent", "mse", "wce", "wce_percent", "wcre_percent", "mre_percent",
-            "ep_percent", "bias", "error_std", "min_error", "max_error", "pairs",
-            "zero_product_pairs")
-
 
 def _load_table(path, signed, order, format, bits):
     table, found = formats.read_table(path, signed=signed, order=order, format=format, bits=bits)
@@ -384,8 +392,7 @@ def multiplier(spec, *, signed=None, order=None, format=None, bits=None):
     12480
     >>> multiplier(multiplier("ilm:iterations=1").spec).product(200, 57)
     11328
-    >>> import os, tempfile
-    >>> path = os.path.join(tempfile.mkdtemp(), "t.txt")
+    >>> import os, tempfile; path = os.path.join(tempfile.mkdtemp(), "t.txt")
     >>> rows = [[a * b for b in range(-2, 2)] for a in range(-2, 2)]  # offset order
     >>> _ = open(path, "w").write("\\n".join(" ".join(map(str, r)) for r in rows))
     >>> m = multiplier(path, signed=True, order="offset")
@@ -399,8 +406,9 @@ def multiplier(spec, *, signed=None, order=None, format=None, bits=None):
             raise InvalidArgumentError(f"table file options {sorted(given)} given with a "
                                        "Multiplier")
         return spec
-    parsed = (("file", os.fspath(spec), {}) if given and isinstance(spec, (str, os.PathLike))
-              and not str(spec).startswith(("file:", "c:")) else specs.parse(spec))
+    bare_path = isinstance(spec, (str, os.PathLike)) and not str(spec).lower().endswith(".v")
+    parsed = (("file", os.fspath(spec), {}) if given and bare_path
+              and not str(spec).startswith(("file:", "c:", "verilog:")) else specs.parse(spec))
     kind = parsed[0]
     if kind == "file":
         _, path, options = parsed
@@ -411,6 +419,10 @@ def multiplier(spec, *, signed=None, order=None, format=None, bits=None):
         return _load_table(path, bool(options.get("signed", False)),
                            options.get("order", "raw"), options.get("format"),
                            options.get("bits"))
+    if kind == "verilog" and set(given) <= {"signed"}:
+        if parsed[1].startswith("verilog:"):
+            return netlist_support["from_spec"](parsed[1])
+        return netlist_support["from_verilog"](parsed[1], **given)
     if given:
         raise InvalidArgumentError(f"table file options {sorted(given)} given with the "
                                    f"{'C model' if kind == 'c' else 'family'} spec {spec!r}")
@@ -431,10 +443,8 @@ def multiplier(spec, *, signed=None, order=None, format=None, bits=None):
 def load_multiplier(path, signed=False, order="raw", format=None, bits=None):
     """Same as ``multiplier(path, signed=..., order=..., format=..., bits=...)`` (kept for existing code).
 
-    >>> import tempfile, os
-    >>> path = os.path.join(tempfile.mkdtemp(), "m.npy")
-    >>> multiplier("mitchell").save(path)
-    >>> load_multiplier(path).product(200, 57)
+    >>> import tempfile, os; path = os.path.join(tempfile.mkdtemp(), "m.npy")
+    >>> multiplier("mitchell").save(path); load_multiplier(path).product(200, 57)
     11008
     """
     return multiplier(path, signed=signed, order=order, format=format, bits=bits)

@@ -34,8 +34,8 @@ from .formats import EXTENSIONS
 __all__ = ["families", "parse"]
 
 # added to the C parser's "unknown multiplier family" message
-HINT = ("; or a table file (file:PATH?signed=..&order=..) or a C model "
-        "(c:LIBRARY:SYMBOL:SIGNATURE)")
+HINT = ("; or a table file (file:PATH?signed=..&order=..), a C model "
+        "(c:LIBRARY:SYMBOL:SIGNATURE) or a Verilog netlist (verilog:PATH?signed=..)")
 
 
 def families():
@@ -91,7 +91,8 @@ def is_table_path(text):
 def parse(spec):
     """What a spec string names, as a tuple (see the module docs).
 
-    ``("family", spec)``: a built-in family for the C parser;
+    ``("family", spec)``: a built-in family for the C parser; ``("verilog", spec)``:
+    a gate-level netlist (verilog:PATH?options or a .v path);
     ``("file", path, options)``: a table file, options among signed, order,
     format and bits; ``("c", library, symbol, signature, options)``: a vendor
     C model, options among bits and signed.
@@ -120,6 +121,8 @@ def parse(spec):
         if "bits" in o:
             o["bits"] = _bits(o["bits"], "C model spec")
         return ("c", *parts, o)
+    if spec.startswith("verilog:") or os.path.splitext(spec)[1].lower() == ".v":
+        return "verilog", spec
     if is_table_path(spec):
         return "file", spec, {}
     return "family", spec

@@ -39,7 +39,8 @@ import tempfile
 
 from cffi import FFI
 
-from ._library import ffi, lib
+from ._buffers import as_int
+from ._library import check, ffi, lib
 from .errors import CallbackError, InvalidArgumentError, LibraryIOError
 
 #: seconds a child process may take to tabulate an 8-bit model (65536 calls)
@@ -269,3 +270,27 @@ def signature_enum(entry):
 if __name__ == "__main__":
     _path, _symbol, _short, _bits, _signed, _result = sys.argv[1:7]
     _child(_path, _symbol, _short, int(_bits), bool(int(_signed)), _result)
+
+
+def load_model(library_path, symbol, signature, *, bits=None, signed=None, isolate=True,
+               timeout=TABULATE_TIMEOUT):
+    """What :meth:`approxmul_cffi.Multiplier.from_c_function` wraps, as a dict.
+
+    Keys: spec, signed, and either table (int32 bytes, from a child process:
+    ``isolate`` and at most 8 bits) or handle and keepalive (the library,
+    kept loaded only for models wider than 8 bits, which the kernels call).
+    """
+    entry = parse_signature(signature)
+    bits = entry[4] if bits is None else as_int(bits, "bits")
+    signed = entry[2].startswith("int") if signed is None else bool(signed)
+    spec = (f"c:{os.path.abspath(os.fspath(library_path))}:{symbol}:{entry[0]}"
+            f"?bits={bits}&signed={int(signed)}")
+    if isolate and 1 <= bits <= 8:
+        table = tabulate_isolated(library_path, symbol, entry, bits, signed, timeout)
+        return {"spec": spec, "signed": signed, "table": table}
+    function, keepalive = open_function(library_path, symbol, entry)
+    out = ffi.new("approxmul_multiplier **")
+    check(lib.approxmul_multiplier_from_c_function(
+        function, signature_enum(entry), bits, signed, str(symbol).encode(), out))
+    return {"spec": spec, "signed": signed, "handle": out[0],
+            "keepalive": keepalive if bits > 8 else None}

@@ -29,3 +29,10 @@ def test_bench_sweep_quick_runs(tmp_path):
     data = json.loads(out.read_text())
     assert [r["engine"] for r in data["results"]] == [
         "serial evaluate, 1 thread", "sweep, 1 worker process(es)", "sweep, 2 worker process(es)"]
+
+
+def test_bench_netlist_quick_runs():
+    result = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "bench_netlist.py"), "--quick"],
+                            capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stderr
+    assert "4x4 TMR array" in result.stdout and "compiled C model" in result.stdout

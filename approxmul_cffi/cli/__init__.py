@@ -16,7 +16,7 @@ import sys
 from ..errors import ApproxmulError
 
 # subcommand modules, in the order ``approxmul --help`` lists them
-SUBCOMMANDS = ("info", "evaluate", "metrics", "show", "layers", "sweep")
+SUBCOMMANDS = ("info", "evaluate", "metrics", "show", "layers", "sweep", "netlist")
 
 # optional package -> the extra that installs it (pyproject.toml)
 EXTRAS = {"numpy": "numpy", "matplotlib": "plot", "sklearn": "evaluate", "tqdm": "evaluate"}

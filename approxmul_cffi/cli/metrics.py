@@ -1,8 +1,9 @@
 """``approxmul metrics SPEC...``: exhaustive error metrics of one or many multipliers.
 
 Each SPEC is anything :func:`approxmul_cffi.multiplier` accepts: a family
-spec (``drum:k=4``), a table file path or ``file:...`` spec, or a C model
-``c:LIBRARY:SYMBOL:SIGNATURE``. Output: an aligned table, or ``--json`` /
+spec (``drum:k=4``), a table file path or ``file:...`` spec, a C model
+``c:LIBRARY:SYMBOL:SIGNATURE``, or a gate-level Verilog netlist (``FILE.v``,
+``verilog:FILE.v?signed=1``). Output: an aligned table, or ``--json`` /
 ``--csv``. Definitions: docs/metrics.md.
 """
 
@@ -32,7 +33,7 @@ def add_parser(subparsers):
         description=description(sys.modules[__name__]),
         epilog="families and their parameters (defaults, ranges):\n" + families,
         formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("specs", nargs="+", metavar="SPEC", help="multiplier spec or table path")
+    parser.add_argument("specs", nargs="+", metavar="SPEC", help="multiplier spec, table path or netlist (.v)")
     add_table_options(parser)
     group = parser.add_mutually_exclusive_group()
     group.add_argument("--json", action="store_true", help="print a JSON list")

@@ -20,7 +20,7 @@ def add_parser(subparsers):
 
     parser = subparsers.add_parser("show", help="draw a multiplier's error map and histogram",
                                    description=description(sys.modules[__name__]))
-    parser.add_argument("spec", metavar="SPEC", help="multiplier spec or table path")
+    parser.add_argument("spec", metavar="SPEC", help="multiplier spec, table path or netlist (.v)")
     parser.add_argument("--out", required=True, metavar="FILE",
                         help="image to write (.png, .pdf, .svg, ...: what matplotlib writes)")
     add_table_options(parser)

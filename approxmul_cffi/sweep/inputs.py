@@ -20,7 +20,7 @@ import numpy as np
 
 from .. import nn
 from ..errors import InvalidArgumentError
-from ..specs import multiplier as build_multiplier
+from ..multipliers import multiplier as build_multiplier
 
 __all__ = ["MultiplierRef", "collect_multipliers", "exported_functions", "layer_macs",
            "model_identity", "array_identity"]

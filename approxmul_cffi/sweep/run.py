@@ -46,7 +46,7 @@ class _Plan:
     """Keys and tasks of one sweep: every key covers model, data, multipliers and version."""
 
     def __init__(self, model, data, calibration, config, limit, threads):
-        import approxmul_cffi as am
+        from .._library import c_string, lib
         from ..quant import QuantConfig
 
         self.model = model
@@ -61,7 +61,7 @@ class _Plan:
             "model": model_identity(model),
             "data": array_identity(x, y),
             "calibration": array_identity(calibration) + ":" + repr(config),
-            "approxmul": am.__version__,
+            "approxmul": c_string(lib.approxmul_version_string()),
         }
         self.context = Context(model, x, y, calibration, config, int(threads),
                                _digest(self.meta))

@@ -90,12 +90,12 @@ def run_task(context, refs, task):
     >>> record["status"], record["top1"] >= 90
     ('ok', True)
     """
-    import approxmul_cffi as am
-    from approxmul_cffi import nn
-    from approxmul_cffi.evaluation import evaluate, multiplier_metrics
+    from .. import nn, runtime
+    from ..multipliers import Multiplier
+    from ..evaluation import evaluate, multiplier_metrics
 
-    if am.get_num_threads() != context.threads:
-        am.set_num_threads(context.threads)
+    if runtime.get_num_threads() != context.threads:
+        runtime.set_num_threads(context.threads)
     qmodel = _cached(_QMODELS, context.identity,
                      lambda: nn.quantize(context.model, context.calibration, context.config), 4)
     ms = [_multiplier(ref) for ref in refs]
@@ -104,7 +104,7 @@ def run_task(context, refs, task):
     if task.uniform:
         result = evaluate(qmodel, data, {refs[0].name: ms[0]}, progress=False)
     else:
-        base = am.Multiplier.exact(bits=8, signed=bool(ms[task.layers[0][1]].signed))
+        base = Multiplier.exact(bits=8, signed=bool(ms[task.layers[0][1]].signed))
         layers = {layer: ms[i] for layer, i in task.layers}
         result = evaluate(qmodel, data, {"assignment": base}, layers=layers, progress=False)
     row = result[-1]

@@ -280,6 +280,62 @@ APPROXMUL_API approxmul_status approxmul_multiplier_metrics(
 APPROXMUL_API approxmul_status approxmul_multiplier_error_map(
     const approxmul_multiplier *m, int64_t *out, int64_t out_len);
 
+/* ------------------------------------------------ gate-level netlists
+ * Multipliers read from structural Verilog (docs/multipliers.md, "From a
+ * Verilog netlist"): one module with two operand input vectors and one
+ * output vector; wire declarations, continuous assign with ~ & | ^ ~^
+ * (and the reductions ~& ~| ~^), ?:, bit and part selects, concatenation
+ * and constants; the gate primitives and or nand nor xor xnor not buf; and,
+ * given a cell map, standard-cell instances. Nothing in the text is
+ * executed. Errors start with "line N:" where they concern a line: FORMAT
+ * for malformed netlists (loops, undriven or doubly driven nets, unknown
+ * names, width mismatches, truncated text, limits on size and nesting),
+ * UNSUPPORTED for Verilog outside the subset (behavioural code, module
+ * instances; Yosys can lower those), INVALID_ARGUMENT for ports that do
+ * not match (the message lists the module's ports). */
+typedef struct approxmul_netlist approxmul_netlist;
+
+/* Parses and levelizes a netlist from size bytes of text. module: the
+ * module to read, or NULL for the file's only module; a, b, out_port: the
+ * operand and product ports, NULL for "A", "B", "O". cell_map (NULL for
+ * none): cell_map_size bytes of lines "CELL PIN = expression" giving each
+ * output pin of a library cell as a function of its input pins ('#' and
+ * '//' comment). Operands are 1..16 bits, both the same width. */
+APPROXMUL_API approxmul_status approxmul_netlist_parse(
+    const void *text, int64_t size, const char *module, const char *a, const char *b,
+    const char *out_port, const void *cell_map, int64_t cell_map_size,
+    approxmul_netlist **out);
+
+APPROXMUL_API void approxmul_netlist_destroy(approxmul_netlist *netlist);
+
+/* The netlist's statistics as "key=value" lines, owned by the handle:
+ * module, a, b, out (ports with ranges), bits, out_bits, gates (two-input
+ * gates as evaluated), gates.<and|or|xor|nand|nor|xnor|not|mux>, depth
+ * (gates on the longest path), assigns, primitives, cells.<CELL> (instance
+ * counts) and meta.<NAME> for header comments "// NAME = value unit". */
+APPROXMUL_API approxmul_status approxmul_netlist_info(
+    const approxmul_netlist *netlist, const char **out);
+
+/* The multiplier the netlist computes: the output vector read as unsigned,
+ * or as two's complement when is_signed (operands are then n-bit two's
+ * complement patterns). Simulated bit-parallel over every operand pair and
+ * tabulated up to 12 bits (9..12 bits run with the function plan over that
+ * table); wider netlists run with the function plan, simulated 64 products
+ * of a row per pass over the gates. A product outside the
+ * 2n-bit product range is APPROXMUL_ERR_OUT_OF_RANGE. The multiplier does
+ * not need the netlist handle afterwards. */
+APPROXMUL_API approxmul_status approxmul_multiplier_from_netlist(
+    const approxmul_netlist *netlist, int is_signed, approxmul_multiplier **out);
+
+/* A gate-level netlist (module ports A, B, O) of a built-in family given by
+ * its spec: exact, truncated and bam (others: APPROXMUL_ERR_UNSUPPORTED).
+ * Writes at most out_len bytes including the terminating NUL; *length_out
+ * receives the full length including the NUL. out may be NULL (with
+ * out_len 0) to ask for the length; a buffer too small is
+ * APPROXMUL_ERR_SHAPE and writes nothing. */
+APPROXMUL_API approxmul_status approxmul_family_verilog(
+    const char *spec, char *out, int64_t out_len, int64_t *length_out);
+
 /* --------------------------------------------------------------- kernels */
 
 /* The accumulator (and output) type a matmul with this inner size and these

@@ -15,6 +15,7 @@
 #include "core/threads.hpp"
 #include "kernels/kernels.hpp"
 #include "multipliers/library.hpp"
+#include "netlist/netlist.hpp"
 
 #ifndef APPROXMUL_VERSION
 #error "APPROXMUL_VERSION must be defined by the build"
@@ -22,6 +23,10 @@
 
 struct approxmul_multiplier {
     std::shared_ptr<const approxmul::Multiplier> impl;
+};
+
+struct approxmul_netlist {
+    std::shared_ptr<const approxmul::netlist::Netlist> impl;
 };
 
 namespace approxmul {
@@ -559,6 +564,75 @@ approxmul_status approxmul_multiplier_error_map(const approxmul_multiplier *m, i
         std::vector<int64_t> map(static_cast<size_t>(entries));
         library::error_map(impl, map.data());
         std::memcpy(out, map.data(), map.size() * sizeof(int64_t));
+    });
+}
+
+// ------------------------------------------------------- gate-level netlists
+
+approxmul_status approxmul_netlist_parse(const void *text, int64_t size, const char *module,
+                                         const char *a, const char *b, const char *out_port,
+                                         const void *cell_map, int64_t cell_map_size,
+                                         approxmul_netlist **out) {
+    return guarded([&] {
+        require_pointer(out, "out");
+        if (size != 0) require_pointer(text, "text");
+        if (size < 0) fail(APPROXMUL_ERR_SHAPE, "size: %lld is negative", static_cast<long long>(size));
+        if (cell_map_size < 0)
+            fail(APPROXMUL_ERR_SHAPE, "cell_map_size: %lld is negative",
+                 static_cast<long long>(cell_map_size));
+        if (cell_map == nullptr && cell_map_size != 0)
+            fail(APPROXMUL_ERR_NULL_POINTER, "cell_map: NULL pointer with %lld bytes",
+                 static_cast<long long>(cell_map_size));
+        netlist::Ports ports;
+        if (module) ports.module = module;
+        if (a) ports.a = a;
+        if (b) ports.b = b;
+        if (out_port) ports.out = out_port;
+        static const unsigned char empty = 0;
+        auto parsed = netlist::parse(size ? static_cast<const unsigned char *>(text) : &empty,
+                                     size_t(size), ports,
+                                     static_cast<const unsigned char *>(cell_map),
+                                     size_t(cell_map_size));
+        *out = new approxmul_netlist{std::move(parsed)};
+    });
+}
+
+void approxmul_netlist_destroy(approxmul_netlist *netlist) { delete netlist; }
+
+approxmul_status approxmul_netlist_info(const approxmul_netlist *netlist, const char **out) {
+    return guarded([&] {
+        require_pointer(netlist, "netlist");
+        require_pointer(out, "out");
+        *out = netlist->impl->info.c_str();
+    });
+}
+
+approxmul_status approxmul_multiplier_from_netlist(const approxmul_netlist *netlist,
+                                                   int is_signed, approxmul_multiplier **out) {
+    return guarded([&] {
+        require_pointer(netlist, "netlist");
+        require_pointer(out, "out");
+        hand_out(netlist::to_multiplier(netlist->impl, is_signed != 0), out);
+    });
+}
+
+approxmul_status approxmul_family_verilog(const char *spec, char *out, int64_t out_len,
+                                          int64_t *length_out) {
+    return guarded([&] {
+        require_pointer(spec, "spec");
+        require_pointer(length_out, "length_out");
+        if (out == nullptr && out_len != 0)
+            fail(APPROXMUL_ERR_NULL_POINTER, "out: NULL pointer with out_len %lld",
+                 static_cast<long long>(out_len));
+        const std::string text = netlist::write_family(spec);
+        const int64_t length = static_cast<int64_t>(text.size()) + 1;
+        if (out != nullptr) {
+            if (out_len < length)
+                fail(APPROXMUL_ERR_SHAPE, "out_len: %lld bytes, the netlist needs %lld",
+                     static_cast<long long>(out_len), static_cast<long long>(length));
+            std::memcpy(out, text.c_str(), size_t(length));
+        }
+        *length_out = length;
     });
 }
 

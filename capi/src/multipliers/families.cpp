@@ -159,21 +159,6 @@ Factorization broken_array_factorization(int bits, int hbl, int vbl, int64_t con
     return fz;
 }
 
-// Constant correction of column truncation: the expected value of the
-// removed bits for uniform operands (an AND cell is 1 with probability 1/4,
-// a NAND cell 3/4, a constant always), rounded half up to an integer and
-// added to the full 2n-bit result.
-int64_t truncation_correction(int bits, int cut, bool is_signed) {
-    int64_t quarter_units = 0;  // 4 * expected value
-    for (int i = 0; i < bits; ++i)
-        for (int j = 0; j < bits && i + j < cut; ++j) {
-            const bool nand = is_signed && ((i == bits - 1) != (j == bits - 1));
-            quarter_units += int64_t(nand ? 3 : 1) << (i + j);
-        }
-    if (is_signed) quarter_units += 4 * int64_t(baugh_wooley_constants_dropped(bits, cut));
-    return (quarter_units + 2) / 4;
-}
-
 // ---- the family table
 
 struct Param {
@@ -346,6 +331,21 @@ int64_t parse_value(const std::string &family, const std::string &key, const std
 }
 
 }  // namespace
+
+// Constant correction of column truncation: the expected value of the
+// removed bits for uniform operands (an AND cell is 1 with probability 1/4,
+// a NAND cell 3/4, a constant always), rounded half up to an integer and
+// added to the full 2n-bit result.
+int64_t truncation_correction(int bits, int cut, bool is_signed) {
+    int64_t quarter_units = 0;  // 4 * expected value
+    for (int i = 0; i < bits; ++i)
+        for (int j = 0; j < bits && i + j < cut; ++j) {
+            const bool nand = is_signed && ((i == bits - 1) != (j == bits - 1));
+            quarter_units += int64_t(nand ? 3 : 1) << (i + j);
+        }
+    if (is_signed) quarter_units += 4 * int64_t(baugh_wooley_constants_dropped(bits, cut));
+    return (quarter_units + 2) / 4;
+}
 
 const std::vector<FamilyInfo> &family_infos() {
     static const std::vector<FamilyInfo> infos = [] {

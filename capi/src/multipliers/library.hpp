@@ -23,6 +23,9 @@ const std::vector<FamilyInfo> &family_infos();
 // "family[:key=value,...]" -> multiplier whose spec() is the canonical form.
 std::shared_ptr<const Multiplier> from_spec(const std::string &spec);
 
+// The constant that truncated:correct=1 adds (also written into its netlist).
+int64_t truncation_correction(int bits, int cut, bool is_signed);
+
 // ---- table files (tables.cpp)
 
 // Parses a file's bytes into a raw-bit-pattern table; bits 0 = infer.

@@ -1,0 +1,48 @@
+"""``approxmul netlist FILE.v``: statistics of a gate-level Verilog netlist.
+
+Prints the module, its operand and product ports, the two-input gates the
+netlist evaluates to (by type), the logic depth, the instance counts and the
+header metadata (``// NAME = value unit``). ``--family SPEC`` instead
+prints the netlist of a built-in family (exact, truncated, bam). Other
+subcommands read netlists as multipliers: ``approxmul metrics FILE.v``.
+"""
+
+import json
+
+
+def add_parser(subparsers):
+    parser = subparsers.add_parser("netlist", help="statistics of a Verilog netlist, or a "
+                                   "family's netlist", description=__doc__.split("\n\n", 1)[1])
+    parser.add_argument("path", metavar="FILE.v", nargs="?", help="the netlist")
+    parser.add_argument("--module", help="the module to read when the file has several")
+    parser.add_argument("--a", default="A", help="first operand port (default A)")
+    parser.add_argument("--b", default="B", help="second operand port (default B)")
+    parser.add_argument("--out", default="O", help="product port (default O)")
+    parser.add_argument("--cell-map", metavar="FILE",
+                        help="cell functions for standard-cell netlists (text or JSON)")
+    parser.add_argument("--json", action="store_true", help="print a JSON object")
+    parser.add_argument("--family", metavar="SPEC",
+                        help="print the netlist of this family (e.g. truncated:cut=8) instead")
+    return parser
+
+
+def run(args):
+    from . import UsageError
+    from .. import verilog
+
+    if args.family is not None:
+        if args.path is not None:
+            raise UsageError("give either FILE.v or --family SPEC, not both")
+        print(verilog.family_verilog(args.family), end="")
+        return 0
+    if args.path is None:
+        raise UsageError("expected FILE.v (or --family SPEC)")
+    info = verilog.Netlist(args.path, module=args.module, a=args.a, b=args.b, out=args.out,
+                           cell_map=args.cell_map).info()
+    if args.json:
+        print(json.dumps(info, indent=2))
+        return 0
+    width = max(len(key) for key in info)
+    for key, value in info.items():
+        print(f"{key.ljust(width)}  {value}")
+    return 0
