@@ -23,3 +23,12 @@ def exact_table(bits, signed):
     patterns = np.arange(1 << bits)
     values = patterns - (1 << bits) * (patterns >= (1 << (bits - 1))) if signed else patterns
     return np.outer(values, values).astype(np.int64)
+
+
+def accumulator_dtype(max_abs_product, bits, signed, inner, a_zero_point=0, b_zero_point=0):
+    """The documented output dtype rule: int32 exactly when every sum of ``inner``
+    zero-point adjusted terms |M(a,b) - zb*a - za*b + za*zb| fits it."""
+    max_operand = 1 << (bits - 1) if signed else (1 << bits) - 1
+    term = (int(max_abs_product) + (abs(a_zero_point) + abs(b_zero_point)) * max_operand
+            + abs(a_zero_point * b_zero_point))
+    return "int32" if term * max(inner, 1) <= 2**31 - 1 else "int64"
