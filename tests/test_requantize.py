@@ -72,6 +72,20 @@ def test_large_factor_saturates(rounding, want):
     assert quant.requantize(x, 0, 2**30, 30, 0, -128, 127, rounding=rounding).tolist() == want
 
 
+def test_int64_accumulators_at_the_ends_saturate_with_any_bias():
+    # acc + bias once wrapped in int64 (found by fuzz_requantize): -2^63 + 10
+    # plus -100 came out as the largest code
+    acc = np.array([[-2**63 + 10, 2**63 - 10, -2**63, 2**63 - 1]], np.int64)
+    bias = [-100, 100, -2**31, 2**31 - 1]
+    m, s = quant.quantize_multiplier(0.5)
+    for rounding in quant.ROUNDINGS:
+        args = (acc, bias, [m] * 4, [s] * 4, 0, -128, 127)
+        want = [[-128, 127, -128, 127]]
+        assert plain_requantize(*args, rounding=rounding).tolist() == want
+        assert quant.requantize(*args, rounding=rounding).tolist() == want
+        assert quant.requantize_reference(*args, rounding=rounding).tolist() == want
+
+
 def test_left_shift_worked_example():
     # factor 1.5 = (3 * 2^29) * 2^(1 - 31): x = 7 -> 10.5. With a left shift
     # the double rounding's division is by 2^0, so both round ties up

@@ -48,6 +48,10 @@ static void test_per_channel(approxmul_rounding rounding, const int8_t *want) {
 static void test_saturation_and_ties(approxmul_rounding rounding, const uint8_t *want) {
     const int64_t acc[6] = {(int64_t)1 << 40, -((int64_t)1 << 40), INT32_MAX,
                             (int64_t)7 << 24, -((int64_t)7 << 24), 0};
+    /* the ends of int64 plus a bias once wrapped (found by fuzz_requantize) */
+    const int64_t ends[2] = {INT64_MIN + 10, INT64_MAX - 10};
+    const int32_t end_bias[2] = {-100, 100}, end_m[2] = {1 << 30, 1 << 30}, end_s[2] = {-24, -24};
+    uint8_t end_out[2];
     const int32_t mantissa = 1 << 30, shift = -24;
     uint8_t out[6];
     int i;
@@ -58,6 +62,9 @@ static void test_saturation_and_ties(approxmul_rounding rounding, const uint8_t 
         if (out[i] != want[i]) fprintf(stderr, "  out[%d] = %d, want %d\n", i, out[i], want[i]);
         CHECK(out[i] == want[i]);
     }
+    CHECK(approxmul_requantize(1, 2, 1, APPROXMUL_INT64, ends, end_bias, end_m, end_s, 100,
+                               0, 255, rounding, APPROXMUL_UINT8, end_out) == APPROXMUL_OK);
+    CHECK(end_out[0] == 36 && end_out[1] == 164);
 }
 
 /* Mantissa 100, shift 30 (factor 100 * 2^-1): the double rounding's
