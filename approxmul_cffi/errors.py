@@ -4,6 +4,13 @@ Every failure of the C library arrives as a status code and a message; the
 message is kept and the status picks the class. Each class also derives from
 the built-in exception a Python user would expect (ValueError, TypeError,
 MemoryError, OSError), so ``except ValueError`` keeps working.
+
+>>> import approxmul_cffi as am
+>>> try:
+...     am.Multiplier.exact(bits=0)
+... except ValueError as error:
+...     print(type(error).__name__, error.status, error)
+InvalidArgumentError 1 bits: 0 is not an operand width in 1..16
 """
 
 

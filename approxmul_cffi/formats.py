@@ -44,6 +44,11 @@ _C_ORDERS = {"raw": "APPROXMUL_ORDER_RAW", "twos": "APPROXMUL_ORDER_TWOS",
 
 
 def format_of(path, format=None):
+    """The table format of a path, from ``format=`` or the file extension.
+
+    >>> format_of("lut.h"), format_of("table.bin"), format_of("t.txt", format="npy")
+    ('c', 'binary', 'npy')
+    """
     """The table format named by ``format`` or, if None, by the path's extension."""
     if format is not None:
         if format not in FORMATS:

@@ -3,6 +3,11 @@
 Each subcommand module defines ``add_parser(subparsers)`` and
 ``run(args) -> int``. User mistakes print one line on stderr and exit with
 status 2; they never show a traceback.
+
+>>> main(["metrics", "exact"])
+spec    MAE  MAE%  WCE  WCE%  WCRE%  EP%  MRE%  MSE  bias  std
+exact:bits=8,signed=0    0     0    0     0      0    0     0    0     0    0
+0
 """
 
 import argparse
