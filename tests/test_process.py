@@ -79,3 +79,19 @@ def test_broken_override_falls_back_with_a_warning(python_runner, tmp_path):
     assert result.returncode != 0
     assert "cannot open the approxmul library" in result.stderr
     assert str(bogus) in result.stderr
+
+
+def test_library_of_another_abi_version_is_refused(python_runner, tmp_path):
+    package = package_copy(tmp_path / "site", with_library=True)
+    cdef = package / "_cdef.py"
+    text = cdef.read_text()
+    assert text.count("ABI_VERSION = ") == 1
+    version = int(text.split("ABI_VERSION = ")[1].split()[0])
+    cdef.write_text(text.replace(f"ABI_VERSION = {version}", f"ABI_VERSION = {version + 1}"))
+    result = python_runner("import approxmul_cffi", env={"APPROXMUL_LIBRARY": "",
+                                                          "PYTHONPATH": str(tmp_path / "site")})
+    assert result.returncode != 0
+    last = result.stderr.strip().splitlines()[-1]
+    assert last == (f"approxmul_cffi.errors.LibraryNotFoundError: {package / 'libapproxmul.so'} "
+                    f"has ABI version {version}, but this approxmul_cffi was written for ABI "
+                    f"version {version + 1}")
