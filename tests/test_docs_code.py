@@ -84,3 +84,51 @@ def check_evaluate_output(namespace, printed):
     rows = table_rows(printed[2])
     assert rows["float"][2] == "100.00" and rows["exact"][:2] == ["0.0000", "0.0000"]
     assert rows["drum:k=4"][0] == f"{100 * np.abs(drum_table(8, 4) - exact).mean() / 2**16:.4f}"
+
+
+def test_readme_examples_show_what_they_say(tmp_path, monkeypatch):
+    """README's Python blocks run; a value or printout in a line's trailing
+    comment is what that line gives."""
+    import ast
+    import doctest
+
+    import numpy as np
+
+    from kernel_cases import drum_table
+    from reference import table_matmul
+
+    readme = DOCS.parent / "README.md"
+    if not readme.is_file():
+        pytest.skip("README not shipped with this install")
+    monkeypatch.chdir(tmp_path)
+    blocks = re.findall(r"```python\n(.*?)```", readme.read_text(), flags=re.S)
+    assert len(blocks) == 2
+    namespace, checked = {}, 0
+    checker = doctest.OutputChecker()
+    for block in blocks:
+        lines = block.splitlines()
+        for statement in ast.parse(block).body:
+            code = "\n".join(lines[statement.lineno - 1:statement.end_lineno])
+            source, _, comment = lines[statement.end_lineno - 1].partition("  #")
+            comment = comment.strip()
+            out = io.StringIO()
+            with contextlib.redirect_stdout(out):
+                if isinstance(statement, ast.Expr):
+                    value = eval(compile(ast.Expression(statement.value), "README", "eval"),
+                                 namespace)
+                else:
+                    exec(compile(code, "README", "exec"), namespace)
+            if isinstance(statement, ast.Expr) and comment and not out.getvalue():
+                assert value == ast.literal_eval(comment), source
+                checked += 1
+            elif out.getvalue():
+                assert checker.check_output(comment + "\n", out.getvalue(), doctest.ELLIPSIS), \
+                    (source, out.getvalue())
+                checked += 1
+        if "c" in namespace and "first" not in namespace:
+            namespace["first"] = namespace["a"], namespace["b"], namespace["c"]
+    assert checked == 2
+    # the product the first block computes, from DRUM's own definition
+    a, b, c = namespace["first"]
+    assert c.dtype == np.int32
+    np.testing.assert_array_equal(c[:4], table_matmul(drum_table(8, 4), a[:4], b, 8))
