@@ -7,16 +7,7 @@
 #include <string.h>
 
 #include "approxmul.h"
-
-static int failures = 0;
-
-#define CHECK(cond)                                                                 \
-    do {                                                                            \
-        if (!(cond)) {                                                              \
-            fprintf(stderr, "%s:%d: CHECK failed: %s\n", __FILE__, __LINE__, #cond); \
-            failures++;                                                             \
-        }                                                                           \
-    } while (0)
+#include "check.h"
 
 #define COUNT(array) ((int)(sizeof(array) / sizeof((array)[0])))
 
