@@ -56,7 +56,7 @@ def test_status_strings_are_distinct():
 
 
 def test_info_reports_the_build():
-    from test_kernels_isa import supported_isas
+    from support import supported_isas
     facts = am.info()
     assert facts["version"] == am.__version__
     assert facts["abi"] == str(_cdef.ABI_VERSION)

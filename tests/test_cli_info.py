@@ -10,7 +10,7 @@ import numpy as np
 
 import approxmul_cffi as am
 from approxmul_cffi._library import ffi, lib
-from test_kernels_isa import supported_isas
+from support import supported_isas
 
 
 def run(*args):
@@ -41,7 +41,8 @@ def test_module_entry_point_is_the_command_line():
     for command in ("info", "evaluate", "metrics", "show"):
         assert f"    {command} " in out.stdout
     out = run("metrics", "--csv", "exact:bits=4")
-    assert out.returncode == 0 and out.stdout.splitlines()[1].startswith('"exact:bits=4,signed=0",4,')
+    assert out.returncode == 0
+    assert out.stdout.splitlines()[1].startswith('"exact:bits=4,signed=0",4,')
     out = run("metrics", "nosuchfamily")
     assert out.returncode == 2 and out.stderr.count("\n") == 1 and "Traceback" not in out.stderr
 

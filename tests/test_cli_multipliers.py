@@ -8,7 +8,6 @@ import subprocess
 import sys
 import tempfile
 
-import pytest
 
 
 def approxmul(*args):

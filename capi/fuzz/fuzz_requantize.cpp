@@ -70,7 +70,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
                          : in.ConsumeBool()                   ? APPROXMUL_ROUND_DOUBLE
                                                               : APPROXMUL_ROUND_SINGLE;
     const int32_t zero_point = in.ConsumeIntegralInRange(-300, 300);
-    int32_t qmin = in.ConsumeIntegralInRange(-130, 257), qmax = in.ConsumeIntegralInRange(-130, 257);
+    int32_t qmin = in.ConsumeIntegralInRange(-130, 257);
+    int32_t qmax = in.ConsumeIntegralInRange(-130, 257);
     if (in.ConsumeBool() && qmin > qmax) std::swap(qmin, qmax);
 
     if (huge) {
@@ -78,7 +79,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         int64_t bytes;
         if (outer >= 0 && channels >= 0 && inner >= 0 &&
             !__builtin_mul_overflow(outer, channels, &bytes) &&
-            !__builtin_mul_overflow(bytes, inner, &bytes) && !__builtin_mul_overflow(bytes, 8, &bytes))
+            !__builtin_mul_overflow(bytes, inner, &bytes) &&
+            !__builtin_mul_overflow(bytes, 8, &bytes))
             return 0;
         int64_t dummy[4] = {0, 0, 0, 0};
         const int32_t params[2] = {1, 0};
@@ -162,7 +164,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
                                        null_bias ? 0 : bias[size_t(c)], mantissa[size_t(c)],
                                        shift[size_t(c)], rounding, zero_point, qmin, qmax);
         const int64_t got = out_dtype == APPROXMUL_INT8 ? int64_t(int8_t(out[i])) : int64_t(out[i]);
-        expect(got == want, "requantized code differs from the reference", static_cast<long long>(i));
+        expect(got == want, "requantized code differs from the reference",
+               static_cast<long long>(i));
     }
     return 0;
 }
