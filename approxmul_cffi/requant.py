@@ -203,7 +203,7 @@ def requantize_reference(acc, bias, mantissa, shift, zero_point, qmin, qmax, *, 
         v = np.asarray(v, dtype=np.int64)
         return v.reshape(_channel_shape(acc.ndim, axis)) if v.ndim == 1 else v
 
-    total = _saturate_int32(acc + along(bias))
+    total = _saturate_int32(np.clip(acc, -2**32, 2**32) + along(bias))  # no int64 wrap
     y = multiply_by_quantized_multiplier(total, along(mantissa), along(shift), rounding)
     y = np.clip(y + zero_point, qmin, qmax)
     return y.astype(np.int8 if signed else np.uint8)

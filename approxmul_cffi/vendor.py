@@ -67,7 +67,11 @@ def prototype(entry):
 
 
 def parse_signature(signature):
-    """The SIGNATURES entry a short name or C prototype denotes."""
+    """The SIGNATURES entry a short name or C prototype denotes.
+
+    >>> prototype(parse_signature("uint16_t mul8u(const uint8_t a, const uint8_t b)"))
+    'uint16_t f(uint8_t a, uint8_t b)'
+    """
     text = str(signature)
     for entry in SIGNATURES:
         if text.strip() == entry[0]:

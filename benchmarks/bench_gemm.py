@@ -72,13 +72,41 @@ def truncated_table(cut):
 
 
 def multipliers(rng):
+    """name -> (multiplier, product(a, b) of operand values from the table or formula
+    it was made from: the check of its results)."""
+    def table(t):
+        t = np.asarray(t, np.int64)
+        return am.Multiplier.from_table(t), lambda a, b: t[a, b]
+
+    exact = exact_product
     return {
-        "random 8x8 table": am.Multiplier.from_table(rng.integers(0, 65536, (256, 256))),
-        "exact 8-bit": am.Multiplier.exact(8),
-        "DRUM(4) table": am.Multiplier.from_table(drum_table(4)),
-        "truncated(cut=4) table": am.Multiplier.from_table(truncated_table(4)),
-        "exact 16-bit (function-width)": am.Multiplier.exact(16),
+        "random 8x8 table": table(rng.integers(0, 65536, (256, 256))),
+        "exact 8-bit": (am.Multiplier.exact(8), exact),
+        "DRUM(4) table": table(drum_table(4)),
+        "truncated(cut=4) table": table(truncated_table(4)),
+        "exact 16-bit (function-width)": (am.Multiplier.exact(16), exact),
     }
+
+
+def check(name, got, want):
+    """A benchmark times only results that are right: stop if they are not."""
+    if not np.array_equal(got, want):
+        bad = np.argwhere(got != want)[0]
+        raise SystemExit(f"{name}: result differs from its reference at {tuple(bad)}: "
+                         f"{got[tuple(bad)]} != {want[tuple(bad)]}")
+
+
+def exact_product(a, b):
+    return a.astype(np.int64) * b.astype(np.int64)
+
+
+def table_reference(product, a, b):
+    """sum_k product(a[i, k], b[k, j]) in int64, a few rows at a time."""
+    out = np.empty((a.shape[0], b.shape[1]), np.int64)
+    step = max(1, (16 << 20) // (8 * a.shape[1] * b.shape[1]))
+    for i in range(0, a.shape[0], step):
+        out[i:i + step] = product(a[i:i + step, :, None], b[None]).sum(1)
+    return out
 
 
 # ---------------------------------------------------------------- timing
@@ -148,12 +176,18 @@ def run(shapes, threads, repeat, table_ref_bytes):
         rows["numpy float32 matmul"] = best_rate(lambda: af @ bf, products, repeat)
         ad, bd = a8.astype(np.float64), b8.astype(np.float64)
         rows["numpy float64 matmul"] = best_rate(lambda: ad @ bd, products, repeat)
-        table = mults["random 8x8 table"].table().astype(np.int64)
+        table_mult, table_product = mults["random 8x8 table"]
+        table = table_mult.table().astype(np.int64)
         # the reference materialises rows x inner x cols products: use a row slice that fits
         ref_rows = max(1, min(m, table_ref_bytes // (8 * k * n)))
         ar = a8[:ref_rows]
         rows[f"numpy table reference ({ref_rows} rows)"] = best_rate(
             lambda: table[ar[:, :, None], b8[None]].sum(1), ref_rows * k * n, max(1, repeat // 2))
+        # every engine's result is checked once, outside its timed loop
+        check("numpy float64 matmul", (ad @ bd).astype(np.int64)[:ref_rows],  # exact < 2^53
+              table_reference(exact_product, ar, b8))
+        check("numpy table reference", table[ar[:, :, None], b8[None]].sum(1),
+              table_reference(table_product, ar, b8))
         if naive is not None:
             t32 = np.ascontiguousarray(table, dtype=np.int32)
             out = np.empty((m, n), np.int64)
@@ -161,9 +195,15 @@ def run(shapes, threads, repeat, table_ref_bytes):
                 lambda: naive.naive_table_gemm(t32.ctypes.data, a8.ctypes.data, b8.ctypes.data,
                                                out.ctypes.data, m, n, k, threads),
                 products, max(1, repeat // 2))
-        for name, mult in mults.items():
+            check("naive C loop over table", out[:ref_rows], table_reference(table_product, ar, b8))
+            naive_out = out
+        for name, (mult, product) in mults.items():
             a, b = (a16, b16) if mult.bits == 16 else (a8, b8)
             out = np.empty((m, n), am.accumulator_dtype(mult, k))
+            am.matmul(a, b, mult, out=out)
+            check(f"approxmul {name}", out[:ref_rows], table_reference(product, a[:ref_rows], b))
+            if naive is not None and name == "random 8x8 table":
+                check(f"approxmul {name} (all rows, naive C)", out, naive_out)
             rows[f"approxmul {name} [{mult.plan}]"] = best_rate(
                 lambda: am.matmul(a, b, mult, out=out), products, repeat)
         base = rows["numpy float32 matmul"]

@@ -45,36 +45,67 @@ def truncated_table(cut, bits=8):
     return total
 
 
+def drum_values(v, k):
+    """DRUM's operand rounding of non-negative values, for any width."""
+    v = np.asarray(v, np.int64)
+    length = np.zeros_like(v)
+    for bit in range(63):
+        length = np.where(v >> bit != 0, bit + 1, length)
+    cut = np.maximum(length - k, 0)
+    return np.where(length > k, ((v >> cut) | 1) << cut, v)
+
+
 def multipliers():
+    """(name, multiplier, signed, product): product(a, b) gives the products of
+    operand values elementwise, from the test's own table or formula."""
+    from reference import codes, exact_table
     rng = np.random.default_rng(7)
-    signed_exact = am.Multiplier.exact(8, signed=True)
-    yield "exact-u8", am.Multiplier.exact(8), False
-    yield "exact-s8", signed_exact, True
-    yield "exact-u5", am.Multiplier.exact(5), False
-    yield "drum", am.Multiplier.from_table(drum_table()), False
-    yield "trunc2", am.Multiplier.from_table(truncated_table(2)), False
+
+    def from_table(table, bits=8, signed=False):
+        table = np.asarray(table, np.int64)
+        return (am.Multiplier.from_table(table, signed=signed), signed,
+                lambda a, b: table[codes(a, bits), codes(b, bits)])
+
+    def exact(a, b):
+        return np.asarray(a, np.int64) * np.asarray(b, np.int64)
+
+    yield "exact-u8", am.Multiplier.exact(8), False, exact
+    yield "exact-s8", am.Multiplier.exact(8, signed=True), True, exact
+    yield "exact-u5", am.Multiplier.exact(5), False, exact
+    yield ("drum", *from_table(drum_table()))
+    yield ("trunc2", *from_table(truncated_table(2)))
     # rank 5; bit-linear terms with negative u and powers of two to move
-    yield "trunc4", am.Multiplier.from_table(truncated_table(4)), False
+    yield ("trunc4", *from_table(truncated_table(4)))
     # signed, bit-linear in the second operand only (factorized on the transpose)
-    t = signed_exact.table().astype(np.int64)
+    t = exact_table(8, signed=True)
     t[:, 1::2] += 3 * (np.arange(256)[:, None] % 2)
-    yield "linear-s8", am.Multiplier.from_table(t, signed=True), True
-    yield "table-u8", am.Multiplier.from_table(rng.integers(0, 65536, (256, 256))), False
-    yield "table-s8", am.Multiplier.from_table(rng.integers(-20000, 20000, (256, 256)),
-                                               signed=True), True
-    yield "table-u6", am.Multiplier.from_table(rng.integers(-9, 60000, (64, 64))), False
-    yield "table-wide", am.Multiplier.from_table(rng.integers(-2**30, 2**30, (256, 256))), False
+    yield ("linear-s8", *from_table(t, signed=True))
+    yield ("table-u8", *from_table(rng.integers(0, 65536, (256, 256))))
+    yield ("table-s8", *from_table(rng.integers(-20000, 20000, (256, 256)), signed=True))
+    yield ("table-u6", *from_table(rng.integers(-9, 60000, (64, 64)), bits=6))
+    yield ("table-wide", *from_table(rng.integers(-2**30, 2**30, (256, 256))))
+    # 9 to 16 bits: no table; exact GEMM and the function plan
+    yield "exact-s12", am.Multiplier.exact(12, signed=True), True, exact
+    yield "exact-u16", am.Multiplier.exact(16), False, exact
+    yield ("drum-u16", am.multiplier("drum:bits=16,k=4"), False,
+           lambda a, b: drum_values(a, 4) * drum_values(b, 4))
+
+
+def products():
+    """Multiplier name -> its reference product function."""
+    return {name: product for name, _, _, product in multipliers()}
 
 
 def operands(rng, shape, bits, signed, wide):
     low, high = (-(1 << (bits - 1)), 1 << (bits - 1)) if signed else (0, 1 << bits)
+    wide = wide or bits > 8
     dtype = (np.int16 if signed else np.uint16) if wide else (np.int8 if signed else np.uint8)
     return rng.integers(low, high, size=shape).astype(dtype)
 
 
 def cases():
     rng = np.random.default_rng(11)
-    for mname, mult, signed in multipliers():
+    for mname, mult, signed, _ in multipliers():
         bits = mult.bits
         extra = (BYTE_SHAPES if mname in BYTE_PATH else
                  TABLE_SHAPES if mname in TABLE_PATH else [])

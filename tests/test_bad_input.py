@@ -19,27 +19,29 @@ def sentinel(shape=(3, 5), dtype=np.int32):
 
 
 @pytest.mark.parametrize("make_call, error, words", [
-    (lambda out: am.matmul(*operands(False), M8S, out=out), am.DTypeError, ["a", "uint8"]),
+    (lambda out: am.matmul(*operands(False), M8S, out=out), am.DTypeError, ["a: ", "uint8"]),
     (lambda out: am.matmul(np.ones((3, 4), np.float32), operands()[1], M8S, out=out),
-     am.DTypeError, ["a", "float32"]),
+     am.DTypeError, ["a: ", "float32"]),
     (lambda out: am.matmul(operands()[0], np.ones((4, 5), np.int32), M8S, out=out),
-     am.DTypeError, ["b", "int32"]),
+     am.DTypeError, ["b: ", "int32"]),
     (lambda out: am.matmul(np.ones((3, 3), np.int8), operands()[1], M8S, out=out),
-     am.ShapeError, ["inner"]),
+     am.ShapeError, ["a is 3 x 3 and b is 4 x 5", "inner"]),
     (lambda out: am.matmul(np.ones((3, 4, 1), np.int8), operands()[1], M8S, out=out),
-     am.ShapeError, ["a", "2-D"]),
+     am.ShapeError, ["a: ", "2-D"]),
     (lambda out: am.matmul(*operands(), M8S, out=out, a_zero_point=300),
-     am.OperandRangeError, ["a_zero_point"]),
-    (lambda out: am.matmul(*operands(), "exact", out=out), am.DTypeError, ["multiplier"]),
+     am.OperandRangeError, ["a_zero_point: "]),
+    (lambda out: am.matmul(*operands(), "exact", out=out), am.DTypeError, ["multiplier: "]),
     (lambda out: am.matmul(np.full((3, 4), 40, np.int16), operands()[1],
                            am.Multiplier.exact(5, signed=True), out=out),
-     am.OperandRangeError, ["a[0, 0]", "5-bit"]),
+     am.OperandRangeError, ["a[0, 0] = 40", "5-bit"]),
 ])
 def test_matmul_rejects(make_call, error, words):
     out = sentinel()
     with pytest.raises(error) as info:
         make_call(out)
-    for word in words:
+    # the message starts with the argument at fault, then says what is wrong
+    assert str(info.value).startswith(words[0]), str(info.value)
+    for word in words[1:]:
         assert word in str(info.value)
     assert (out == 12345).all(), "out was written on error"
 
@@ -109,8 +111,10 @@ def test_bad_multiplier_arguments():
             am.Multiplier.exact(bits=bits)
     with pytest.raises(am.DTypeError):
         am.Multiplier.exact(bits=8.0)
-    with pytest.raises(am.OperandRangeError, match="a"):
+    with pytest.raises(am.OperandRangeError, match="^a: 128 "):
         M8S.product(128, 1)
+    with pytest.raises(am.OperandRangeError, match="^b: -129 "):
+        M8S.product(1, -129)
     with pytest.raises(am.UnsupportedError, match="no table"):
         am.Multiplier.exact(bits=12).table()
     with pytest.raises(am.InvalidArgumentError):

@@ -8,7 +8,6 @@ import subprocess
 import sys
 import tempfile
 
-import pytest
 
 
 def approxmul(*args):
@@ -52,12 +51,26 @@ def test_usage_errors_are_one_line():
     assert out.returncode == 2 and "cannot read table file" in out.stderr
 
 
-def test_show_writes_a_png(tmp_path):
-    pytest.importorskip("matplotlib")
-    target = tmp_path / "drum.png"
-    out = approxmul("show", "drum:k=3,signed=1", "--out", str(target))
-    assert out.returncode == 0, out.stderr
-    assert target.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+def test_show_draws_the_error_map(tmp_path):
+    import matplotlib.image  # a test extra: CI has it
+    import numpy as np
+
+    images = {}
+    for spec in ("drum:k=3,signed=1", "exact:signed=1"):
+        target = tmp_path / (spec.split(":")[0] + spec[-8:-7] + ".png")
+        out = approxmul("show", spec, "--out", str(target))
+        assert out.returncode == 0, out.stderr
+        assert target.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+        images[spec] = matplotlib.image.imread(target)[..., :3]
+    drum = images["drum:k=3,signed=1"]
+    height, width, _ = drum.shape
+    assert height >= 300 and width >= 600  # a heatmap and a histogram side by side
+    colours = np.unique((drum * 255).astype(np.uint8).reshape(-1, 3), axis=0)
+    assert len(colours) > 100, "the image is (nearly) blank"
+    # the error map follows the multiplier: the exact one's differs
+    exact = images["exact:signed=1"]
+    assert exact.shape == drum.shape
+    assert (np.abs(exact - drum).max(axis=-1) > 0.1).mean() > 0.02
 
 
 def test_show_without_matplotlib_says_so(tmp_path):

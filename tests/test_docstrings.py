@@ -3,6 +3,7 @@
 import doctest
 import importlib
 import importlib.util
+import inspect
 import pkgutil
 import shutil
 
@@ -34,3 +35,8 @@ def test_docstring_examples(name, tmp_path, monkeypatch):
     result = doctest.testmod(module, extraglobs={"am": approxmul_cffi},
                              optionflags=doctest.ELLIPSIS | doctest.NORMALIZE_WHITESPACE)
     assert result.failed == 0
+    # a module whose public functions and classes show no example would pass vacuously
+    public = [value for key, value in vars(module).items() if not key.startswith("_")
+              and (inspect.isfunction(value) or inspect.isclass(value))
+              and value.__module__ == name]
+    assert result.attempted > 0 or not public, f"{name}: no docstring example ran"

@@ -11,7 +11,8 @@ import numpy as np
 import pytest
 
 import approxmul_cffi as am
-from reference import table_matmul
+from reference import product_matmul
+from support import cpu_features, supported_isas
 
 BATTERY = r"""
 import json, sys
@@ -34,15 +35,9 @@ print(json.dumps({{"isa": am.info()["isa"], "results": out}}))
 """
 
 
-def supported_isas():
-    features = am.info().get("cpu_features", "")
-    isas = ["generic"]
-    if "avx2" in features:
-        isas.append("avx2")
-    if all(f in features for f in ("avx512f", "avx512bw", "avx512vl", "avx512vnni",
-                                   "avx512vbmi")):
-        isas.append("avx512")
-    return isas
+def test_detected_features_match_the_cpu():
+    assert am.info()["cpu_features"].split(",") == cpu_features() or \
+        (am.info()["cpu_features"] == "none" and not cpu_features())
 
 
 def run_battery(python_runner, isa, only="", env=None):
@@ -62,21 +57,23 @@ def battery_results():
 
 
 def test_every_isa_matches_generic_and_numpy(battery_results):
-    from kernel_cases import cases
-    expected = {name: (mult, a, b, za, zb) for name, mult, a, b, za, zb, _ in cases()}
+    from kernel_cases import cases, products
+    product = products()
+    expected = {name: (product[name.rsplit("-", 1)[0]], a, b, za, zb)
+                for name, _, a, b, za, zb, _ in cases()}
     generic = battery_results["generic"]
     for isa, results in battery_results.items():
         assert results.keys() == generic.keys()
         for name, (plan, values) in results.items():
             assert values == generic[name][1], f"{isa} differs from generic on {name} ({plan})"
-    from approxmul_cffi import quant
     from kernel_cases import requantize_cases
+    from test_requantize import plain_requantize
     for name, args, kw in requantize_cases():
-        want = quant.requantize_reference(*args, **kw)
+        want = plain_requantize(*args, **kw)
         np.testing.assert_array_equal(np.array(generic[name][1]).reshape(want.shape), want,
                                       err_msg=name)
-    for name, (mult, a, b, za, zb) in expected.items():
-        reference = table_matmul(mult.table(), a, b, mult.bits, za, zb)
+    for name, (product, a, b, za, zb) in expected.items():
+        reference = product_matmul(product, a, b, za, zb)
         np.testing.assert_array_equal(np.array(generic[name][1]).reshape(reference.shape),
                                       reference, err_msg=name)
 
@@ -97,7 +94,7 @@ def test_table_orders_match_generic(battery_results, order):
 
 def test_battery_covers_every_plan(battery_results):
     plans = {plan for plan, _ in battery_results["generic"].values()}
-    assert {"exact-gemm", "factorized-gemm", "table"} <= plans
+    assert plans == {"exact-gemm", "factorized-gemm", "table", "function", "requantize"}
 
 
 def test_forced_isa_reported(python_runner):
@@ -122,22 +119,39 @@ def test_forced_unknown_isa_errors_cleanly(python_runner, value):
     assert value in result.stdout
 
 
-def test_forcing_an_isa_the_cpu_lacks_errors_cleanly(python_runner):
-    missing = [isa for isa in ("avx2", "avx512") if isa not in supported_isas()]
-    if not missing:
-        pytest.skip("this CPU has every instruction set approxmul has kernels for")
+@pytest.mark.parametrize("isa, hidden", [("avx2", "avx2"), ("avx512", "avx512vbmi"),
+                                         ("avx512", "avx512vnni,avx512dq")])
+def test_forcing_an_isa_the_cpu_lacks_errors_cleanly(python_runner, isa, hidden):
+    # APPROXMUL_HIDE_CPU_FEATURES makes any CPU lack them (test-only)
     code = ("import numpy as np, approxmul_cffi as am\n"
+            "info = am.info()\n"
+            "print(info['isa'], '|', info['cpu_features'])\n"
             "try:\n"
             "    am.matmul(np.ones((2, 2), np.uint8), np.ones((2, 2), np.uint8),"
             " am.Multiplier.exact(8))\n"
             "except am.UnsupportedError as e:\n"
             "    print('raised', e)\n")
-    result = python_runner(code, env={"APPROXMUL_ISA": missing[0]})
-    assert result.returncode == 0 and "raised" in result.stdout and "lacks" in result.stdout
+    result = python_runner(code, env={"APPROXMUL_ISA": isa, "APPROXMUL_HIDE_CPU_FEATURES": hidden})
+    assert result.returncode == 0, result.stderr
+    first, message = result.stdout.split("\n", 1)
+    assert first.split(" | ")[0] == "unavailable"
+    assert not set(hidden.split(",")) & set(first.split(" | ")[1].split(","))
+    assert message.startswith(f"raised APPROXMUL_ISA={isa}: this CPU lacks it"), message
+
+
+def test_hidden_features_pick_the_next_best_set(python_runner):
+    code = "import approxmul_cffi as am; print(am.info()['isa'])"
+    for hidden, best in (("avx512vbmi", "avx2"), ("avx2,avx512f", "generic")):
+        if best not in supported_isas():
+            continue  # only a set this CPU has can be the next best
+        result = python_runner(code, env={"APPROXMUL_HIDE_CPU_FEATURES": hidden})
+        assert result.returncode == 0 and result.stdout.strip() == best, result.stderr
 
 
 def test_info_reports_kernels():
+    # the best set the CPU supports, judged from the CPU's own flags
     info = am.info()
-    assert info["isa"] in ("generic", "avx2", "avx512")
-    for plan in ("exact-gemm", "factorized-gemm", "table", "function"):
-        assert info["kernel." + plan]
+    assert info["isa"] == supported_isas()[-1]
+    names = {"generic": "generic.cpp", "avx2": "AVX2", "avx512": "AVX-512"}
+    assert names[info["isa"]] in info["kernel.exact-gemm"]
+    assert info["kernel.function"] == "tiled reference, one call per product"

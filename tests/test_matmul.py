@@ -6,6 +6,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import approxmul_cffi as am
+import reference
 from reference import exact_table, table_matmul
 
 DTYPE = {(8, True): np.int8, (8, False): np.uint8}
@@ -56,7 +57,7 @@ def test_random_table_matmul_is_bit_exact(rows, cols, inner, signed, threads, a_
     finally:
         am.set_num_threads(0)
     assert result.shape == (rows, cols)
-    assert result.dtype == np.dtype(am.accumulator_dtype(m, inner))
+    assert result.dtype == reference.accumulator_dtype(np.abs(table).max(), 8, signed, inner)
     np.testing.assert_array_equal(result, table_matmul(table, a, b, 8))
 
 
@@ -111,6 +112,37 @@ def test_zero_points_only_cross_terms_exact(a_zero, b_zero, seed):
     exact = am.matmul(a, b, am.Multiplier.exact(8), a_zero_point=a_zero, b_zero_point=b_zero)
     np.testing.assert_array_equal(
         exact, (a.astype(np.int64) - a_zero) @ (b.astype(np.int64) - b_zero))
+
+
+@pytest.mark.parametrize("make, bits, signed, max_abs, za, zb, code, product", [
+    # code: the operand value filling a and b; product: mul(code, code)
+    (lambda: am.Multiplier.exact(8), 8, False, 255 * 255, 0, 0, 255, 255 * 255),
+    (lambda: am.Multiplier.exact(8, signed=True), 8, True, 128 * 128, -128, 127, -128, 2**14),
+    (lambda: am.Multiplier.from_table(np.full((256, 256), -40001)), 8, False, 40001, 3, 200,
+     255, -40001),
+    (lambda: am.Multiplier.exact(16, signed=True), 16, True, 2**30, 0, 0, -2**15, 2**30),
+    (lambda: am.Multiplier.exact(11), 11, False, 2047**2, 5, 0, 2047, 2047**2),
+    # a bound of exactly 2^31 - 1 (a prime: only term 1 reaches it) is int32
+    (lambda: am.Multiplier.from_table(np.ones((4, 4), np.int32)), 2, False, 1, 0, 0, 3, 1),
+])
+def test_output_dtype_switches_exactly_at_the_int32_limit(make, bits, signed, max_abs, za, zb,
+                                                          code, product):
+    m = make()
+    max_operand = 1 << (bits - 1) if signed else (1 << bits) - 1
+    term = max_abs + (abs(za) + abs(zb)) * max_operand + abs(za * zb)
+    limit = (2**31 - 1) // term  # the largest inner size whose sums all fit int32
+    for inner, want in ((limit - 1, "int32"), (limit, "int32"), (limit + 1, "int64")):
+        assert am.accumulator_dtype(m, inner, za, zb) == want, inner
+        assert reference.accumulator_dtype(max_abs, bits, signed, inner, za, zb) == want
+    if limit > 10**6:
+        return  # operands of 2^31 codes: the dtype rule above is the check
+    # operands that reach the bound: the exact sum, in the chosen dtype
+    dtype = DTYPE.get((bits, signed), np.int16 if signed else np.uint16)
+    for inner in (limit, limit + 1):
+        a = np.full((1, inner), code, dtype)
+        got = am.matmul(a, a.T.copy(), m, a_zero_point=za, b_zero_point=zb)
+        assert got.dtype == ("int32" if inner == limit else "int64")
+        assert int(got[0, 0]) == inner * (product - zb * code - za * code + za * zb)
 
 
 def test_large_inner_size_switches_to_int64_and_stays_exact():

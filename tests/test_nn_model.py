@@ -152,11 +152,20 @@ def test_graph_model_quantized_is_close_to_float_in_both_domains():
     x = rng.uniform(-1, 1, (64, 2, 8, 8))
     q = nn.quantize(model, x)
     assert q.layer_names == ["stem", "dw", "pw", "down", "fc"]
-    want = model.forward(x)
+    # the softmax saturates on this model, so compare the logits it is fed
+    want = model.forward(x, return_all=True)["fc"]
+    scale = want.std(axis=0)  # per class: how much the inputs move its logit
+    assert scale.min() > 1
     for signed in (False, True):
-        got = q.run(x, am.Multiplier.exact(bits=8, signed=signed))
-        assert np.abs(got - want).max() < 0.05
-        np.testing.assert_allclose(got.sum(axis=1), 1.0)
+        m = am.Multiplier.exact(bits=8, signed=signed)
+        logits = q.run_codes(x, m, return_all=True)["fc"].dequantize()
+        # quantization error is a fraction of that movement (another row's
+        # logits, or the batch mean, are off by 1 to 4 times it)
+        assert (np.abs(logits - want).max(axis=0) < 0.3 * scale).all()
+        assert (logits.std(axis=0) > 0.8 * scale).all()
+        exp = np.exp(logits - logits.max(axis=1, keepdims=True))
+        np.testing.assert_allclose(q.run(x, m), exp / exp.sum(axis=1, keepdims=True),
+                                   rtol=1e-12, atol=1e-15)
 
 
 def test_codes_only_layers_are_domain_invariant():

@@ -1,6 +1,7 @@
 """Whole-process behaviour: clean exit after OpenMP work, library lookup errors."""
 
 import pathlib
+import shutil
 import textwrap
 
 from support import ROOT
@@ -40,6 +41,18 @@ def test_missing_library_lists_every_path_tried(python_runner, tmp_path):
         in result.stdout
 
 
+def package_copy(root, with_library):
+    """A copy of the package under test, with the library inside (as a wheel installs it)
+    or without (a source tree)."""
+    import approxmul_cffi
+    package = root / "approxmul_cffi"
+    shutil.copytree(pathlib.Path(approxmul_cffi.__file__).parent, package,
+                    ignore=shutil.ignore_patterns("__pycache__", "*.so", "*.dylib", "*.dll"))
+    if with_library:
+        shutil.copy(approxmul_cffi.library_path(), package / "libapproxmul.so")
+    return package
+
+
 def test_broken_override_falls_back_with_a_warning(python_runner, tmp_path):
     bogus = tmp_path / "libapproxmul.so"
     bogus.write_bytes(b"not an ELF file")
@@ -51,14 +64,37 @@ def test_broken_override_falls_back_with_a_warning(python_runner, tmp_path):
         print(approxmul_cffi.library_path())
         print(caught[0].message)
     """)
-    result = python_runner(code, env={"APPROXMUL_LIBRARY": str(bogus)})
-    if result.returncode != 0:  # no packaged copy to fall back to (source-tree runs)
-        assert "cannot open the approxmul library" in result.stderr
-        assert str(bogus) in result.stderr
-        return
+    # a package holding the library falls back to it
+    package = package_copy(tmp_path / "site", with_library=True)
+    result = python_runner(code, env={"APPROXMUL_LIBRARY": str(bogus),
+                                      "PYTHONPATH": str(tmp_path / "site")})
+    assert result.returncode == 0, result.stderr
     path, message = result.stdout.split("\n", 1)
-    assert path != str(bogus)
+    assert path == str(package / "libapproxmul.so")
     assert str(bogus) in message and "failing to open" in message
+    # a package holding none: the import fails and names the bad file
+    package_copy(tmp_path / "bare", with_library=False)
+    result = python_runner(code, env={"APPROXMUL_LIBRARY": str(bogus),
+                                      "PYTHONPATH": str(tmp_path / "bare")})
+    assert result.returncode != 0
+    assert "cannot open the approxmul library" in result.stderr
+    assert str(bogus) in result.stderr
+
+
+def test_library_of_another_abi_version_is_refused(python_runner, tmp_path):
+    package = package_copy(tmp_path / "site", with_library=True)
+    cdef = package / "_cdef.py"
+    text = cdef.read_text()
+    assert text.count("ABI_VERSION = ") == 1
+    version = int(text.split("ABI_VERSION = ")[1].split()[0])
+    cdef.write_text(text.replace(f"ABI_VERSION = {version}", f"ABI_VERSION = {version + 1}"))
+    result = python_runner("import approxmul_cffi", env={"APPROXMUL_LIBRARY": "",
+                                                          "PYTHONPATH": str(tmp_path / "site")})
+    assert result.returncode != 0
+    last = result.stderr.strip().splitlines()[-1]
+    assert last == (f"approxmul_cffi.errors.LibraryNotFoundError: {package / 'libapproxmul.so'} "
+                    f"has ABI version {version}, but this approxmul_cffi was written for ABI "
+                    f"version {version + 1}")
 
 
 def test_python_m_pytest_from_the_root_imports_the_installed_package():

@@ -1,11 +1,23 @@
-"""The C requantization agrees bit for bit with the NumPy statement of it."""
+"""The C requantization and the package's NumPy statement of it agree bit for bit
+with the plain-integer reference in tests/requantize_reference.py."""
 
 import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+import requantize_reference as plain
 from approxmul_cffi import quant
+
+
+def plain_requantize(acc, bias, mantissa, shift, zero_point, qmin, qmax, *, signed=True,
+                     rounding="double"):
+    """The plain reference on NumPy arguments, returned as an array of out's dtype."""
+    def arg(v):
+        return np.asarray(v).tolist()
+    want = plain.requantize(arg(acc), arg(bias), arg(mantissa), arg(shift), zero_point, qmin,
+                            qmax, rounding)
+    return np.array(want, dtype=np.int8 if signed else np.uint8).reshape(np.shape(acc))
 
 
 @settings(max_examples=80, deadline=None)
@@ -32,9 +44,58 @@ def test_c_requantize_matches_reference(seed, rounding, signed, per_channel, acc
     zero_point = int(rng.integers(-300, 300))
     args = (acc, bias, mantissa, shift, zero_point, qmin, qmax)
     got = quant.requantize(*args, signed=signed, rounding=rounding)
-    want = quant.requantize_reference(*args, signed=signed, rounding=rounding)
+    want = plain_requantize(*args, signed=signed, rounding=rounding)
     assert got.dtype == want.dtype
     np.testing.assert_array_equal(got, want)
+    np.testing.assert_array_equal(quant.requantize_reference(*args, signed=signed,
+                                                             rounding=rounding), want)
+
+
+def test_requantize_cases_match_the_plain_reference():
+    # the cases the instruction-set battery runs: ties, saturation, factors 2^-35..2^29
+    from kernel_cases import requantize_cases
+    for name, args, kw in requantize_cases():
+        want = plain_requantize(*args, **kw)
+        np.testing.assert_array_equal(quant.requantize(*args, **kw), want, err_msg=name)
+        np.testing.assert_array_equal(quant.requantize_reference(*args, **kw), want,
+                                      err_msg=name)
+
+
+@pytest.mark.parametrize("rounding, want", [
+    # factor 2^29: mantissa 2^30, shift 30; x << 30 saturates in the double
+    # rounding (to 2^31 - 1, then * 2^30 / 2^31 -> 2^30), single rounding does not
+    ("double", [[-128, -128, 0, 127, 127]]),
+    ("single", [[-128, -128, 0, 127, 127]]),
+])
+def test_large_factor_saturates(rounding, want):
+    x = np.array([[-5, -1, 0, 1, 5]], np.int64)
+    assert quant.requantize(x, 0, 2**30, 30, 0, -128, 127, rounding=rounding).tolist() == want
+
+
+def test_int64_accumulators_at_the_ends_saturate_with_any_bias():
+    # acc + bias once wrapped in int64 (found by fuzz_requantize): -2^63 + 10
+    # plus -100 came out as the largest code
+    acc = np.array([[-2**63 + 10, 2**63 - 10, -2**63, 2**63 - 1]], np.int64)
+    bias = [-100, 100, -2**31, 2**31 - 1]
+    m, s = quant.quantize_multiplier(0.5)
+    for rounding in quant.ROUNDINGS:
+        args = (acc, bias, [m] * 4, [s] * 4, 0, -128, 127)
+        want = [[-128, 127, -128, 127]]
+        assert plain_requantize(*args, rounding=rounding).tolist() == want
+        assert quant.requantize(*args, rounding=rounding).tolist() == want
+        assert quant.requantize_reference(*args, rounding=rounding).tolist() == want
+
+
+def test_left_shift_worked_example():
+    # factor 1.5 = (3 * 2^29) * 2^(1 - 31): x = 7 -> 10.5. With a left shift
+    # the double rounding's division is by 2^0, so both round ties up
+    for x, double, single in [(7, 11, 11), (-7, -10, -10), (3, 5, 5), (-3, -4, -4)]:
+        acc = np.array([[x]], np.int64)
+        assert quant.requantize(acc, 0, 3 * 2**29, 1, 0, -128, 127).tolist() == [[double]]
+        assert quant.requantize(acc, 0, 3 * 2**29, 1, 0, -128, 127,
+                                rounding="single").tolist() == [[single]]
+        assert plain.requantize_value(x, 0, 3 * 2**29, 1, 0, -128, 127) == double
+        assert plain.requantize_value(x, 0, 3 * 2**29, 1, 0, -128, 127, "single") == single
 
 
 def test_rounding_ties_worked_example():

@@ -6,6 +6,11 @@ status 2; they never show a traceback. Building the parser and ``info`` /
 ``metrics`` need only cffi: NumPy and the other extras are imported by the
 subcommands that use them, and their absence is reported as the extra to
 install.
+
+>>> main(["metrics", "exact"])
+spec    MAE  MAE%  WCE  WCE%  WCRE%  EP%  MRE%  MSE  bias  std
+exact:bits=8,signed=0    0     0    0     0      0    0     0    0     0    0
+0
 """
 
 import argparse

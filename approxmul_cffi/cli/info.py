@@ -10,6 +10,14 @@ def add_parser(subparsers):
 
 
 def run(args):
+    """Print the build facts, one per line.
+
+    >>> from approxmul_cffi.cli import main
+    >>> main(["info"])
+    version ...
+    threads ...
+    0
+    """
     import approxmul_cffi
 
     facts = approxmul_cffi.info()

@@ -53,6 +53,14 @@ def _convention(report):
 
 
 def run(args):
+    """Print the metrics table of each spec.
+
+    >>> from approxmul_cffi.cli import main
+    >>> main(["metrics", "--csv", "drum:k=4"])
+    spec,bits,signed,mae,mae_percent,mse,wce,...
+    "drum:bits=8,signed=0,k=4",8,False,925.858276...,7425,...
+    0
+    """
     from . import load_multiplier
 
     rows, notes = [], []

@@ -47,6 +47,15 @@ def block_extremes(errors, block):
 
 
 def run(args):
+    """Draw the error map and histogram into ``--out``.
+
+    >>> from approxmul_cffi.cli import main
+    >>> main(["show", "drum:k=4", "--out", "drum.png"])
+    wrote drum.png
+    0
+    >>> open("drum.png", "rb").read(4)
+    b'\\x89PNG'
+    """
     from . import UsageError, load_multiplier
 
     try:

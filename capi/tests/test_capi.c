@@ -5,16 +5,7 @@
 #include <string.h>
 
 #include "approxmul.h"
-
-static int failures = 0;
-
-#define CHECK(cond)                                                        \
-    do {                                                                   \
-        if (!(cond)) {                                                     \
-            fprintf(stderr, "%s:%d: CHECK failed: %s\n", __FILE__, __LINE__, #cond); \
-            failures++;                                                    \
-        }                                                                  \
-    } while (0)
+#include "check.h"
 
 static void test_version(void) {
     CHECK(approxmul_abi_version() == APPROXMUL_ABI_VERSION);

@@ -5,7 +5,7 @@ Python threads run at once; handles are immutable and shareable.
 """
 
 import array
-import os
+import sys
 import threading
 import time
 
@@ -13,13 +13,6 @@ import pytest
 
 import approxmul_cffi as am
 from portable_support import Lcg, matrix
-
-
-def available_cpus():
-    try:
-        return len(os.sched_getaffinity(0))
-    except AttributeError:
-        return os.cpu_count() or 1
 
 
 def run_in_threads(count, work):
@@ -86,46 +79,48 @@ def test_sixteen_threads_conv2d_match_serial():
             assert r.tolist() == expected
 
 
-def best_time(function, repeats=5):
-    times = []
-    for _ in range(repeats):
-        start = time.perf_counter()
-        function()
-        times.append(time.perf_counter() - start)
-    return min(times)
-
-
-@pytest.mark.skipif(available_cpus() < 2, reason="needs 2 CPUs to show two calls overlapping")
 def test_gil_is_released_during_c_calls():
-    """Two Python threads on one-thread kernels finish faster than one after another."""
+    """A counter thread makes progress while the main thread is inside one long C call.
+
+    The switch interval is raised so that the interpreter never hands the GIL
+    over by itself: the counter can only run while the main thread has
+    released it, which cffi does around the call. Holding the GIL would leave
+    the counter still, however fast or loaded the machine.
+    """
     rand = Lcg(11)
     m = am.Multiplier.from_table(array.array("i", rand.values(65536, -1000, 1000)))
-    a = matrix("B", 128, 512, rand.values(128 * 512, 0, 256))
-    b = matrix("B", 512, 256, rand.values(512 * 256, 0, 256))
+    a = matrix("B", 256, 1024, rand.values(256 * 1024, 0, 256))
+    b = matrix("B", 1024, 256, rand.values(1024 * 256, 0, 256))
+    count, stop, started = [0], threading.Event(), threading.Event()
 
-    def work(_=None):
-        # tens of milliseconds, so that starting threads is noise next to it
-        # (the table kernels do one of these matmuls in well under 1 ms)
-        for _ in range(40):
-            am.matmul(a, b, m)
+    def counter():
+        started.set()
+        while not stop.is_set():
+            count[0] += 1
+            time.sleep(0.0002)  # sleeping hands the GIL back to the main thread
+
+    interval = sys.getswitchinterval()
+    am.set_num_threads(1)
+    thread = threading.Thread(target=counter)
     try:
-        # what two cores give when nothing else runs on them: approxmul's own threads
-        am.set_num_threads(2)
-        two_cores = best_time(lambda: (work(), work()))
-        am.set_num_threads(1)  # from here on, parallelism can only come from Python threads
-        serial = best_time(lambda: (work(), work()))
-        threaded = best_time(lambda: run_in_threads(2, work))
+        sys.setswitchinterval(100.0)
+        thread.start()
+        started.wait()
+        moved = []
+        for _ in range(50):  # until the OS has given the counter its share once
+            before = count[0]
+            am.matmul(a, b, m)
+            moved.append(count[0] - before)
+            if moved[-1] >= 20:
+                break
     finally:
+        sys.setswitchinterval(interval)
+        stop.set()
+        thread.join()
         am.set_num_threads(0)
-    openmp = serial / two_cores
-    if openmp < 1.4:
-        pytest.skip(f"two busy CPUs: OpenMP itself got only {openmp:.2f}x")
-    # With the GIL held the threads would serialise (about 1.0x); released,
-    # they get most of what OpenMP gets on the same cores. Half of OpenMP's
-    # gain separates the two even on a noisy shared machine.
-    speedup = serial / threaded
-    assert speedup > 1 + (openmp - 1) / 2, \
-        f"2 Python threads gave {speedup:.2f}x, OpenMP {openmp:.2f}x"
+    # the short calls around the kernel (checks, sizes) release the GIL too,
+    # for a step or two of the counter each; the kernel's call gives it many
+    assert moved[-1] >= 20, f"the counter moved {max(moved)} steps at most in {len(moved)} calls"
 
 
 def test_concurrent_create_use_destroy():

@@ -542,7 +542,10 @@ void requantize_loop(int64_t n, const Acc *__restrict acc, const int32_t *__rest
     for (int64_t i = 0; i < n; ++i) {
         const int64_t m = mantissa[i * Step];
         const int64_t e = shift[i * Step];
-        const int64_t t = rq_sat32(static_cast<int64_t>(acc[i]) + bias[i * Step]);
+        // an int64 accumulator is first clamped to +-2^32 (sat32 of the sum
+        // is unchanged, |bias| < 2^31) so that adding the bias cannot overflow
+        const int64_t t = rq_sat32(rq_min(rq_max(static_cast<int64_t>(acc[i]), -(int64_t{1} << 32)),
+                                          int64_t{1} << 32) + bias[i * Step]);
         int64_t y;
         if (Single) {
             // (t*m + 2^(k-1)) >> k as ((t*m >> (k-1)) + 1) >> 1 (the same floor):
