@@ -31,4 +31,5 @@ def test_evaluate_without_numpy_is_a_usage_error():
                             timeout=120, cwd=tempfile.gettempdir())
     assert result.returncode == 2, result.stderr
     assert result.stderr.strip().splitlines() == [
-        "approxmul evaluate: error: NumPy is not installed: pip install 'approxmul[evaluate]'"]
+        "approxmul evaluate: error: needs NumPy, which is not installed: "
+        "pip install 'approxmul[numpy]'"]
