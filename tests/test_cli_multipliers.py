@@ -8,6 +8,7 @@ import subprocess
 import sys
 import tempfile
 
+import pytest
 
 
 def approxmul(*args):
