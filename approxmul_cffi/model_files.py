@@ -41,7 +41,18 @@ def _layer_without_parameters(op, config, where):
 
 
 def read_model(path, layer_types, model_format, format_version):
-    """(input shape, [(name, layer, inputs)], output, metadata, JSON path) of a saved model."""
+    """(input shape, [(name, layer, inputs)], output, metadata, JSON path) of a saved model.
+
+    Every problem is one ModelError naming the file (and the layer):
+
+    >>> from approxmul_cffi import nn
+    >>> _ = nn.Model((2,), [("fc", nn.Linear(2, 1))]).save("m.json")
+    >>> _ = open("m.json", "a").write("x")
+    >>> nn.load("m.json")
+    Traceback (most recent call last):
+    ...
+    approxmul_cffi.errors.ModelError: model file m.json is not valid JSON (truncated?): ...
+    """
     path = os.fspath(path)
     if not path.endswith(".json") and not os.path.exists(path):
         path += ".json"

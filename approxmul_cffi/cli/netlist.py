@@ -27,6 +27,18 @@ def add_parser(subparsers):
 
 
 def run(args):
+    """Print the statistics of the netlist ``args.path``.
+
+    >>> from approxmul_cffi import Multiplier
+    >>> from approxmul_cffi.cli import main
+    >>> _ = open("m.v", "w").write(Multiplier.from_spec("exact:bits=2").to_verilog())
+    >>> main(["netlist", "m.v"])
+    module      exact_bits_2_signed_0
+    ...
+    gates       8
+    ...
+    0
+    """
     from . import UsageError
     from .. import verilog
 

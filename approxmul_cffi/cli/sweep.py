@@ -144,7 +144,12 @@ def _sweep(args):
 
 
 def run(args):
-    """Run ``approxmul sweep``; returns the exit status."""
+    """Run ``approxmul sweep``; returns the exit status (2 for a user mistake, said in one line).
+
+    >>> from approxmul_cffi.cli import main
+    >>> main(["sweep", "-m", "exact", "--costs", "missing.csv", "--store", "s.db"])
+    2
+    """
     from approxmul_cffi.errors import ApproxmulError
 
     try:

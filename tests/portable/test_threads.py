@@ -89,8 +89,9 @@ def test_gil_is_released_during_c_calls():
     """
     rand = Lcg(11)
     m = am.Multiplier.from_table(array.array("i", rand.values(65536, -1000, 1000)))
-    a = matrix("B", 256, 1024, rand.values(256 * 1024, 0, 256))
-    b = matrix("B", 1024, 256, rand.values(1024 * 256, 0, 256))
+    # ~270 M table products: several milliseconds even for the fastest kernel
+    a = matrix("B", 256, 4096, rand.values(256 * 4096, 0, 256))
+    b = matrix("B", 4096, 256, rand.values(4096 * 256, 0, 256))
     count, stop, started = [0], threading.Event(), threading.Event()
 
     def counter():
