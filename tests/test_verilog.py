@@ -400,8 +400,9 @@ def test_without_yosys_the_error_says_what_to_install(tmp_path):
             f"try:\n    am.multiplier({str(design)!r})\n"
             "except am.UnsupportedError as e:\n    print(e)\n")
     env = dict(os.environ, PATH="")
+    # cwd: a folder without the source package, which would shadow the installed one
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env,
-                         timeout=60)
+                         timeout=60, cwd=tmp_path)
     assert "operator '*'" in out.stdout and "install Yosys (Debian package yosys)" in out.stdout
 
 
