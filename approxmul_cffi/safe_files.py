@@ -32,7 +32,9 @@ def read_bounded(path, limit, what):
             if regular and info.st_size > limit:
                 raise FormatError(f"{name}: {info.st_size} bytes, larger than {what} can be "
                                   f"({limit} bytes at most)")
-            data = f.read(limit + 1)  # never more, whatever the file claims
+            # never more than the limit, whatever the file claims; a regular file's
+            # size bounds the buffer (read(n) allocates n bytes up front)
+            data = f.read(min(limit, info.st_size) + 1 if regular else limit + 1)
     except IsADirectoryError:
         raise LibraryIOError(f"{name} is a directory, not a file") from None
     except OSError as error:

@@ -5,6 +5,7 @@ hostile sender damages them.
 """
 
 import io
+import os
 import resource
 import zipfile
 
@@ -32,6 +33,11 @@ def huge_header(shape, dtype="<f4"):
 def small_address_space():
     # a regression that allocated what the header declares would fail here
     # with MemoryError instead of passing slowly
+    if os.environ.get("APPROXMUL_SANITIZED"):
+        # ASan reserves terabytes of address space for its shadow memory: no
+        # limit there (the checks under test run all the same)
+        yield
+        return
     soft, hard = resource.getrlimit(resource.RLIMIT_AS)
     resource.setrlimit(resource.RLIMIT_AS, (min(8 << 30, hard) if hard > 0 else 8 << 30, hard))
     yield
