@@ -30,7 +30,7 @@ from .errors import (
     UnsupportedError,
 )
 from .multipliers import Multiplier
-from .ops import accumulator_dtype, bmm, conv2d, linear, matmul, multiply
+from .ops import accumulator_dtype, bmm, conv2d, conv2d_output_shape, linear, matmul, multiply
 from .specs import families, load_multiplier, multiplier
 
 __version__ = _c_string(_lib.approxmul_version_string())
@@ -89,7 +89,7 @@ __all__ = [
     "AccumulatorOverflowError", "AliasingError", "ApproxmulError", "CallbackError",
     "DTypeError", "FormatError", "InternalError", "InvalidArgumentError", "LibraryIOError",
     "LibraryNotFoundError", "Multiplier", "OperandRangeError", "OutOfMemoryError",
-    "ShapeError", "UnsupportedError", "accumulator_dtype", "bmm", "conv2d", "families",
-    "get_num_threads", "info", "library_path", "linear", "load_multiplier", "matmul",
+    "ShapeError", "UnsupportedError", "accumulator_dtype", "bmm", "conv2d",
+    "conv2d_output_shape", "families", "get_num_threads", "info", "library_path", "linear", "load_multiplier", "matmul",
     "multiplier", "multiply", "set_num_threads",
 ]

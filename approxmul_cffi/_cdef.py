@@ -136,6 +136,10 @@ approxmul_status approxmul_conv2d(
     const int64_t *stride, const int64_t *padding, const int64_t *dilation, int64_t groups,
     int64_t x_zero_point, int64_t w_zero_point,
     approxmul_dtype out_dtype, void *out, const int64_t *out_shape, const int64_t *out_strides);
+approxmul_status approxmul_conv2d_output_shape(
+    const approxmul_multiplier *m, const int64_t *x_shape, const int64_t *w_shape,
+    const int64_t *stride, const int64_t *padding, const int64_t *dilation, int64_t groups,
+    int64_t x_zero_point, int64_t w_zero_point, int64_t *out_shape);
 approxmul_status approxmul_multiply(
     const approxmul_multiplier *m, int64_t rows, int64_t cols,
     approxmul_dtype a_dtype, const void *a, int64_t a_row_stride, int64_t a_col_stride,

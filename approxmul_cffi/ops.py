@@ -3,7 +3,7 @@
 from ._buffers import (DTYPE_NAMES, as_matrix, as_tensor, is_ndarray, new_tensor,
                        numpy_module)
 from ._library import check, ffi, lib
-from .errors import DTypeError, InvalidArgumentError, OperandRangeError, ShapeError
+from .errors import DTypeError, InvalidArgumentError, ShapeError
 from .multipliers import Multiplier
 
 
@@ -160,7 +160,7 @@ def bmm(a, b, multiplier, out=None, *, a_zero_point=0, b_zero_point=0):
     return result
 
 
-def _pair(value, name, minimum):
+def _pair(value, name):
     if isinstance(value, int) and not isinstance(value, bool):
         value = (value, value)
     try:
@@ -169,9 +169,36 @@ def _pair(value, name, minimum):
         raise InvalidArgumentError(f"{name}: expected an int or a pair of ints") from None
     if len(pair) != 2:
         raise InvalidArgumentError(f"{name}: expected an int or a pair of ints, got {value!r}")
-    if any(v < minimum for v in pair):
-        raise InvalidArgumentError(f"{name}: {value!r}; each must be >= {minimum}")
     return pair
+
+
+def conv2d_output_shape(x_shape, w_shape, *, stride=1, padding=0, dilation=1, groups=1,
+                        multiplier=None, x_zero_point=0, w_zero_point=0):
+    """The (N, O, OH, OW) shape :func:`conv2d` returns for these arguments.
+
+    Computed and validated by the C library with the same checks (and
+    messages) as :func:`conv2d` itself; zero points are checked only when a
+    ``multiplier`` is given, so shape inference can run before one is chosen.
+
+    >>> import approxmul_cffi as am
+    >>> am.conv2d_output_shape((8, 3, 32, 32), (16, 3, 3, 3), stride=2, padding=1)
+    (8, 16, 16, 16)
+    """
+    handle = ffi.NULL if multiplier is None else _multiplier(multiplier)
+    if isinstance(groups, bool) or not isinstance(groups, int):
+        raise InvalidArgumentError(f"groups: {groups!r}; must be an int >= 1")
+    shapes = [tuple(int(v) for v in shape) for shape in (x_shape, w_shape)]
+    for name, shape in zip(("x", "w"), shapes):
+        if len(shape) != 4:
+            raise ShapeError(f"{name}: expected 4 dimensions, got shape {shape}")
+    out = ffi.new("int64_t[4]")
+    check(lib.approxmul_conv2d_output_shape(
+        handle, ffi.new("int64_t[4]", shapes[0]), ffi.new("int64_t[4]", shapes[1]),
+        *(ffi.new("int64_t[2]", _pair(v, n)) for v, n in ((stride, "stride"),
+                                                         (padding, "padding"),
+                                                         (dilation, "dilation"))),
+        groups, x_zero_point, w_zero_point, out))
+    return tuple(out)
 
 
 def conv2d(x, w, multiplier, *, stride=1, padding=0, dilation=1, groups=1, x_zero_point=0,
@@ -194,34 +221,13 @@ def conv2d(x, w, multiplier, *, stride=1, padding=0, dilation=1, groups=1, x_zer
     """
     handle = _multiplier(multiplier)
     xt, wt = as_tensor(x, "x", 4), as_tensor(w, "w", 4)
-    stride, padding = _pair(stride, "stride", 1), _pair(padding, "padding", 0)
-    dilation = _pair(dilation, "dilation", 1)
-    if isinstance(groups, bool) or not isinstance(groups, int) or groups < 1:
-        raise InvalidArgumentError(f"groups: {groups!r}; must be an int >= 1")
-    n, c, h, width = xt.shape
-    o, cg, kh, kw = wt.shape
-    if c % groups or o % groups:
-        raise ShapeError(f"groups: {groups} does not divide the input channels ({c}) and "
-                         f"output channels ({o})")
-    if cg != c // groups:
-        raise ShapeError(f"w: {cg} input channels per group, x has {c} / {groups} = {c // groups}")
-    if kh < 1 or kw < 1:
-        raise ShapeError(f"w: kernel {kh} x {kw} is empty")
-    spatial = []
-    for axis, size, k, s, p, d in (("height", h, kh, stride[0], padding[0], dilation[0]),
-                                   ("width", width, kw, stride[1], padding[1], dilation[1])):
-        room, span = size + 2 * p, d * (k - 1) + 1
-        if room < span:
-            raise ShapeError(f"the {axis} leaves no output: padded size {room} < dilated "
-                             f"kernel span {span}")
-        spatial.append((room - span) // s + 1)
-    shape = (n, o, spatial[0], spatial[1])
-    low, high = multiplier.operand_range  # named here: the dtype query says a/b
-    for zname, zero in (("x_zero_point", x_zero_point), ("w_zero_point", w_zero_point)):
-        if not low <= zero <= high:
-            raise OperandRangeError(f"{zname}: {zero} is not a {multiplier.bits}-bit code "
-                                    f"({low}..{high})")
-    dtype = accumulator_dtype(multiplier, cg * kh * kw, x_zero_point, w_zero_point)
+    stride, padding, dilation = (_pair(stride, "stride"), _pair(padding, "padding"),
+                                 _pair(dilation, "dilation"))
+    shape = conv2d_output_shape(xt.shape, wt.shape, stride=stride, padding=padding,
+                                dilation=dilation, groups=groups, multiplier=multiplier,
+                                x_zero_point=x_zero_point, w_zero_point=w_zero_point)
+    dtype = accumulator_dtype(multiplier, wt.shape[1] * wt.shape[2] * wt.shape[3],
+                              x_zero_point, w_zero_point)
     result, ot = _out_tensor(out, shape, dtype, is_ndarray(x) or is_ndarray(w))
     arrays = [ffi.new("int64_t[4]", list(v)) for v in (xt.shape, xt.strides, wt.shape,
                                                         wt.strides, ot.shape, ot.strides)]

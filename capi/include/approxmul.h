@@ -319,6 +319,18 @@ APPROXMUL_API approxmul_status approxmul_conv2d(
     int64_t x_zero_point, int64_t w_zero_point,
     approxmul_dtype out_dtype, void *out, const int64_t *out_shape, const int64_t *out_strides);
 
+/* The output shape approxmul_conv2d needs for these arguments: writes
+ * N, O, OH, OW to out_shape[4] (the formula above). It makes the checks
+ * approxmul_conv2d makes of them (shapes, stride, padding, dilation,
+ * groups, sizes and, unless m is NULL, the zero points against m), with the
+ * same status and message, and writes nothing on error. Front ends size
+ * their outputs with it; m NULL serves shape inference before a multiplier
+ * is chosen. */
+APPROXMUL_API approxmul_status approxmul_conv2d_output_shape(
+    const approxmul_multiplier *m, const int64_t *x_shape, const int64_t *w_shape,
+    const int64_t *stride, const int64_t *padding, const int64_t *dilation, int64_t groups,
+    int64_t x_zero_point, int64_t w_zero_point, int64_t *out_shape);
+
 /* C[i,j] = mul(A[i,j], B[i,j]) over a rows x cols grid; C int32 or int64. */
 APPROXMUL_API approxmul_status approxmul_multiply(
     const approxmul_multiplier *m, int64_t rows, int64_t cols,

@@ -114,6 +114,78 @@ void bmm(const BmmProblem &p) {
                 }
 }
 
+Shape4 checked_output_shape(const Conv2dProblem &p) {
+    for (const TensorView *t : {&p.x, &p.w}) t->size();  // negative sizes, overflow
+    const char *axis[2] = {"height", "width"};
+    for (int d = 0; d < 2; ++d) {
+        if (p.stride[d] < 1)
+            fail(APPROXMUL_ERR_INVALID_ARGUMENT, "stride: %lld along %s; must be >= 1",
+                 static_cast<long long>(p.stride[d]), axis[d]);
+        if (p.dilation[d] < 1)
+            fail(APPROXMUL_ERR_INVALID_ARGUMENT, "dilation: %lld along %s; must be >= 1",
+                 static_cast<long long>(p.dilation[d]), axis[d]);
+        if (p.padding[d] < 0)
+            fail(APPROXMUL_ERR_INVALID_ARGUMENT, "padding: %lld along %s is negative",
+                 static_cast<long long>(p.padding[d]), axis[d]);
+    }
+    const int64_t groups = p.groups;
+    if (groups < 1)
+        fail(APPROXMUL_ERR_INVALID_ARGUMENT, "groups: %lld; must be >= 1",
+             static_cast<long long>(groups));
+    const int64_t C = p.x.shape[1], O = p.w.shape[0];
+    if (C % groups != 0 || O % groups != 0)
+        fail(APPROXMUL_ERR_SHAPE,
+             "groups: %lld does not divide the input channels (%lld) and output channels (%lld)",
+             static_cast<long long>(groups), static_cast<long long>(C), static_cast<long long>(O));
+    if (p.w.shape[1] != C / groups)
+        fail(APPROXMUL_ERR_SHAPE, "w: %lld input channels per group, x has %lld / %lld = %lld",
+             static_cast<long long>(p.w.shape[1]), static_cast<long long>(C),
+             static_cast<long long>(groups), static_cast<long long>(C / groups));
+    if (p.w.shape[2] < 1 || p.w.shape[3] < 1)
+        fail(APPROXMUL_ERR_SHAPE, "w: kernel %lld x %lld is empty",
+             static_cast<long long>(p.w.shape[2]), static_cast<long long>(p.w.shape[3]));
+    Shape4 shape = {p.x.shape[0], O, 0, 0};
+    for (int d = 0; d < 2; ++d) {
+        const int64_t size = p.x.shape[2 + d], kernel = p.w.shape[2 + d];
+        const int64_t span = checked_add(
+            checked_mul(p.dilation[d], kernel - 1, "dilation*(kernel-1)"), 1, "kernel span");
+        const int64_t room =
+            checked_add(size, checked_mul(2, p.padding[d], "2*padding"), "padded size");
+        if (room < span)
+            fail(APPROXMUL_ERR_SHAPE,
+                 "the %s leaves no output: padded size %lld < dilated kernel span %lld", axis[d],
+                 static_cast<long long>(room), static_cast<long long>(span));
+        shape[2 + d] = (room - span) / p.stride[d] + 1;
+    }
+    const int64_t inner =
+        checked_mul(p.w.shape[1], checked_mul(p.w.shape[2], p.w.shape[3], "w"), "w");
+    check_sizes(checked_mul(shape[0], checked_mul(shape[2], shape[3], "out"), "out"), O, inner);
+    if (p.multiplier != nullptr) {  // nullptr: shape inference only
+        check_zero_point(p.x_zero_point, "x_zero_point", *p.multiplier);
+        check_zero_point(p.w_zero_point, "w_zero_point", *p.multiplier);
+    }
+    return shape;
+}
+
+void check(const Conv2dProblem &p) {
+    p.out.size();  // negative sizes, overflow
+    const Shape4 expected = checked_output_shape(p);
+    const int64_t *got = p.out.shape;
+    if (!std::equal(expected.begin(), expected.end(), got))
+        fail(APPROXMUL_ERR_SHAPE,
+             "out_shape: (%lld, %lld, %lld, %lld), the convolution gives (%lld, %lld, %lld, %lld)",
+             static_cast<long long>(got[0]), static_cast<long long>(got[1]),
+             static_cast<long long>(got[2]), static_cast<long long>(got[3]),
+             static_cast<long long>(expected[0]), static_cast<long long>(expected[1]),
+             static_cast<long long>(expected[2]), static_cast<long long>(expected[3]));
+    const Multiplier &m = *p.multiplier;
+    check_tensor_operand(p.x, m);
+    check_tensor_operand(p.w, m);
+    check_output_type(p.out.name, p.out.dtype, m, p.w.shape[1] * p.w.shape[2] * p.w.shape[3],
+                      p.x_zero_point, p.w_zero_point);
+    check_tensor_output(p.out, p.x, p.w);
+}
+
 void conv2d(const Conv2dProblem &p) {
     const Multiplier &m = *p.multiplier;
     const int64_t N = p.x.shape[0], C = p.x.shape[1], H = p.x.shape[2], W = p.x.shape[3];
