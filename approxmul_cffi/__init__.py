@@ -32,6 +32,7 @@ from .errors import (
 from .multipliers import Multiplier
 from .ops import accumulator_dtype, bmm, conv2d, conv2d_output_shape, linear, matmul, multiply
 from .specs import families, load_multiplier, multiplier
+from . import threads  # noqa: F401  (registers approxmul with threadpoolctl)
 
 __version__ = _c_string(_lib.approxmul_version_string())
 
@@ -90,6 +91,6 @@ __all__ = [
     "DTypeError", "FormatError", "InternalError", "InvalidArgumentError", "LibraryIOError",
     "LibraryNotFoundError", "Multiplier", "OperandRangeError", "OutOfMemoryError",
     "ShapeError", "UnsupportedError", "accumulator_dtype", "bmm", "conv2d",
-    "conv2d_output_shape", "families", "get_num_threads", "info", "library_path", "linear", "load_multiplier", "matmul",
-    "multiplier", "multiply", "set_num_threads",
+    "conv2d_output_shape", "families", "get_num_threads", "info", "library_path", "linear",
+    "load_multiplier", "matmul", "multiplier", "multiply", "set_num_threads",
 ]

@@ -11,6 +11,13 @@ ratio to NumPy float32 matmul and optionally writes JSON.
     APPROXMUL_LIBRARY=$PWD/build/capi/libapproxmul.so PYTHONPATH=$PWD python3 benchmarks/bench_gemm.py
     python3 benchmarks/bench_gemm.py --quick          # tiny shapes, seconds
 
+    python3 benchmarks/bench_gemm.py --interleaved    # thread-pool contention only
+
+--interleaved times each engine right after another engine's call (its
+idle threads may still spin) against the same call after a pause, and the
+remedy of approxmul_cffi.threads.exclusive(); it prints speed ratios
+(interleaved / isolated, medians of --samples), see docs/benchmarks.md.
+
 For stable figures run it on an idle machine; every figure is the best of
 --repeat runs. OPENBLAS_CORETYPE forces a BLAS kernel: unset it (and
 OPENBLAS_L2_SIZE) to measure what users get; the kernel in use is reported
@@ -174,6 +181,97 @@ def run(shapes, threads, repeat, table_ref_bytes):
     return results
 
 
+# ------------------------------------------------- interleaved vs isolated
+
+def median_time(target, before, samples, pause=0.2):
+    """Median seconds of one target() call made right after before(), each after a pause."""
+    times = []
+    for _ in range(samples):
+        time.sleep(pause)  # every pool parks: the only spinning is what before() leaves
+        before()
+        start = time.perf_counter()
+        target()
+        times.append(time.perf_counter() - start)
+    return sorted(times)[len(times) // 2]
+
+
+def interleaved(threads, samples):
+    """Rows (target, situation, ms, speed ratio to isolated) of thread-pool contention."""
+    from approxmul_cffi import threads as am_threads
+
+    rng = np.random.default_rng(0)
+    table = am.Multiplier.from_table(rng.integers(0, 65536, (256, 256)))
+    a = rng.integers(0, 256, (64, 576)).astype(np.uint8)
+    b = rng.integers(0, 256, (576, 3136)).astype(np.uint8)
+    out = np.empty((64, 3136), np.int64)
+    f = rng.standard_normal((512, 512)).astype(np.float32)
+    x = rng.integers(0, 256, (8, 16, 28, 28)).astype(np.uint8)
+    w = rng.integers(0, 256, (16, 16, 3, 3)).astype(np.uint8)
+
+    def approx():
+        am.matmul(a, b, table, out=out)
+
+    def approx_conv():
+        am.conv2d(x, w, table, padding=1)
+
+    def nothing():
+        pass
+
+    def blas():
+        f @ f
+
+    am.set_num_threads(threads)
+    cases = [("approxmul table matmul 64x576x3136", approx, [
+        ("isolated", nothing, None),
+        ("after numpy f32 matmul 512", blas, None),
+        ("after numpy f32 matmul, in threads.exclusive()", blas, "exclusive"),
+    ]), ("numpy f32 matmul 512", blas, [
+        ("isolated", nothing, None),
+        ("after approxmul table matmul", approx, None),
+    ])]
+    try:
+        import torch
+    except ImportError:
+        torch = None
+    if torch is not None:
+        torch.set_num_threads(threads)
+        tx, tw = torch.randn(8, 16, 28, 28), torch.randn(16, 16, 3, 3)
+
+        def torch_conv():
+            torch.nn.functional.conv2d(tx, tw, padding=1)
+
+        cases += [("approxmul table conv2d 8x16x28x28", approx_conv, [
+            ("isolated", nothing, None),
+            ("after torch conv2d (a torch model)", torch_conv, None),
+            ("after numpy f32 matmul", blas, None),
+            ("after numpy f32 matmul, in threads.exclusive()", blas, "exclusive"),
+        ]), ("torch conv2d 8x16x28x28", torch_conv, [
+            ("isolated", nothing, None),
+            ("after approxmul table conv2d", approx_conv, None),
+        ])]
+    rows = []
+    for target_name, target, situations in cases:
+        target()  # warm up
+        base = None
+        for situation, before, mode in situations:
+            if mode == "exclusive":
+                with am_threads.exclusive(threads):
+                    blas_inside = before  # numpy inside runs on one BLAS thread
+                    seconds = median_time(target, blas_inside, samples)
+            else:
+                seconds = median_time(target, before, samples)
+            base = base or seconds
+            rows.append({"target": target_name, "situation": situation,
+                         "ms": round(seconds * 1e3, 3), "speed_vs_isolated": round(base / seconds, 3)})
+    return rows
+
+
+def print_interleaved(rows):
+    print(f"{'timed call':<36} {'situation':<50} {'ms':>8} {'speed':>6}")
+    for r in rows:
+        print(f"{r['target']:<36} {r['situation']:<50} {r['ms']:>8.2f} {r['speed_vs_isolated']:>6.2f}")
+
+
 def print_table(results):
     print(f"{'shape':<20} {'what':<62} {'G/s':>9} {'x f32':>7}")
     for r in results:
@@ -187,7 +285,20 @@ def main(argv=None):
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--repeat", type=int, default=5, help="timings per figure (best kept)")
     parser.add_argument("--json", help="write the results here")
+    parser.add_argument("--interleaved", action="store_true",
+                        help="only thread-pool contention: interleaved vs isolated calls")
+    parser.add_argument("--samples", type=int, default=15,
+                        help="timings per interleaved figure (median kept)")
     args = parser.parse_args(argv)
+    if args.interleaved:
+        rows = interleaved(args.threads, 3 if args.quick else args.samples)
+        print(f"# {_cpu_model()}, {args.threads} threads per pool, medians of "
+              f"{3 if args.quick else args.samples}; speed = isolated time / this time")
+        print_interleaved(rows)
+        if args.json:
+            with open(args.json, "w") as f:
+                json.dump({"interleaved": rows, "blas": blas_info()}, f, indent=1)
+        return 0
     shapes = QUICK_SHAPES if args.quick else SHAPES
     repeat = 1 if args.quick else args.repeat
     limiter = limit_blas(args.threads)

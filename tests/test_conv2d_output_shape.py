@@ -9,8 +9,6 @@ from hypothesis import strategies as st
 import approxmul_cffi as am
 from approxmul_cffi._library import ffi, lib
 
-torch = pytest.importorskip("torch")  # CI installs it (docs/testing.md)
-
 
 def c_output_shape(x_shape, w_shape, stride, padding, dilation, groups, multiplier=None,
                    zx=0, zw=0):
@@ -44,7 +42,7 @@ def c_conv2d_status(x_shape, w_shape, stride, padding, dilation, groups, multipl
     return status, ffi.string(lib.approxmul_last_error()).decode()
 
 
-def torch_shape(x_shape, w_shape, stride, padding, dilation, groups):
+def torch_shape(torch, x_shape, w_shape, stride, padding, dilation, groups):
     """PyTorch's conv2d output shape (meta tensors: no data), or None where it refuses."""
     x = torch.empty(x_shape, device="meta")
     w = torch.empty(w_shape, device="meta")
@@ -62,13 +60,18 @@ geometry = dict(n=st.integers(1, 3), groups=st.integers(1, 3), cg=st.integers(1,
                 dh=st.integers(1, 3), dw=st.integers(1, 3))
 
 
+@pytest.fixture(scope="module")
+def torch():
+    return pytest.importorskip("torch")  # CI installs it (docs/testing.md)
+
+
 @settings(max_examples=300, deadline=None)
 @given(**geometry)
-def test_shape_equals_torch(n, groups, cg, og, h, w, kh, kw, sh, sw, ph, pw, dh, dw):
+def test_shape_equals_torch(torch, n, groups, cg, og, h, w, kh, kw, sh, sw, ph, pw, dh, dw):
     x_shape, w_shape = (n, groups * cg, h, w), (groups * og, cg, kh, kw)
     stride, padding, dilation = (sh, sw), (ph, pw), (dh, dw)
     status, shape, message = c_output_shape(x_shape, w_shape, stride, padding, dilation, groups)
-    want = torch_shape(x_shape, w_shape, stride, padding, dilation, groups)
+    want = torch_shape(torch, x_shape, w_shape, stride, padding, dilation, groups)
     if want is None:  # torch: kernel larger than the padded input
         assert status == lib.APPROXMUL_ERR_SHAPE and "leaves no output" in message
     else:

@@ -79,6 +79,10 @@ APPROXMUL_API int approxmul_abi_version(void);
  * available core. This never changes the caller's OpenMP settings. */
 APPROXMUL_API approxmul_status approxmul_set_num_threads(int num_threads);
 APPROXMUL_API int approxmul_get_num_threads(void);
+/* The value last passed to approxmul_set_num_threads (0 if none), where
+ * approxmul_get_num_threads gives the count it means: a caller that changes
+ * the count for a while restores this one exactly. */
+APPROXMUL_API int approxmul_get_num_threads_setting(void);
 
 /* ------------------------------------------------------------------ info */
 

@@ -100,6 +100,8 @@ approxmul_status approxmul_set_num_threads(int num_threads) {
 
 int approxmul_get_num_threads(void) { return num_threads(); }
 
+int approxmul_get_num_threads_setting(void) { return num_threads_setting(); }
+
 const char *approxmul_build_info(void) {
     static const std::string info = std::string("version=") + APPROXMUL_VERSION +
                                     "\nabi=" + std::to_string(APPROXMUL_ABI_VERSION) +

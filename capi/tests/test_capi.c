@@ -39,6 +39,12 @@ static void test_errors(void) {
     CHECK(approxmul_multiplier_from_table(table, 16, 9, 0, &m) == APPROXMUL_ERR_INVALID_ARGUMENT);
     CHECK(approxmul_multiplier_bits(NULL, &bits) == APPROXMUL_ERR_NULL_POINTER);
     CHECK(approxmul_set_num_threads(-1) == APPROXMUL_ERR_INVALID_ARGUMENT);
+    /* the setting, as given, next to the count it means */
+    CHECK(approxmul_get_num_threads_setting() == 0);
+    CHECK(approxmul_set_num_threads(3) == APPROXMUL_OK);
+    CHECK(approxmul_get_num_threads_setting() == 3 && approxmul_get_num_threads() == 3);
+    CHECK(approxmul_set_num_threads(0) == APPROXMUL_OK);
+    CHECK(approxmul_get_num_threads_setting() == 0 && approxmul_get_num_threads() >= 1);
     CHECK(m == NULL);
     approxmul_multiplier_destroy(NULL); /* accepted */
     /* a success clears the thread's message */

@@ -14,6 +14,8 @@ std::atomic<int> requested_threads{0};
 
 void set_num_threads(int num_threads) { requested_threads.store(num_threads); }
 
+int num_threads_setting() { return requested_threads.load(); }
+
 int num_threads() {
 #ifdef APPROXMUL_OPENMP
     int requested = requested_threads.load();
