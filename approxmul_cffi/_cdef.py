@@ -27,6 +27,7 @@ int approxmul_abi_version(void);
 approxmul_status approxmul_set_num_threads(int num_threads);
 int approxmul_get_num_threads(void);
 int approxmul_get_num_threads_setting(void);
+approxmul_status approxmul_release_threads(void);
 const char *approxmul_build_info(void);
 typedef enum approxmul_dtype {
     APPROXMUL_INT8 = 1,

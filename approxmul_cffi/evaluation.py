@@ -18,6 +18,7 @@ Example:
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import dataclasses
 import io
@@ -30,6 +31,7 @@ from collections.abc import Mapping
 import numpy as np
 
 from . import nn
+from . import threads as pools
 
 __all__ = ["DEFAULT_MULTIPLIERS", "EvalResult", "EvalRow", "bundled_model", "evaluate",
            "pareto_front", "plot_accuracy",
@@ -289,15 +291,16 @@ def evaluate(model, data, multipliers=None, *, layers=None, limit=None, threads=
 
     n_batches = -(-len(x) // batch_size)
     bar = _Progress(progress, n_batches * len(plan))
-    old_threads = am.get_num_threads() if threads else None
-    if threads:
-        am.set_num_threads(threads)
+    quiet = contextlib.ExitStack()  # the integer rows' thread setup, undone in finally
     result = EvalResult()
     try:
         start = time.perf_counter()
         float_top1 = float((float_model.predict(x) == y).mean() * 100)
         result.append(EvalRow("float", "all", None, None, float_top1, None,
                               len(x) / (time.perf_counter() - start), "float"))
+        # integer rows: `threads` for approxmul, NumPy's BLAS on one thread, and
+        # the float row's BLAS threads parked first (docs/benchmarks.md)
+        quiet.enter_context(pools.exclusive(threads or None))
         exact_top1 = {}
         for label, m, layer_ms, kind in plan:
             assignment = qmodel.assign(m, layer_ms)
@@ -306,6 +309,7 @@ def evaluate(model, data, multipliers=None, *, layers=None, limit=None, threads=
             # BLAS threads the float row left spinning settle; images/s then
             # measures the multiplier, not what ran before it.
             qmodel.run_codes(x[:batch_size], assignment)
+            pools.settle()
             start = time.perf_counter()
             correct = 0
             for i in range(0, len(x), batch_size):
@@ -325,8 +329,7 @@ def evaluate(model, data, multipliers=None, *, layers=None, limit=None, threads=
                                   top1 - exact_top1[signed], speed, kind))
     finally:
         bar.close()
-        if old_threads is not None:
-            am.set_num_threads(old_threads)
+        quiet.close()
     return result
 
 

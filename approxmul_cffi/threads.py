@@ -23,6 +23,10 @@ API:
 - :func:`settle` -- wait until the process's other threads stop burning
   CPU (idle pools parked), at most ``timeout`` seconds. Call it before
   timing a kernel.
+- :func:`release` -- end approxmul's OpenMP team now (its idle threads
+  exit instead of spinning beside the code that runs next); the next call
+  starts it again. For front ends whose approxmul calls are followed by
+  other multi-threaded work.
 - :func:`pool_info` -- every thread pool in the process as threadpoolctl
   reports it, approxmul included (``user_api == "approxmul"``).
 - :class:`ApproxmulController` -- approxmul's threadpoolctl controller. It
@@ -56,7 +60,7 @@ import time
 
 from ._library import LIBRARY_FILE, check, lib
 
-__all__ = ["ApproxmulController", "exclusive", "pool_info", "settle"]
+__all__ = ["ApproxmulController", "exclusive", "pool_info", "release", "settle"]
 
 
 # ------------------------------------------------------------------ settle
@@ -106,6 +110,22 @@ def settle(timeout=0.25, window=0.005, busy=0.05):
         if time.perf_counter() - start >= timeout:
             return False
         before = now
+
+
+def release():
+    """End approxmul's OpenMP team on this thread now; the next kernel call starts it again.
+
+    Its idle threads then exit instead of spinning (about a millisecond in
+    libgomp) beside what runs next. A PyTorch sharing approxmul's libgomp
+    restarts its threads at its next parallel operation too.
+
+    >>> import numpy as np, approxmul_cffi as am
+    >>> from approxmul_cffi import threads
+    >>> threads.release()
+    >>> am.matmul(np.ones((1, 2), np.uint8), np.ones((2, 1), np.uint8), am.Multiplier.exact(8)).tolist()
+    [[2]]
+    """
+    check(lib.approxmul_release_threads())
 
 
 # ------------------------------------------------------------ threadpoolctl

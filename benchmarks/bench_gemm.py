@@ -25,6 +25,7 @@ when threadpoolctl is installed.
 """
 
 import argparse
+import contextlib
 import ctypes
 import json
 import os
@@ -195,6 +196,22 @@ def median_time(target, before, samples, pause=0.2):
     return sorted(times)[len(times) // 2]
 
 
+def spin_after(call, samples, pause=0.2, window=0.05):
+    """Median CPU ms the process's other threads burn in the `window` s after call() (Linux)."""
+    from approxmul_cffi import threads as am_threads
+
+    burnt = []
+    for _ in range(samples):
+        time.sleep(pause)
+        call()
+        before = am_threads._other_threads_cpu_ns()
+        if before is None:
+            return None
+        time.sleep(window)  # this thread sleeps: what runs now is idle pools spinning
+        burnt.append((am_threads._other_threads_cpu_ns() - before) / 1e6)
+    return sorted(burnt)[len(burnt) // 2]
+
+
 def interleaved(threads, samples):
     """Rows (target, situation, ms, speed ratio to isolated) of thread-pool contention."""
     from approxmul_cffi import threads as am_threads
@@ -249,7 +266,19 @@ def interleaved(threads, samples):
             ("isolated", nothing, None),
             ("after approxmul table conv2d", approx_conv, None),
         ])]
+    spin_calls = [("numpy f32 matmul 512 (OpenBLAS)", blas, None),
+                  ("numpy f32 matmul 512, in threads.exclusive()", blas, "exclusive"),
+                  ("approxmul table matmul (approxmul's OpenMP team)", approx, None),
+                  ("approxmul table matmul, then threads.release()",
+                   lambda: (approx(), am_threads.release()), None)]
+    if torch is not None:
+        spin_calls.append(("torch conv2d (torch's pool)", torch_conv, None))
     rows = []
+    for name, call, mode in spin_calls:
+        with am_threads.exclusive(threads) if mode else contextlib.nullcontext():
+            burnt = spin_after(call, samples)
+        rows.append({"target": "idle threads' CPU ms in the 50 ms after", "situation": name,
+                     "ms": burnt, "speed_vs_isolated": None})
     for target_name, target, situations in cases:
         target()  # warm up
         base = None
@@ -267,9 +296,11 @@ def interleaved(threads, samples):
 
 
 def print_interleaved(rows):
-    print(f"{'timed call':<36} {'situation':<50} {'ms':>8} {'speed':>6}")
+    print(f"{'timed call (or spin)':<36} {'situation':<50} {'ms':>8} {'speed':>6}")
     for r in rows:
-        print(f"{r['target']:<36} {r['situation']:<50} {r['ms']:>8.2f} {r['speed_vs_isolated']:>6.2f}")
+        speed = "" if r["speed_vs_isolated"] is None else f"{r['speed_vs_isolated']:>6.2f}"
+        ms = "n/a" if r["ms"] is None else f"{r['ms']:.2f}"
+        print(f"{r['target']:<36} {r['situation']:<50} {ms:>8} {speed:>6}")
 
 
 def print_table(results):

@@ -154,3 +154,35 @@ def test_settle_waits_for_a_busy_thread_then_gives_up():
         stop.set()
         worker.join()
     assert threads.settle(timeout=5.0, window=0.05) is True
+
+
+RELEASE = """
+    import json, os, numpy as np, approxmul_cffi as am
+    from approxmul_cffi import threads
+
+    def tasks():
+        return set(os.listdir("/proc/self/task"))
+
+    rng = np.random.default_rng(1)
+    m = am.Multiplier.exact(8)
+    a = rng.integers(0, 256, (64, 576)).astype(np.uint8)
+    b = rng.integers(0, 256, (576, 1024)).astype(np.uint8)
+    want = a.astype(np.int64) @ b.astype(np.int64)  # NumPy's integer matmul: no BLAS threads
+    am.set_num_threads(2)
+    before = tasks()
+    first = am.matmul(a, b, m)
+    team = tasks() - before
+    threads.release()
+    left = team & tasks()
+    second = am.matmul(a, b, m)
+    restarted = tasks() - before
+    print(json.dumps({"team": len(team), "left": len(left), "restarted": len(restarted),
+                      "same": bool((first == want).all() and (second == want).all())}))
+"""
+
+
+def test_release_ends_the_team_and_the_next_call_restarts_it(python_runner):
+    if not am.info().get("openmp") == "yes":
+        pytest.skip("a build without OpenMP has no team to end")
+    facts = run_json(python_runner, RELEASE)
+    assert facts == {"team": 1, "left": 0, "restarted": 1, "same": True}

@@ -84,6 +84,18 @@ APPROXMUL_API int approxmul_get_num_threads(void);
  * the count for a while restores this one exactly. */
 APPROXMUL_API int approxmul_get_num_threads_setting(void);
 
+/* Ends the OpenMP team of approxmul's calls on the calling thread now: its
+ * idle threads exit instead of waiting for the next parallel region (the
+ * runtime spins first, then sleeps), so they take no CPU from what runs
+ * next on other thread pools (NumPy's BLAS, PyTorch). The next parallel
+ * call starts them again (tens of microseconds). The team belongs to the
+ * OpenMP runtime: a library using the same runtime on this thread (a
+ * PyTorch linking the same libgomp) gets its threads started again too.
+ * Nothing to end is no error; APPROXMUL_ERR_UNSUPPORTED inside a parallel
+ * region or where the OpenMP runtime cannot pause (no OpenMP: nothing to
+ * do, APPROXMUL_OK). */
+APPROXMUL_API approxmul_status approxmul_release_threads(void);
+
 /* ------------------------------------------------------------------ info */
 
 /* A static description of the build and of the kernels chosen for this CPU,

@@ -102,6 +102,8 @@ int approxmul_get_num_threads(void) { return num_threads(); }
 
 int approxmul_get_num_threads_setting(void) { return num_threads_setting(); }
 
+approxmul_status approxmul_release_threads(void) { return guarded([] { release_threads(); }); }
+
 const char *approxmul_build_info(void) {
     static const std::string info = std::string("version=") + APPROXMUL_VERSION +
                                     "\nabi=" + std::to_string(APPROXMUL_ABI_VERSION) +

@@ -45,6 +45,9 @@ static void test_errors(void) {
     CHECK(approxmul_get_num_threads_setting() == 3 && approxmul_get_num_threads() == 3);
     CHECK(approxmul_set_num_threads(0) == APPROXMUL_OK);
     CHECK(approxmul_get_num_threads_setting() == 0 && approxmul_get_num_threads() >= 1);
+    /* nothing to release yet is no error (tests/test_threads.py checks the threads end) */
+    CHECK(approxmul_release_threads() == APPROXMUL_OK);
+    CHECK(approxmul_release_threads() == APPROXMUL_OK);
     CHECK(m == NULL);
     approxmul_multiplier_destroy(NULL); /* accepted */
     /* a success clears the thread's message */

@@ -8,5 +8,6 @@ namespace approxmul {
 void set_num_threads(int num_threads);  // 0: one per available core
 int num_threads();                      // the count a parallel region should use
 int num_threads_setting();              // the last set_num_threads value (0: none)
+void release_threads();                 // ends the calling thread's team; throws Error
 
 }  // namespace approxmul
