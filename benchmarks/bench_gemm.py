@@ -237,15 +237,16 @@ def interleaved(threads, samples):
     def blas():
         f @ f
 
+    def after_blas(first=()):
+        """Situations of an approxmul call: isolated, `first`, after NumPy BLAS bare / inside exclusive()."""
+        return [("isolated", nothing, None), *first,
+                ("after numpy f32 matmul 512", blas, None),
+                ("after numpy f32 matmul 512, in threads.exclusive()", blas, "exclusive")]
+
     am.set_num_threads(threads)
-    cases = [("approxmul table matmul 64x576x3136", approx, [
-        ("isolated", nothing, None),
-        ("after numpy f32 matmul 512", blas, None),
-        ("after numpy f32 matmul, in threads.exclusive()", blas, "exclusive"),
-    ]), ("numpy f32 matmul 512", blas, [
-        ("isolated", nothing, None),
-        ("after approxmul table matmul", approx, None),
-    ])]
+    cases = [("approxmul table matmul 64x576x3136", approx, after_blas()),
+             ("numpy f32 matmul 512", blas, [("isolated", nothing, None),
+                                             ("after approxmul table matmul", approx, None)])]
     try:
         import torch
     except ImportError:
@@ -257,15 +258,11 @@ def interleaved(threads, samples):
         def torch_conv():
             torch.nn.functional.conv2d(tx, tw, padding=1)
 
-        cases += [("approxmul table conv2d 8x16x28x28", approx_conv, [
-            ("isolated", nothing, None),
-            ("after torch conv2d (a torch model)", torch_conv, None),
-            ("after numpy f32 matmul", blas, None),
-            ("after numpy f32 matmul, in threads.exclusive()", blas, "exclusive"),
-        ]), ("torch conv2d 8x16x28x28", torch_conv, [
-            ("isolated", nothing, None),
-            ("after approxmul table conv2d", approx_conv, None),
-        ])]
+        cases += [("approxmul table conv2d 8x16x28x28", approx_conv,
+                   after_blas([("after torch conv2d (a torch model)", torch_conv, None)])),
+                  ("torch conv2d 8x16x28x28", torch_conv, [
+                      ("isolated", nothing, None),
+                      ("after approxmul table conv2d", approx_conv, None)])]
     spin_calls = [("numpy f32 matmul 512 (OpenBLAS)", blas, None),
                   ("numpy f32 matmul 512, in threads.exclusive()", blas, "exclusive"),
                   ("approxmul table matmul (approxmul's OpenMP team)", approx, None),
@@ -283,11 +280,8 @@ def interleaved(threads, samples):
         target()  # warm up
         base = None
         for situation, before, mode in situations:
-            if mode == "exclusive":
-                with am_threads.exclusive(threads):
-                    blas_inside = before  # numpy inside runs on one BLAS thread
-                    seconds = median_time(target, blas_inside, samples)
-            else:
+            # inside exclusive(), NumPy's BLAS runs on one thread: no workers to spin
+            with am_threads.exclusive(threads) if mode else contextlib.nullcontext():
                 seconds = median_time(target, before, samples)
             base = base or seconds
             rows.append({"target": target_name, "situation": situation,
