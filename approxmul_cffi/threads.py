@@ -2,13 +2,14 @@
 
 Why this exists (measured; figures in docs/benchmarks.md): after every
 multi-threaded BLAS call, OpenBLAS keeps its idle worker threads spinning
-(a ``sched_yield`` loop) for tens of milliseconds, up to 2^28 CPU cycles
-(``OPENBLAS_THREAD_TIMEOUT``). An approxmul kernel started in that window
-shares the cores with them and runs several times slower, and a timing taken
-then says more about the BLAS call before it than about the kernel.
-approxmul's own OpenMP team parks within about a millisecond (libgomp's
-default spin), and a PyTorch that links ``libgomp.so.1`` shares that very
-team, so between torch operations and approxmul kernels nothing spins.
+for tens of milliseconds, up to 2^28 CPU cycles (``OPENBLAS_THREAD_TIMEOUT=4``
+set before NumPy loads shortens that to 2^4). An approxmul kernel started in
+that window shares the cores with them and runs two to four times slower,
+and a timing taken then says more about the BLAS call before it than about
+the kernel. approxmul's own OpenMP team spins for a millisecond or two of
+CPU, then sleeps (libgomp's default), and a PyTorch that links
+``libgomp.so.1`` shares that very team, so torch operations and approxmul
+kernels do not compete.
 
 API:
 
@@ -87,8 +88,9 @@ def _other_threads_cpu_ns():
 def settle(timeout=0.25, window=0.005, busy=0.05):
     """Wait until the other threads of this process are idle; True once they are.
 
-    Idle: over one ``window`` (seconds) they used less than ``busy`` of one
-    core, as spinning pools that have parked do. Gives up after ``timeout``
+    Idle: over two successive ``window`` s they used less than ``busy`` of
+    one core each time, as pools that have parked do (two, so that a
+    spinning thread the scheduler left out of one window still counts). Gives up after ``timeout``
     seconds (threads doing real work never settle) and returns False. Off
     Linux, where per-thread CPU time is not read, it sleeps ``timeout``
     (long enough for OpenBLAS's default spin) and returns True.
@@ -102,10 +104,12 @@ def settle(timeout=0.25, window=0.005, busy=0.05):
     if before is None:
         time.sleep(timeout)
         return True
+    quiet = 0
     while True:
         time.sleep(window)
         now = _other_threads_cpu_ns()
-        if now - before < busy * window * 1e9:
+        quiet = quiet + 1 if now - before < busy * window * 1e9 else 0
+        if quiet == 2:
             return True
         if time.perf_counter() - start >= timeout:
             return False
