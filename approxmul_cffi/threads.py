@@ -144,11 +144,21 @@ def _controller_class(threadpoolctl):
         check_symbols = ("approxmul_get_num_threads", "approxmul_set_num_threads",
                          "approxmul_version_string")
 
+        # threadpoolctl restores a limit with set_num_threads(the count it
+        # read): where that count was approxmul's default (setting 0, which
+        # follows OpenMP's count), the default comes back, not a fixed count
+        _default_count = None
+
         def get_num_threads(self):
-            return self.dynlib.approxmul_get_num_threads()
+            count = self.dynlib.approxmul_get_num_threads()
+            follows = self.dynlib.approxmul_get_num_threads_setting() == 0
+            self._default_count = count if follows else None
+            return count
 
         def set_num_threads(self, num_threads):
-            return self.dynlib.approxmul_set_num_threads(int(num_threads))
+            num_threads = int(num_threads)
+            setting = 0 if num_threads == self._default_count else num_threads
+            return self.dynlib.approxmul_set_num_threads(setting)
 
         def get_version(self):
             import ctypes

@@ -33,6 +33,17 @@ def test_threadpool_info_lists_approxmul_whatever_the_import_order(python_runner
     assert mine[0]["filepath"].endswith(".so") and mine[0]["version"] == am.__version__
 
 
+def test_threadpool_limits_restores_the_default_that_follows_openmp():
+    am.set_num_threads(0)
+    default = am.get_num_threads()
+    with threadpoolctl.threadpool_limits(limits={"approxmul": default + 1}):
+        assert am.get_num_threads() == default + 1
+    assert am._lib.approxmul_get_num_threads_setting() == 0  # not a fixed count
+    with threadpoolctl.threadpool_limits(1):
+        assert am.get_num_threads() == 1
+    assert am._lib.approxmul_get_num_threads_setting() == 0
+
+
 def test_threadpool_limits_limits_and_restores_approxmul():
     am.set_num_threads(3)
     try:
