@@ -233,8 +233,8 @@ def exclusive(threads=None, *, limit=("blas",), settle_first=True):
     ``limit``: threadpoolctl user APIs limited to one thread inside
     (``"blas"``, ``"openmp"``; ``()`` for none). ``settle_first``: first
     wait for the spinning that work before the block left (:func:`settle`).
-    The previous settings are restored exactly on exit. Without threadpoolctl the limits
-    are skipped. Yields approxmul's thread count.
+    The previous settings are restored exactly on exit. Without
+    threadpoolctl the limits are skipped. Yields approxmul's thread count.
 
     >>> import approxmul_cffi as am
     >>> from approxmul_cffi import threads
@@ -248,8 +248,7 @@ def exclusive(threads=None, *, limit=("blas",), settle_first=True):
     previous = lib.approxmul_get_num_threads_setting()  # 0: follow OpenMP's count
     count = lib.approxmul_get_num_threads() if threads is None else int(threads)
     with contextlib.ExitStack() as stack:
-        # restored last: threadpoolctl's exit resets every pool it saw,
-        # approxmul's to a fixed count
+        # runs last, after threadpoolctl's exit has reset every pool it saw
         stack.callback(lambda: check(lib.approxmul_set_num_threads(previous)))
         if limit:
             try:
