@@ -187,8 +187,10 @@ RELEASE = """
     left = team & tasks()
     second = am.matmul(a, b, m)
     restarted = tasks() - before
+    libgomp = any("libgomp" in line for line in open("/proc/self/maps"))
     print(json.dumps({"team": len(team), "left": len(left), "restarted": len(restarted),
-                      "same": bool((first == want).all() and (second == want).all())}))
+                      "same": bool((first == want).all() and (second == want).all()),
+                      "libgomp": libgomp}))
 """
 
 
@@ -196,4 +198,6 @@ def test_release_ends_the_team_and_the_next_call_restarts_it(python_runner):
     if not am.info().get("openmp") == "yes":
         pytest.skip("a build without OpenMP has no team to end")
     facts = run_json(python_runner, RELEASE)
+    if not facts.pop("libgomp"):  # LLVM's libomp keeps its paused threads, asleep
+        pytest.skip("only libgomp ends its threads on a pause (clang builds use libomp)")
     assert facts == {"team": 1, "left": 0, "restarted": 1, "same": True}

@@ -91,9 +91,9 @@ APPROXMUL_API int approxmul_get_num_threads_setting(void);
  * call starts them again (tens of microseconds). The team belongs to the
  * OpenMP runtime: a library using the same runtime on this thread (a
  * PyTorch linking the same libgomp) gets its threads started again too.
- * Nothing to end is no error; APPROXMUL_ERR_UNSUPPORTED inside a parallel
- * region or where the OpenMP runtime cannot pause (no OpenMP: nothing to
- * do, APPROXMUL_OK). */
+ * (LLVM's libomp keeps its threads but puts them to sleep.) Nothing to end
+ * is no error; APPROXMUL_ERR_UNSUPPORTED inside a parallel region or where
+ * the OpenMP runtime cannot pause (no OpenMP: nothing to do, APPROXMUL_OK). */
 APPROXMUL_API approxmul_status approxmul_release_threads(void);
 
 /* ------------------------------------------------------------------ info */

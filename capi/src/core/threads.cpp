@@ -31,10 +31,12 @@ void release_threads() {
 #if defined(APPROXMUL_OPENMP) && defined(APPROXMUL_HAVE_OMP_PAUSE)
     if (omp_in_parallel())
         fail(APPROXMUL_ERR_UNSUPPORTED, "approxmul_release_threads: called inside a parallel region");
-    // soft pause: the runtime keeps its settings, ends its threads (libgomp
-    // joins the calling thread's pool; the next region starts a new one)
-    if (omp_pause_resource_all(omp_pause_soft) != 0)
-        fail(APPROXMUL_ERR_UNSUPPORTED, "approxmul_release_threads: the OpenMP runtime refused to pause");
+    // soft pause: the runtime keeps its settings and stops its threads
+    // (libgomp joins the calling thread's pool, LLVM's libomp puts its
+    // threads to sleep); the next region starts them again. The result is
+    // not checked: libomp refuses a pause while already paused, which is
+    // the state this call asks for.
+    omp_pause_resource_all(omp_pause_soft);
 #elif defined(APPROXMUL_OPENMP)
     fail(APPROXMUL_ERR_UNSUPPORTED,
          "approxmul_release_threads: this build's OpenMP runtime has no omp_pause_resource_all");
