@@ -26,8 +26,9 @@ API:
   timing a kernel.
 - :func:`release` -- end approxmul's OpenMP team now (its idle threads
   exit instead of spinning beside the code that runs next); the next call
-  starts it again. For front ends whose approxmul calls are followed by
-  other multi-threaded work.
+  starts it again. For approxmul calls followed by multi-threaded work on
+  another runtime (NumPy's BLAS); not beside a PyTorch sharing approxmul's
+  libgomp, whose team it would end too.
 - :func:`pool_info` -- every thread pool in the process as threadpoolctl
   reports it, approxmul included (``user_api == "approxmul"``).
 - :class:`ApproxmulController` -- approxmul's threadpoolctl controller. It

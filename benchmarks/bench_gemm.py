@@ -13,10 +13,12 @@ ratio to NumPy float32 matmul and optionally writes JSON.
 
     python3 benchmarks/bench_gemm.py --interleaved    # thread-pool contention only
 
---interleaved times each engine right after another engine's call (its
-idle threads may still spin) against the same call after a pause, and the
-remedy of approxmul_cffi.threads.exclusive(); it prints speed ratios
-(interleaved / isolated, medians of --samples), see docs/benchmarks.md.
+--interleaved times each engine's call right after another engine's call
+(whose idle threads may still spin) against the same call right after
+itself (isolated), each in its own block after a pause, and the remedy of
+approxmul_cffi.threads.exclusive(); it prints speed ratios (isolated time /
+interleaved time, medians of --samples) and the CPU time idle pools burn,
+see docs/benchmarks.md.
 
 For stable figures run it on an idle machine; every figure is the best of
 --repeat runs. OPENBLAS_CORETYPE forces a BLAS kernel: unset it (and
@@ -185,10 +187,15 @@ def run(shapes, threads, repeat, table_ref_bytes):
 # ------------------------------------------------- interleaved vs isolated
 
 def median_time(target, before, samples, pause=0.2):
-    """Median seconds of one target() call made right after before(), each after a pause."""
+    """Median seconds of a target() call made right after before(), in a block after a pause.
+
+    Calls follow each other as in a program (no pause between them, so no
+    team goes to sleep in between): isolated is before = target.
+    """
+    time.sleep(pause)  # every pool parks: what spins is what this block starts
+    before()
     times = []
     for _ in range(samples):
-        time.sleep(pause)  # every pool parks: the only spinning is what before() leaves
         before()
         start = time.perf_counter()
         target()
@@ -231,22 +238,21 @@ def interleaved(threads, samples):
     def approx_conv():
         am.conv2d(x, w, table, padding=1)
 
-    def nothing():
-        pass
-
     def blas():
         f @ f
 
     def after_blas(first=()):
         """Situations of an approxmul call: isolated, `first`, after NumPy BLAS bare / inside exclusive()."""
-        return [("isolated", nothing, None), *first,
+        return [("isolated", None, None), *first,
                 ("after numpy f32 matmul 512", blas, None),
                 ("after numpy f32 matmul 512, in threads.exclusive()", blas, "exclusive")]
 
     am.set_num_threads(threads)
     cases = [("approxmul table matmul 64x576x3136", approx, after_blas()),
-             ("numpy f32 matmul 512", blas, [("isolated", nothing, None),
-                                             ("after approxmul table matmul", approx, None)])]
+             ("numpy f32 matmul 512", blas, [("isolated", None, None),
+                                             ("after approxmul table matmul", approx, None),
+                                             ("after approxmul table matmul + threads.release()",
+                                              lambda: (approx(), am_threads.release()), None)])]
     try:
         import torch
     except ImportError:
@@ -259,10 +265,13 @@ def interleaved(threads, samples):
             torch.nn.functional.conv2d(tx, tw, padding=1)
 
         cases += [("approxmul table conv2d 8x16x28x28", approx_conv,
-                   after_blas([("after torch conv2d (a torch model)", torch_conv, None)])),
+                   after_blas([("after torch conv2d (layers of a torch model)", torch_conv,
+                                None)])),
                   ("torch conv2d 8x16x28x28", torch_conv, [
-                      ("isolated", nothing, None),
-                      ("after approxmul table conv2d", approx_conv, None)])]
+                      ("isolated", None, None),
+                      ("after approxmul table conv2d", approx_conv, None),
+                      ("after approxmul table conv2d + threads.release()",
+                       lambda: (approx_conv(), am_threads.release()), None)])]
     spin_calls = [("numpy f32 matmul 512 (OpenBLAS)", blas, None),
                   ("numpy f32 matmul 512, in threads.exclusive()", blas, "exclusive"),
                   ("approxmul table matmul (approxmul's OpenMP team)", approx, None),
@@ -282,7 +291,7 @@ def interleaved(threads, samples):
         for situation, before, mode in situations:
             # inside exclusive(), NumPy's BLAS runs on one thread: no workers to spin
             with am_threads.exclusive(threads) if mode else contextlib.nullcontext():
-                seconds = median_time(target, before, samples)
+                seconds = median_time(target, before or target, samples)
             base = base or seconds
             rows.append({"target": target_name, "situation": situation,
                          "ms": round(seconds * 1e3, 3), "speed_vs_isolated": round(base / seconds, 3)})

@@ -87,11 +87,12 @@ APPROXMUL_API int approxmul_get_num_threads_setting(void);
 /* Ends the OpenMP team of approxmul's calls on the calling thread now: its
  * idle threads exit instead of waiting for the next parallel region (the
  * runtime spins first, then sleeps), so they take no CPU from what runs
- * next on other thread pools (NumPy's BLAS, PyTorch). The next parallel
- * call starts them again (tens of microseconds). The team belongs to the
- * OpenMP runtime: a library using the same runtime on this thread (a
- * PyTorch linking the same libgomp) gets its threads started again too.
- * (LLVM's libomp keeps its threads but puts them to sleep.) Nothing to end
+ * next on another runtime's threads (NumPy's BLAS). The next parallel call
+ * creates them again. The team belongs to the OpenMP runtime: a library
+ * using the same runtime on this thread (a PyTorch linking the same
+ * libgomp) loses it too and must start it again, so do not call this
+ * between such a library's calls and approxmul's. (LLVM's libomp keeps
+ * its threads but puts them to sleep.) Nothing to end
  * is no error; APPROXMUL_ERR_UNSUPPORTED inside a parallel region or where
  * the OpenMP runtime cannot pause (no OpenMP: nothing to do, APPROXMUL_OK). */
 APPROXMUL_API approxmul_status approxmul_release_threads(void);
