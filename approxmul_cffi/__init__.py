@@ -33,6 +33,7 @@ from .ops import accumulator_dtype, bmm, conv2d, conv2d_output_shape, linear, ma
 from .runtime import get_num_threads, info, library_path, set_num_threads
 from .specs import families
 from . import verilog  # noqa: F401,E402 (plugs the netlist readers into multiplier())
+from . import threads  # noqa: F401,E402 (registers approxmul with threadpoolctl)
 
 __version__ = _c_string(_lib.approxmul_version_string())
 
@@ -59,5 +60,5 @@ __all__ = [
     "ShapeError", "UnsupportedError", "accumulator_dtype", "bmm", "conv2d",
     "conv2d_output_shape", "errors", "families",
     "get_num_threads", "info", "library_path", "linear", "load_multiplier", "matmul",
-    "multiplier", "multiply", "set_num_threads",
+    "multiplier", "multiply", "set_num_threads", "threads",
 ]

@@ -28,6 +28,8 @@ int approxmul_abi_version(void);
 #define APPROXMUL_MAX_THREADS 1024
 approxmul_status approxmul_set_num_threads(int num_threads);
 int approxmul_get_num_threads(void);
+int approxmul_get_num_threads_setting(void);
+approxmul_status approxmul_release_threads(void);
 void approxmul_cancel(void);
 const char *approxmul_build_info(void);
 typedef enum approxmul_dtype {

@@ -18,9 +18,9 @@ Example:
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import dataclasses
-import hashlib
 import io
 import json
 import os
@@ -32,7 +32,8 @@ import numpy as np
 
 from . import nn
 from .multipliers import Multiplier, multiplier
-from .runtime import get_num_threads, info, set_num_threads
+from .provenance import identity, run_identity
+from . import threads as pools
 
 __all__ = ["DEFAULT_MULTIPLIERS", "EvalResult", "EvalRow", "bundled_model", "evaluate",
            "pareto_front", "plot_accuracy",
@@ -300,15 +301,16 @@ def evaluate(model, data, multipliers=None, *, layers=None, limit=None, threads=
 
     n_batches = -(-len(x) // batch_size)
     bar = _Progress(progress, n_batches * len(plan))
-    old_threads = get_num_threads() if threads else None
-    if threads:
-        set_num_threads(threads)
+    quiet = contextlib.ExitStack()  # the integer rows' thread setup, undone in finally
     result = EvalResult()
     try:
         start = time.perf_counter()
         float_top1 = float((float_model.predict(x) == y).mean() * 100)
         result.append(EvalRow("float", "all", None, None, float_top1, None,
                               len(x) / (time.perf_counter() - start), "float"))
+        # integer rows: `threads` for approxmul, NumPy's BLAS on one thread, and
+        # the float row's BLAS threads parked first (docs/benchmarks.md)
+        quiet.enter_context(pools.exclusive(threads or None))
         exact_top1 = {}
         for label, m, layer_ms, kind in plan:
             assignment = qmodel.assign(m, layer_ms)
@@ -317,6 +319,7 @@ def evaluate(model, data, multipliers=None, *, layers=None, limit=None, threads=
             # BLAS threads the float row left spinning settle; images/s then
             # measures the multiplier, not what ran before it.
             qmodel.run_codes(x[:batch_size], assignment)
+            pools.settle()
             start = time.perf_counter()
             correct = 0
             for i in range(0, len(x), batch_size):
@@ -337,63 +340,8 @@ def evaluate(model, data, multipliers=None, *, layers=None, limit=None, threads=
         result.run = run_identity(model_source, float_model, x, y, data_source)
     finally:
         bar.close()
-        if old_threads is not None:
-            set_num_threads(old_threads)
+        quiet.close()
     return result
-
-
-def identity(m):
-    """What rebuilds a multiplier: its canonical spec, else ``table-sha256:`` of its table.
-
-    >>> identity(resolve_multiplier("drum:k=4"))
-    'drum:bits=8,signed=0,k=4'
-    >>> identity(Multiplier.from_table([[0, 0], [0, 1]]))[:13]
-    'table-sha256:'
-    """
-    if m.spec:
-        return m.spec
-    if m.bits <= 8:
-        table = np.ascontiguousarray(np.asarray(m.table(), dtype=np.int32))
-        return "table-sha256:" + hashlib.sha256(table.tobytes()).hexdigest()
-    return None
-
-
-def _sha256_of_files(paths):
-    digest = hashlib.sha256()
-    for path in paths:
-        with open(path, "rb") as f:
-            for block in iter(lambda: f.read(1 << 20), b""):
-                digest.update(block)
-    return digest.hexdigest()
-
-
-def run_identity(model_path, model, x, y, data_source=None):
-    """Facts that identify a run, for exported results: model, data, samples, library, machine.
-
-    model: the model file and the SHA-256 of its JSON and weights (or of the
-    parameters of an in-memory model); data: its name and the SHA-256 of the
-    evaluated images and labels; the library version, instruction set and
-    thread count.
-    """
-    if model_path is not None:
-        with open(model_path) as f:
-            weights = json.load(f).get("weights", "")
-        model_hash = _sha256_of_files([model_path, os.path.join(os.path.dirname(model_path),
-                                                                weights)])
-    else:
-        digest = hashlib.sha256()
-        for node in model.nodes:
-            for name, value in sorted(node.layer.params().items()):
-                digest.update(f"{node.name}.{name}".encode())
-                digest.update(np.ascontiguousarray(value).tobytes())
-        model_hash = digest.hexdigest()
-    data_hash = hashlib.sha256(np.ascontiguousarray(x).tobytes() +
-                               np.ascontiguousarray(y).tobytes()).hexdigest()
-    facts = info()
-    return {"model": model_path or "in-memory model", "model_sha256": model_hash,
-            "data": data_source or "in-memory arrays", "data_sha256": data_hash,
-            "samples": int(len(y)), "library_version": facts["version"],
-            "isa": facts.get("isa", ""), "threads": get_num_threads()}
 
 
 def pareto_front(result):

@@ -270,13 +270,18 @@ def _conv2d_output(multiplier, x_shape, w_shape, stride, padding, dilation, grou
     return tuple(shape), (None if multiplier is None else DTYPE_NAMES[dtype[0]])
 
 
-def conv2d_output_shape(x_shape, w_shape, *, stride=1, padding=0, dilation=1, groups=1):
+def conv2d_output_shape(x_shape, w_shape, *, stride=1, padding=0, dilation=1, groups=1,
+                        multiplier=None, x_zero_point=0, w_zero_point=0):
     """The (N, O, OH, OW) shape :func:`conv2d` gives, after the same checks.
+
+    The zero points are checked against ``multiplier`` when one is given;
+    without one, shapes can be inferred before a multiplier is chosen.
 
     >>> conv2d_output_shape((2, 4, 9, 8), (6, 2, 3, 3), stride=2, padding=1, groups=2)
     (2, 6, 5, 4)
     """
-    return _conv2d_output(None, x_shape, w_shape, stride, padding, dilation, groups)[0]
+    return _conv2d_output(multiplier, x_shape, w_shape, stride, padding, dilation, groups,
+                          x_zero_point, w_zero_point)[0]
 
 
 def conv2d(x, w, multiplier, *, stride=1, padding=0, dilation=1, groups=1, x_zero_point=0,

@@ -11,6 +11,15 @@ ratio to NumPy float32 matmul and optionally writes JSON.
     APPROXMUL_LIBRARY=$PWD/build/capi/libapproxmul.so PYTHONPATH=$PWD python3 benchmarks/bench_gemm.py
     python3 benchmarks/bench_gemm.py --quick          # tiny shapes, seconds
 
+    python3 benchmarks/bench_gemm.py --interleaved    # thread-pool contention only
+
+--interleaved times each engine's call right after another engine's call
+(whose idle threads may still spin) against the same call right after
+itself (isolated), each in its own block after a pause, and the remedy of
+approxmul_cffi.threads.exclusive(); it prints speed ratios (isolated time /
+interleaved time, medians of --samples) and the CPU time idle pools burn,
+see docs/benchmarks.md.
+
 For stable figures run it on an idle machine; every figure is the best of
 --repeat runs. OPENBLAS_CORETYPE forces a BLAS kernel: unset it (and
 OPENBLAS_L2_SIZE) to measure what users get; the kernel in use is reported
@@ -18,6 +27,7 @@ when threadpoolctl is installed.
 """
 
 import argparse
+import contextlib
 import ctypes
 import json
 import os
@@ -214,6 +224,128 @@ def run(shapes, threads, repeat, table_ref_bytes):
     return results
 
 
+# ------------------------------------------------- interleaved vs isolated
+
+def median_time(target, before, samples, pause=0.2):
+    """Median seconds of a target() call made right after before(), in a block after a pause.
+
+    Calls follow each other as in a program (no pause between them, so no
+    team goes to sleep in between): isolated is before = target.
+    """
+    time.sleep(pause)  # every pool parks: what spins is what this block starts
+    before()
+    times = []
+    for _ in range(samples):
+        before()
+        start = time.perf_counter()
+        target()
+        times.append(time.perf_counter() - start)
+    return sorted(times)[len(times) // 2]
+
+
+def spin_after(call, samples, pause=0.2, window=0.05):
+    """Median CPU ms the process's other threads burn in the `window` s after call() (Linux)."""
+    from approxmul_cffi import threads as am_threads
+
+    burnt = []
+    for _ in range(samples):
+        time.sleep(pause)
+        call()
+        before = am_threads._other_threads_cpu_ns()
+        if before is None:
+            return None
+        time.sleep(window)  # this thread sleeps: what runs now is idle pools spinning
+        burnt.append((am_threads._other_threads_cpu_ns() - before) / 1e6)
+    return sorted(burnt)[len(burnt) // 2]
+
+
+def interleaved(threads, samples):
+    """Rows (target, situation, ms, speed ratio to isolated) of thread-pool contention."""
+    from approxmul_cffi import threads as am_threads
+
+    rng = np.random.default_rng(0)
+    table = am.Multiplier.from_table(rng.integers(0, 65536, (256, 256)))
+    a = rng.integers(0, 256, (64, 576)).astype(np.uint8)
+    b = rng.integers(0, 256, (576, 3136)).astype(np.uint8)
+    out = np.empty((64, 3136), np.int64)
+    f = rng.standard_normal((512, 512)).astype(np.float32)
+    x = rng.integers(0, 256, (8, 16, 28, 28)).astype(np.uint8)
+    w = rng.integers(0, 256, (16, 16, 3, 3)).astype(np.uint8)
+
+    def approx():
+        am.matmul(a, b, table, out=out)
+
+    def approx_conv():
+        am.conv2d(x, w, table, padding=1)
+
+    def blas():
+        f @ f
+
+    def after_blas(first=()):
+        """Situations of an approxmul call: isolated, `first`, after NumPy BLAS bare / inside exclusive()."""
+        return [("isolated", None, None), *first,
+                ("after numpy f32 matmul 512", blas, None),
+                ("after numpy f32 matmul 512, in threads.exclusive()", blas, "exclusive")]
+
+    am.set_num_threads(threads)
+    cases = [("approxmul table matmul 64x576x3136", approx, after_blas()),
+             ("numpy f32 matmul 512", blas, [("isolated", None, None),
+                                             ("after approxmul table matmul", approx, None),
+                                             ("after approxmul table matmul + threads.release()",
+                                              lambda: (approx(), am_threads.release()), None)])]
+    try:
+        import torch
+    except ImportError:
+        torch = None
+    if torch is not None:
+        torch.set_num_threads(threads)
+        tx, tw = torch.randn(8, 16, 28, 28), torch.randn(16, 16, 3, 3)
+
+        def torch_conv():
+            torch.nn.functional.conv2d(tx, tw, padding=1)
+
+        cases += [("approxmul table conv2d 8x16x28x28", approx_conv,
+                   after_blas([("after torch conv2d (layers of a torch model)", torch_conv,
+                                None)])),
+                  ("torch conv2d 8x16x28x28", torch_conv, [
+                      ("isolated", None, None),
+                      ("after approxmul table conv2d", approx_conv, None),
+                      ("after approxmul table conv2d + threads.release()",
+                       lambda: (approx_conv(), am_threads.release()), None)])]
+    spin_calls = [("numpy f32 matmul 512 (OpenBLAS)", blas, None),
+                  ("numpy f32 matmul 512, in threads.exclusive()", blas, "exclusive"),
+                  ("approxmul table matmul (approxmul's OpenMP team)", approx, None),
+                  ("approxmul table matmul, then threads.release()",
+                   lambda: (approx(), am_threads.release()), None)]
+    if torch is not None:
+        spin_calls.append(("torch conv2d (torch's pool)", torch_conv, None))
+    rows = []
+    for name, call, mode in spin_calls:
+        with am_threads.exclusive(threads) if mode else contextlib.nullcontext():
+            burnt = spin_after(call, samples)
+        rows.append({"target": "idle threads' CPU ms in the 50 ms after", "situation": name,
+                     "ms": burnt, "speed_vs_isolated": None})
+    for target_name, target, situations in cases:
+        target()  # warm up
+        base = None
+        for situation, before, mode in situations:
+            # inside exclusive(), NumPy's BLAS runs on one thread: no workers to spin
+            with am_threads.exclusive(threads) if mode else contextlib.nullcontext():
+                seconds = median_time(target, before or target, samples)
+            base = base or seconds
+            rows.append({"target": target_name, "situation": situation,
+                         "ms": round(seconds * 1e3, 3), "speed_vs_isolated": round(base / seconds, 3)})
+    return rows
+
+
+def print_interleaved(rows):
+    print(f"{'timed call (or spin)':<36} {'situation':<50} {'ms':>8} {'speed':>6}")
+    for r in rows:
+        speed = "" if r["speed_vs_isolated"] is None else f"{r['speed_vs_isolated']:>6.2f}"
+        ms = "n/a" if r["ms"] is None else f"{r['ms']:.2f}"
+        print(f"{r['target']:<36} {r['situation']:<50} {ms:>8} {speed:>6}")
+
+
 def print_table(results):
     print(f"{'shape':<20} {'what':<62} {'G/s':>9} {'x f32':>7}")
     for r in results:
@@ -227,7 +359,20 @@ def main(argv=None):
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--repeat", type=int, default=5, help="timings per figure (best kept)")
     parser.add_argument("--json", help="write the results here")
+    parser.add_argument("--interleaved", action="store_true",
+                        help="only thread-pool contention: interleaved vs isolated calls")
+    parser.add_argument("--samples", type=int, default=15,
+                        help="timings per interleaved figure (median kept)")
     args = parser.parse_args(argv)
+    if args.interleaved:
+        rows = interleaved(args.threads, 3 if args.quick else args.samples)
+        print(f"# {_cpu_model()}, {args.threads} threads per pool, medians of "
+              f"{3 if args.quick else args.samples}; speed = isolated time / this time")
+        print_interleaved(rows)
+        if args.json:
+            with open(args.json, "w") as f:
+                json.dump({"interleaved": rows, "blas": blas_info()}, f, indent=1)
+        return 0
     shapes = QUICK_SHAPES if args.quick else SHAPES
     repeat = 1 if args.quick else args.repeat
     limiter = limit_blas(args.threads)

@@ -36,3 +36,14 @@ def test_bench_netlist_quick_runs():
                             capture_output=True, text=True, timeout=300)
     assert result.returncode == 0, result.stderr
     assert "4x4 TMR array" in result.stdout and "compiled C model" in result.stdout
+def test_bench_gemm_interleaved_quick_runs(tmp_path):
+    out = tmp_path / "interleaved.json"
+    result = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "bench_gemm.py"),
+                             "--interleaved", "--quick", "--json", str(out)],
+                            capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stderr
+    rows = json.loads(out.read_text())["interleaved"]
+    timed = [r for r in rows if r["speed_vs_isolated"] is not None]
+    assert {r["situation"] for r in timed} >= {"isolated", "after numpy f32 matmul 512"}
+    assert all(r["ms"] > 0 for r in timed)
+    assert any(r["situation"].endswith("in threads.exclusive()") for r in rows)

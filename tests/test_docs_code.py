@@ -1,5 +1,5 @@
-"""The code on docs/multipliers.md, metrics.md, evaluate.md, api.md and sweep.md runs (docstring
-examples run in test_docstrings.py)."""
+"""The code on docs/multipliers.md, metrics.md, evaluate.md, api.md, sweep.md and threads.md
+runs (docstring examples run in test_docstrings.py)."""
 
 import contextlib
 import io
@@ -17,7 +17,8 @@ def python_blocks(name):
     return re.findall(r"```python\n(.*?)```", (DOCS / name).read_text(), flags=re.S)
 
 
-@pytest.mark.parametrize("name", ["multipliers.md", "metrics.md", "evaluate.md", "api.md", "sweep.md"])
+@pytest.mark.parametrize("name", ["multipliers.md", "metrics.md", "evaluate.md", "api.md", "sweep.md",
+                                  "threads.md"])
 def test_doc_code_blocks_run(name, tmp_path, monkeypatch):
     if not (DOCS / name).is_file():
         pytest.skip("docs not shipped with this install")

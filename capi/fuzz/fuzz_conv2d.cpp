@@ -170,20 +170,35 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         arrays[4], arrays[5], arrays[6], g.groups, x_zero, w_zero,
         static_cast<approxmul_dtype>(out.dtype), out.data, arrays[7], arrays[8]));
 
-    if (all_valid) expect(status == APPROXMUL_OK, "valid conv2d refused", status);
-    // approxmul_conv2d_output_shape runs conv2d's geometry checks: they agree
-    if (arrays[0] && arrays[2] && arrays[4] && arrays[5] && arrays[6]) {
-        int64_t shape[4] = {-1, -1, -1, -1};
+    // The shape function makes conv2d's checks of the same arguments:
+    // whatever it refuses conv2d refuses, and an accepted conv2d's output
+    // has exactly the shape it reports (the formula, in 128 bits, here).
+    if (arrays[0] != nullptr && arrays[2] != nullptr && arrays[4] != nullptr &&
+        arrays[5] != nullptr && arrays[6] != nullptr) {
+        int64_t shape[4] = {-7, -7, -7, -7};
+        approxmul_dtype dtype = APPROXMUL_INT8;
         const approxmul_status shape_status = checked(approxmul_conv2d_output_shape(
-            nullptr, arrays[0], arrays[2], arrays[4], arrays[5], arrays[6], g.groups, 0, 0, shape,
-            nullptr));
-        if (status == APPROXMUL_OK)
-            expect(shape_status == APPROXMUL_OK && std::equal(shape, shape + 4, out.shape),
-                   "output shape disagrees with conv2d", shape_status);
-        if (shape_status != APPROXMUL_OK)
-            expect(std::all_of(shape, shape + 4, [](int64_t v) { return v == -1; }),
+            null_multiplier ? nullptr : m->handle, arrays[0], arrays[2], arrays[4], arrays[5],
+            arrays[6], g.groups, x_zero, w_zero, shape, &dtype));
+        if (shape_status != APPROXMUL_OK) {
+            expect(status != APPROXMUL_OK, "conv2d accepted what its shape check refuses");
+            expect(std::all_of(shape, shape + 4, [](int64_t v) { return v == -7; }),
                    "output shape written by a failing call", shape_status);
+        } else {
+            for (int d = 0; d < 2; ++d)
+                expect(shape[2 + d] == output_size(g.x_shape[2 + d], g.w_shape[2 + d],
+                                                   g.stride[d], g.padding[d], g.dilation[d]),
+                       "output size differs from the formula");
+            expect(shape[0] == g.x_shape[0] && shape[1] == g.w_shape[0], "N or O misreported");
+            if (status == APPROXMUL_OK) {
+                expect(std::equal(shape, shape + 4, g.out_shape), "conv2d accepted another shape");
+                // an int32 output is accepted only where the sums fit it
+                if (!null_multiplier && out.dtype == APPROXMUL_INT32)
+                    expect(dtype == APPROXMUL_INT32, "int32 output accepted, int64 reported");
+            }
+        }
     }
+    if (all_valid) expect(status == APPROXMUL_OK, "valid conv2d refused", status);
     for (const Tensor *t : {&x, &w, &out})
         if (t->impossible && arrays_given)
             expect(status != APPROXMUL_OK, "impossible view accepted");

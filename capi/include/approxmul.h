@@ -83,6 +83,23 @@ APPROXMUL_API int approxmul_abi_version(void);
 #define APPROXMUL_MAX_THREADS 1024
 APPROXMUL_API approxmul_status approxmul_set_num_threads(int num_threads);
 APPROXMUL_API int approxmul_get_num_threads(void);
+/* The value last passed to approxmul_set_num_threads (0 if none), where
+ * approxmul_get_num_threads gives the count it means: a caller that changes
+ * the count for a while restores this one exactly. */
+APPROXMUL_API int approxmul_get_num_threads_setting(void);
+
+/* Ends the OpenMP team of approxmul's calls on the calling thread now: its
+ * idle threads exit instead of waiting for the next parallel region (the
+ * runtime spins first, then sleeps), so they take no CPU from what runs
+ * next on another runtime's threads (NumPy's BLAS). The next parallel call
+ * creates them again. The team belongs to the OpenMP runtime: a library
+ * using the same runtime on this thread (a PyTorch linking the same
+ * libgomp) loses it too and must start it again, so do not call this
+ * between such a library's calls and approxmul's. (LLVM's libomp keeps
+ * its threads but puts them to sleep.) Nothing to end
+ * is no error; APPROXMUL_ERR_UNSUPPORTED inside a parallel region or where
+ * the OpenMP runtime cannot pause (no OpenMP: nothing to do, APPROXMUL_OK). */
+APPROXMUL_API approxmul_status approxmul_release_threads(void);
 
 /* ---------------------------------------------------------- cancellation */
 

@@ -56,82 +56,13 @@ void check_operation(const Multiplier &m, const MatrixView &a, const MatrixView 
                      const MatrixView &c, int64_t inner, int64_t a_zero, int64_t b_zero) {
     check_operand(a, m);
     check_operand(b, m);
-    const approxmul_dtype needed = accumulator_dtype(m, inner, a_zero, b_zero);
-    if (c.dtype == APPROXMUL_INT32 && needed == APPROXMUL_INT64)
-        fail(APPROXMUL_ERR_OVERFLOW,
-             "c: int32 can overflow summing %lld products of up to %lld in magnitude "
-             "(with the zero points); use an int64 output",
-             static_cast<long long>(inner), static_cast<long long>(m.max_abs_product()));
+    check_output_type(c.name, c.dtype, m, inner, a_zero, b_zero);
     check_output(c, a, b);
-}
-
-void check_output_type(const Multiplier &m, approxmul_dtype c_dtype, int64_t inner,
-                       int64_t a_zero, int64_t b_zero) {
-    const approxmul_dtype needed = accumulator_dtype(m, inner, a_zero, b_zero);
-    if (c_dtype == APPROXMUL_INT32 && needed == APPROXMUL_INT64)
-        fail(APPROXMUL_ERR_OVERFLOW,
-             "out: int32 can overflow summing %lld products of up to %lld in magnitude "
-             "(with the zero points); use an int64 output",
-             static_cast<long long>(inner), static_cast<long long>(m.max_abs_product()));
 }
 
 void copy4(const int64_t *values, const char *name, int64_t *out, int count = 4) {
     require_pointer(values, name);
     for (int d = 0; d < count; ++d) out[d] = values[d];
-}
-
-// Every check of a convolution's geometry (sizes, stride, padding, dilation,
-// groups, channels), then its output shape N O OH OW and inner size
-// C/groups*KH*KW: approxmul_conv2d and approxmul_conv2d_output_shape both
-// run it, so bindings compute nothing.
-int64_t conv2d_output_shape(const TensorView &x, const TensorView &w, const int64_t stride[2],
-                            const int64_t padding[2], const int64_t dilation[2], int64_t groups,
-                            int64_t expected[4]) {
-    x.size();  // negative sizes, overflow
-    w.size();
-    const char *axis[2] = {"height", "width"};
-    for (int d = 0; d < 2; ++d) {
-        if (stride[d] < 1)
-            fail(APPROXMUL_ERR_INVALID_ARGUMENT, "stride: %lld along %s; must be >= 1",
-                 static_cast<long long>(stride[d]), axis[d]);
-        if (dilation[d] < 1)
-            fail(APPROXMUL_ERR_INVALID_ARGUMENT, "dilation: %lld along %s; must be >= 1",
-                 static_cast<long long>(dilation[d]), axis[d]);
-        if (padding[d] < 0)
-            fail(APPROXMUL_ERR_INVALID_ARGUMENT, "padding: %lld along %s is negative",
-                 static_cast<long long>(padding[d]), axis[d]);
-    }
-    if (groups < 1)
-        fail(APPROXMUL_ERR_INVALID_ARGUMENT, "groups: %lld; must be >= 1",
-             static_cast<long long>(groups));
-    const int64_t C = x.shape[1], O = w.shape[0];
-    if (C % groups != 0 || O % groups != 0)
-        fail(APPROXMUL_ERR_SHAPE,
-             "groups: %lld does not divide the input channels (%lld) and output channels (%lld)",
-             static_cast<long long>(groups), static_cast<long long>(C),
-             static_cast<long long>(O));
-    if (w.shape[1] != C / groups)
-        fail(APPROXMUL_ERR_SHAPE, "w: %lld input channels per group, x has %lld / %lld = %lld",
-             static_cast<long long>(w.shape[1]), static_cast<long long>(C),
-             static_cast<long long>(groups), static_cast<long long>(C / groups));
-    if (w.shape[2] < 1 || w.shape[3] < 1)
-        fail(APPROXMUL_ERR_SHAPE, "w: kernel %lld x %lld is empty",
-             static_cast<long long>(w.shape[2]), static_cast<long long>(w.shape[3]));
-    expected[0] = x.shape[0];
-    expected[1] = O;
-    for (int d = 0; d < 2; ++d) {
-        const int64_t size = x.shape[2 + d], kernel = w.shape[2 + d];
-        const int64_t span = checked_add(
-            checked_mul(dilation[d], kernel - 1, "dilation*(kernel-1)"), 1, "kernel span");
-        const int64_t room = checked_add(size, checked_mul(2, padding[d], "2*padding"),
-                                         "padded size");
-        if (room < span)
-            fail(APPROXMUL_ERR_SHAPE,
-                 "the %s leaves no output: padded size %lld < dilated kernel span %lld",
-                 axis[d], static_cast<long long>(room), static_cast<long long>(span));
-        expected[2 + d] = (room - span) / stride[d] + 1;
-    }
-    return checked_mul(w.shape[1], checked_mul(w.shape[2], w.shape[3], "w"), "w");
 }
 
 }  // namespace
@@ -173,6 +104,10 @@ approxmul_status approxmul_set_num_threads(int num_threads) {
 int approxmul_get_num_threads(void) { return num_threads(); }
 
 void approxmul_cancel(void) { request_cancel(); }
+
+int approxmul_get_num_threads_setting(void) { return num_threads_setting(); }
+
+approxmul_status approxmul_release_threads(void) { return guarded([] { release_threads(); }); }
 
 const char *approxmul_build_info(void) {
     static const std::string info = std::string("version=") + APPROXMUL_VERSION +
@@ -345,7 +280,7 @@ approxmul_status approxmul_bmm(const approxmul_multiplier *m, int64_t batch, int
                             {c_batch_stride, c_row_stride, c_col_stride, 0}};
         check_tensor_operand(at, impl);
         check_tensor_operand(bt, impl);
-        check_output_type(impl, ct_dtype, inner, a_zero_point, b_zero_point);
+        check_output_type("c", ct_dtype, impl, inner, a_zero_point, b_zero_point);
         check_tensor_output(ct, at, bt);
         if (batch == 0 || rows == 0 || cols == 0) return;
         const MatrixView av{"a", at_dtype, a, rows, inner, a_row_stride, a_col_stride};
@@ -380,27 +315,7 @@ approxmul_status approxmul_conv2d(const approxmul_multiplier *m, approxmul_dtype
         copy4(stride, "stride", p.stride, 2);
         copy4(padding, "padding", p.padding, 2);
         copy4(dilation, "dilation", p.dilation, 2);
-        for (const TensorView *t : {&p.x, &p.w, &p.out}) t->size();  // negative sizes, overflow
-        int64_t expected[4];
-        const int64_t inner =
-            conv2d_output_shape(p.x, p.w, p.stride, p.padding, p.dilation, groups, expected);
-        const int64_t O = expected[1];
-        for (int d = 0; d < 4; ++d)
-            if (p.out.shape[d] != expected[d])
-                fail(APPROXMUL_ERR_SHAPE,
-                     "out_shape: (%lld, %lld, %lld, %lld), the convolution gives (%lld, %lld, %lld, %lld)",
-                     static_cast<long long>(p.out.shape[0]), static_cast<long long>(p.out.shape[1]),
-                     static_cast<long long>(p.out.shape[2]), static_cast<long long>(p.out.shape[3]),
-                     static_cast<long long>(expected[0]), static_cast<long long>(expected[1]),
-                     static_cast<long long>(expected[2]), static_cast<long long>(expected[3]));
-        check_sizes(checked_mul(p.out.shape[0], checked_mul(expected[2], expected[3], "out"), "out"),
-                    O, inner);
-        check_tensor_operand(p.x, impl);
-        check_tensor_operand(p.w, impl);
-        check_zero_point(x_zero_point, "x_zero_point", impl);
-        check_zero_point(w_zero_point, "w_zero_point", impl);
-        check_output_type(impl, out_dtype, inner, x_zero_point, w_zero_point);
-        check_tensor_output(p.out, p.x, p.w);
+        kernels::check(p);
         kernels::conv2d(p);
     });
 }
@@ -412,26 +327,23 @@ approxmul_status approxmul_conv2d_output_shape(const approxmul_multiplier *m,
                                                int64_t x_zero_point, int64_t w_zero_point,
                                                int64_t *out_shape, approxmul_dtype *out_dtype) {
     return guarded([&] {
-        TensorView x{"x", APPROXMUL_INT8, nullptr, 4, {}, {}};
-        TensorView w{"w", APPROXMUL_INT8, nullptr, 4, {}, {}};
-        int64_t s[2], p[2], d[2], shape[4];
-        copy4(x_shape, "x_shape", x.shape);
-        copy4(w_shape, "w_shape", w.shape);
-        copy4(stride, "stride", s, 2);
-        copy4(padding, "padding", p, 2);
-        copy4(dilation, "dilation", d, 2);
+        // the problem approxmul_conv2d would build, without data or output
+        kernels::Conv2dProblem p{m != nullptr ? &get(m) : nullptr, {"x", APPROXMUL_UINT8, nullptr, 4, {}, {}},
+                                 {"w", APPROXMUL_UINT8, nullptr, 4, {}, {}},
+                                 {"out", APPROXMUL_INT64, nullptr, 4, {}, {}},
+                                 {}, {}, {}, groups, x_zero_point, w_zero_point};
+        copy4(x_shape, "x_shape", p.x.shape);
+        copy4(w_shape, "w_shape", p.w.shape);
+        copy4(stride, "stride", p.stride, 2);
+        copy4(padding, "padding", p.padding, 2);
+        copy4(dilation, "dilation", p.dilation, 2);
         require_pointer(out_shape, "out_shape");
-        const int64_t inner = conv2d_output_shape(x, w, s, p, d, groups, shape);
-        approxmul_dtype dtype = APPROXMUL_INT64;
-        if (m != nullptr) {
-            const Multiplier &impl = get(m);
-            require_pointer(out_dtype, "out_dtype");
-            check_zero_point(x_zero_point, "x_zero_point", impl);
-            check_zero_point(w_zero_point, "w_zero_point", impl);
-            dtype = accumulator_dtype(impl, inner, x_zero_point, w_zero_point);
-        }
-        for (int i = 0; i < 4; ++i) out_shape[i] = shape[i];
-        if (m != nullptr) *out_dtype = dtype;
+        if (m != nullptr) require_pointer(out_dtype, "out_dtype");
+        const kernels::Shape4 shape = kernels::checked_output_shape(p);
+        if (m != nullptr)  // the inner size was checked for overflow above
+            *out_dtype = accumulator_dtype(*p.multiplier, p.w.shape[1] * p.w.shape[2] * p.w.shape[3],
+                                           x_zero_point, w_zero_point);
+        std::copy(shape.begin(), shape.end(), out_shape);
     });
 }
 
@@ -457,11 +369,6 @@ approxmul_status approxmul_multiply(const approxmul_multiplier *m, int64_t rows,
 }
 
 // ------------------------------------------------------- multiplier library
-
-}  // extern "C"
-
-
-extern "C" {
 
 approxmul_status approxmul_multiplier_from_spec(const char *spec, approxmul_multiplier **out) {
     return guarded([&] {

@@ -49,6 +49,15 @@ static void test_errors(void) {
     approxmul_multiplier_destroy(m);
     m = NULL;
     CHECK(strcmp(approxmul_status_string(APPROXMUL_ERR_CANCELLED), "cancelled") == 0);
+    /* the setting, as given, next to the count it means */
+    CHECK(approxmul_get_num_threads_setting() == 0);
+    CHECK(approxmul_set_num_threads(3) == APPROXMUL_OK);
+    CHECK(approxmul_get_num_threads_setting() == 3 && approxmul_get_num_threads() == 3);
+    CHECK(approxmul_set_num_threads(0) == APPROXMUL_OK);
+    CHECK(approxmul_get_num_threads_setting() == 0 && approxmul_get_num_threads() >= 1);
+    /* nothing to release yet is no error (tests/test_threads.py checks the threads end) */
+    CHECK(approxmul_release_threads() == APPROXMUL_OK);
+    CHECK(approxmul_release_threads() == APPROXMUL_OK);
     CHECK(m == NULL);
     approxmul_multiplier_destroy(NULL); /* accepted */
     /* a success clears the thread's message */
@@ -244,6 +253,81 @@ static int failing_callback(void *data, int64_t a, int64_t b, int64_t *p) {
     return a == 1 && b == 2;
 }
 
+/* approxmul_conv2d_output_shape gives the shape approxmul_conv2d accepts,
+ * and for bad arguments the status and message approxmul_conv2d gives. */
+static void test_conv2d_output_shape(void) {
+    approxmul_multiplier *m = NULL;
+    /* x 2 x 4 x 7 x 10, w 6 x 2 x 3 x 2, groups 2, stride (2, 3), padding
+     * (1, 0), dilation (2, 1): OH = (7 + 2 - 2*2 - 1) / 2 + 1 = 3,
+     * OW = (10 - 1 - 1) / 3 + 1 = 3 */
+    const int64_t xs[4] = {2, 4, 7, 10}, ws[4] = {6, 2, 3, 2};
+    const int64_t xst[4] = {280, 70, 10, 1}, wst[4] = {12, 6, 2, 1};
+    const int64_t stride[2] = {2, 3}, padding[2] = {1, 0}, dilation[2] = {2, 1};
+    const int64_t ost[4] = {54, 9, 3, 1};
+    static uint8_t x[2 * 4 * 7 * 10], w[6 * 2 * 3 * 2];
+    int64_t shape[4] = {-7, -7, -7, -7}, out[2 * 6 * 3 * 3];
+    char message[512];
+    approxmul_dtype dtype = APPROXMUL_INT8;
+    int i;
+    CHECK(approxmul_multiplier_exact(8, 0, &m) == APPROXMUL_OK);
+    CHECK(approxmul_conv2d_output_shape(m, xs, ws, stride, padding, dilation, 2, 0, 0, shape,
+                                        &dtype) == APPROXMUL_OK);
+    CHECK(dtype == APPROXMUL_INT32);
+    CHECK(shape[0] == 2 && shape[1] == 6 && shape[2] == 3 && shape[3] == 3);
+    CHECK(approxmul_conv2d(m, APPROXMUL_UINT8, x, xs, xst, APPROXMUL_UINT8, w, ws, wst, stride,
+                           padding, dilation, 2, 0, 0, APPROXMUL_INT64, out, shape, ost) ==
+          APPROXMUL_OK);
+    shape[3] = 4;
+    CHECK(approxmul_conv2d(m, APPROXMUL_UINT8, x, xs, xst, APPROXMUL_UINT8, w, ws, wst, stride,
+                           padding, dilation, 2, 0, 0, APPROXMUL_INT64, out, shape, ost) ==
+          APPROXMUL_ERR_SHAPE);
+
+    {
+        /* each bad argument: same status and message from both functions,
+         * and out_shape untouched */
+        const int64_t no_stride[2] = {1, 0}, tall[4] = {6, 2, 12, 2}, x_odd[4] = {2, 5, 7, 10};
+        struct {
+            const int64_t *x_shape, *w_shape, *stride;
+            int64_t groups, x_zero;
+            approxmul_status status;
+        } bad[] = {
+            {xs, ws, stride, 4, 0, APPROXMUL_ERR_SHAPE},            /* groups */
+            {xs, ws, no_stride, 2, 0, APPROXMUL_ERR_INVALID_ARGUMENT},
+            {xs, tall, stride, 2, 0, APPROXMUL_ERR_SHAPE},          /* kernel span */
+            {x_odd, ws, stride, 2, 0, APPROXMUL_ERR_SHAPE},         /* channels */
+            {xs, ws, stride, 2, 256, APPROXMUL_ERR_OUT_OF_RANGE},   /* zero point */
+        };
+        size_t k;
+        for (k = 0; k < sizeof bad / sizeof bad[0]; ++k) {
+            for (i = 0; i < 4; ++i) shape[i] = -7;
+            CHECK(approxmul_conv2d_output_shape(m, bad[k].x_shape, bad[k].w_shape, bad[k].stride,
+                                                padding, dilation, bad[k].groups, bad[k].x_zero,
+                                                0, shape, &dtype) == bad[k].status);
+            for (i = 0; i < 4; ++i) CHECK(shape[i] == -7);
+            snprintf(message, sizeof message, "%s", approxmul_last_error());
+            CHECK(strlen(message) > 0);
+            CHECK(approxmul_conv2d(m, APPROXMUL_UINT8, x, bad[k].x_shape, xst, APPROXMUL_UINT8, w,
+                                   bad[k].w_shape, wst, bad[k].stride, padding, dilation,
+                                   bad[k].groups, bad[k].x_zero, 0, APPROXMUL_INT64, out, xs,
+                                   ost) == bad[k].status);
+            CHECK(strcmp(message, approxmul_last_error()) == 0);
+        }
+    }
+    CHECK(strstr(approxmul_last_error(), "x_zero_point") != NULL);
+    CHECK(approxmul_conv2d_output_shape(m, xs, ws, stride, padding, dilation, 2, 0, 0, NULL,
+                                        &dtype) == APPROXMUL_ERR_NULL_POINTER);
+    CHECK(approxmul_conv2d_output_shape(m, xs, NULL, stride, padding, dilation, 2, 0, 0, shape,
+                                        &dtype) == APPROXMUL_ERR_NULL_POINTER);
+    /* no multiplier: shape inference, zero points unchecked */
+    for (i = 0; i < 4; ++i) shape[i] = -7;
+    CHECK(approxmul_conv2d_output_shape(NULL, xs, ws, stride, padding, dilation, 2, 999, 0,
+                                        shape, NULL) == APPROXMUL_OK);
+    CHECK(shape[0] == 2 && shape[1] == 6 && shape[2] == 3 && shape[3] == 3);
+    CHECK(approxmul_conv2d_output_shape(NULL, xs, ws, stride, padding, dilation, 4, 0, 0,
+                                        shape, NULL) == APPROXMUL_ERR_SHAPE);
+    approxmul_multiplier_destroy(m);
+}
+
 static void test_specs(void) {
     approxmul_multiplier *m = NULL;
     const char *text = NULL, *params = NULL, *desc = NULL;
@@ -413,6 +497,7 @@ int main(void) {
     test_errors();
     test_matmul();
     test_bmm_and_conv2d();
+    test_conv2d_output_shape();
     test_specs();
     test_table_parse();
     test_foreign();

@@ -273,4 +273,15 @@ approxmul_dtype accumulator_dtype(const Multiplier &m, int64_t inner, int64_t a_
     return bound <= std::numeric_limits<int32_t>::max() ? APPROXMUL_INT32 : APPROXMUL_INT64;
 }
 
+void check_output_type(const char *name, approxmul_dtype dtype, const Multiplier &m,
+                       int64_t inner, int64_t a_zero_point, int64_t b_zero_point) {
+    // always computed: it also checks the zero points and that sums fit int64
+    const approxmul_dtype needed = accumulator_dtype(m, inner, a_zero_point, b_zero_point);
+    if (dtype == APPROXMUL_INT32 && needed == APPROXMUL_INT64)
+        fail(APPROXMUL_ERR_OVERFLOW,
+             "%s: int32 can overflow summing %lld products of up to %lld in magnitude "
+             "(with the zero points); use an int64 output",
+             name, static_cast<long long>(inner), static_cast<long long>(m.max_abs_product()));
+}
+
 }  // namespace approxmul

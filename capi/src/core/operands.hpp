@@ -42,6 +42,10 @@ void check_output(const MatrixView &out, const MatrixView &a, const MatrixView &
 // The accumulator type for inner-size sums of (zero-point adjusted) products.
 approxmul_dtype accumulator_dtype(const Multiplier &m, int64_t inner, int64_t a_zero_point,
                                   int64_t b_zero_point);
+// The output `name` of that type can hold every sum (int32 only where
+// accumulator_dtype allows it).
+void check_output_type(const char *name, approxmul_dtype dtype, const Multiplier &m,
+                       int64_t inner, int64_t a_zero_point, int64_t b_zero_point);
 
 // A strided tensor of up to 4 dimensions (batched matrices, NCHW images).
 constexpr int kMaxTensorDims = 4;

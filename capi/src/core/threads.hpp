@@ -15,6 +15,8 @@ constexpr int kMaxThreads = 1024;
 
 void set_num_threads(int num_threads);  // 0: one per available core; 0..kMaxThreads
 int num_threads();                      // the count a parallel region should use, 1..kMaxThreads
+int num_threads_setting();              // the last set_num_threads value (0: none)
+void release_threads();                 // ends the calling thread's team; throws Error
 
 // Cancellation (approxmul_cancel): a process-wide counter that each cancel
 // request increments. A call remembers the value it saw when it entered the

@@ -114,214 +114,367 @@ void bmm(const BmmProblem &p) {
                 }
 }
 
-void conv2d(const Conv2dProblem &p) {
-    const Multiplier &m = *p.multiplier;
-    const int64_t N = p.x.shape[0], C = p.x.shape[1], H = p.x.shape[2], W = p.x.shape[3];
-    const int64_t O = p.w.shape[0], KH = p.w.shape[2], KW = p.w.shape[3];
-    const int64_t OH = p.out.shape[2], OW = p.out.shape[3];
-    const int64_t G = p.groups, Cg = C / G, Og = O / G;
-    const int64_t K = Cg * KH * KW, P = OH * OW;
-    if (N == 0 || O == 0 || P == 0) return;
-    const size_t item = dtype_size(p.x.dtype);
-    const approxmul_dtype out_dtype = needs_staging(m) ? APPROXMUL_INT64 : p.out.dtype;
+Shape4 checked_output_shape(const Conv2dProblem &p) {
+    for (const TensorView *t : {&p.x, &p.w}) t->size();  // negative sizes, overflow
+    const char *axis[2] = {"height", "width"};
+    for (int d = 0; d < 2; ++d) {
+        if (p.stride[d] < 1)
+            fail(APPROXMUL_ERR_INVALID_ARGUMENT, "stride: %lld along %s; must be >= 1",
+                 static_cast<long long>(p.stride[d]), axis[d]);
+        if (p.dilation[d] < 1)
+            fail(APPROXMUL_ERR_INVALID_ARGUMENT, "dilation: %lld along %s; must be >= 1",
+                 static_cast<long long>(p.dilation[d]), axis[d]);
+        if (p.padding[d] < 0)
+            fail(APPROXMUL_ERR_INVALID_ARGUMENT, "padding: %lld along %s is negative",
+                 static_cast<long long>(p.padding[d]), axis[d]);
+    }
+    const int64_t groups = p.groups;
+    if (groups < 1)
+        fail(APPROXMUL_ERR_INVALID_ARGUMENT, "groups: %lld; must be >= 1",
+             static_cast<long long>(groups));
+    const int64_t C = p.x.shape[1], O = p.w.shape[0];
+    if (C % groups != 0 || O % groups != 0)
+        fail(APPROXMUL_ERR_SHAPE,
+             "groups: %lld does not divide the input channels (%lld) and output channels (%lld)",
+             static_cast<long long>(groups), static_cast<long long>(C), static_cast<long long>(O));
+    if (p.w.shape[1] != C / groups)
+        fail(APPROXMUL_ERR_SHAPE, "w: %lld input channels per group, x has %lld / %lld = %lld",
+             static_cast<long long>(p.w.shape[1]), static_cast<long long>(C),
+             static_cast<long long>(groups), static_cast<long long>(C / groups));
+    if (p.w.shape[2] < 1 || p.w.shape[3] < 1)
+        fail(APPROXMUL_ERR_SHAPE, "w: kernel %lld x %lld is empty",
+             static_cast<long long>(p.w.shape[2]), static_cast<long long>(p.w.shape[3]));
+    Shape4 shape = {p.x.shape[0], O, 0, 0};
+    for (int d = 0; d < 2; ++d) {
+        const int64_t size = p.x.shape[2 + d], kernel = p.w.shape[2 + d];
+        const int64_t span = checked_add(
+            checked_mul(p.dilation[d], kernel - 1, "dilation*(kernel-1)"), 1, "kernel span");
+        const int64_t room =
+            checked_add(size, checked_mul(2, p.padding[d], "2*padding"), "padded size");
+        if (room < span)
+            fail(APPROXMUL_ERR_SHAPE,
+                 "the %s leaves no output: padded size %lld < dilated kernel span %lld", axis[d],
+                 static_cast<long long>(room), static_cast<long long>(span));
+        shape[2 + d] = (room - span) / p.stride[d] + 1;
+    }
+    const int64_t inner =
+        checked_mul(p.w.shape[1], checked_mul(p.w.shape[2], p.w.shape[3], "w"), "w");
+    check_sizes(checked_mul(shape[0], checked_mul(shape[2], shape[3], "out"), "out"), O, inner);
+    if (p.multiplier != nullptr) {  // nullptr: shape inference only
+        check_zero_point(p.x_zero_point, "x_zero_point", *p.multiplier);
+        check_zero_point(p.w_zero_point, "w_zero_point", *p.multiplier);
+    }
+    return shape;
+}
 
-    // Weights per group as K x Og (inner x cols), copied once: B of every matmul.
-    // (in w's own storage type, which may differ from x's: uint8 and uint16)
-    const size_t w_item = dtype_size(p.w.dtype);
-    std::vector<char> weights(static_cast<size_t>(G * K * Og) * w_item);
-    for (int64_t g = 0; g < G; ++g)
-        for (int64_t o = 0; o < Og; ++o)
-            for (int64_t c = 0; c < Cg; ++c)
-                for (int64_t i = 0; i < KH; ++i)
-                    for (int64_t j = 0; j < KW; ++j) {
-                        const int64_t src = (g * Og + o) * p.w.strides[0] + c * p.w.strides[1] +
-                                            i * p.w.strides[2] + j * p.w.strides[3];
-                        const int64_t dst = (g * K + (c * KH + i) * KW + j) * Og + o;
-                        std::memcpy(weights.data() + dst * w_item,
-                                    offset_ptr(p.w.data, src, p.w.dtype), w_item);
-                    }
+void check(const Conv2dProblem &p) {
+    p.out.size();  // negative sizes, overflow
+    const Shape4 expected = checked_output_shape(p);
+    const int64_t *got = p.out.shape;
+    if (!std::equal(expected.begin(), expected.end(), got))
+        fail(APPROXMUL_ERR_SHAPE,
+             "out_shape: (%lld, %lld, %lld, %lld), the convolution gives (%lld, %lld, %lld, %lld)",
+             static_cast<long long>(got[0]), static_cast<long long>(got[1]),
+             static_cast<long long>(got[2]), static_cast<long long>(got[3]),
+             static_cast<long long>(expected[0]), static_cast<long long>(expected[1]),
+             static_cast<long long>(expected[2]), static_cast<long long>(expected[3]));
+    const Multiplier &m = *p.multiplier;
+    check_tensor_operand(p.x, m);
+    check_tensor_operand(p.w, m);
+    check_output_type(p.out.name, p.out.dtype, m, p.w.shape[1] * p.w.shape[2] * p.w.shape[3],
+                      p.x_zero_point, p.w_zero_point);
+    check_tensor_output(p.out, p.x, p.w);
+}
+
+namespace {
+
+// One conv2d call: the problem's sizes, the weights regrouped as each
+// group's GEMM operand, where sums go, and the im2col gather tables. Jobs
+// (a group x a block of output pixels across the batch) run through
+// run_job: gather, matmul, scatter.
+class Conv2dRun {
+public:
+    explicit Conv2dRun(const Conv2dProblem &p)
+        : p_(p), m_(*p.multiplier),
+          N(p.x.shape[0]), C(p.x.shape[1]), H(p.x.shape[2]), W(p.x.shape[3]),
+          O(p.w.shape[0]), KH(p.w.shape[2]), KW(p.w.shape[3]),
+          OH(p.out.shape[2]), OW(p.out.shape[3]), G(p.groups), Cg(C / G), Og(O / G),
+          K(Cg * KH * KW), P(OH * OW),
+          item_(static_cast<int64_t>(dtype_size(p.x.dtype))),
+          w_item_(dtype_size(p.w.dtype)),
+          out_dtype_(needs_staging(m_) ? APPROXMUL_INT64 : p.out.dtype) {}
+
+    bool empty() const { return N == 0 || O == 0 || P == 0; }
+
+    // The pixel blocks and the jobs; prepares everything jobs share.
+    void prepare() {
+        group_weights();
+        set_zero_code();
+        size_blocks();
+        set_target();
+        if (KH * KW * P <= kMaxTapTable && p_.x.size() > 0) build_tap_table();
+    }
+
+    int64_t jobs() const { return G * pixel_blocks_; }
+
+    struct Workspace {
+        std::vector<char> col;     // K x block codes, k-major (a block row per tap)
+        std::vector<int64_t> out;  // Og x block sums, channel-major
+    };
+
+    void run_job(int64_t job, Workspace &ws, int inner_threads) const {
+        ws.col.resize(static_cast<size_t>(block_ * K * item_));
+        ws.out.resize(static_cast<size_t>(block_ * Og));
+        const int64_t g = job / pixel_blocks_;
+        const int64_t r0 = job % pixel_blocks_ * block_, np = std::min(block_, N * P - r0);
+        if (!tap_offsets_.empty())
+            gather_by_table(g, r0, np, ws.col.data());
+        else
+            gather_by_rows(g, r0, np, ws.col.data());
+        multiply(g, np, ws, inner_threads);
+        scatter(g, r0, np, ws.out.data());
+    }
+
+    // Failing-capable models computed into the staging copy: now the output.
+    void write_staged() const {
+        for (int64_t e = 0; e < N * O * P; ++e) {
+            const int64_t n = e / (O * P), oc = e / P % O, pixel = e % P;
+            const int64_t offset = n * p_.out.strides[0] + oc * p_.out.strides[1] +
+                                   pixel / OW * p_.out.strides[2] + pixel % OW * p_.out.strides[3];
+            MatrixView one{"out", p_.out.dtype, offset_ptr(p_.out.data, offset, p_.out.dtype), 1, 1,
+                           0, 0};
+            store_value(one, 0, 0, staged_[static_cast<size_t>(e)]);
+        }
+    }
+    bool staged() const { return !staged_.empty(); }
+
+private:
+    // Weights per group as K x Og (inner x cols), copied once: B of every
+    // matmul (in w's own storage type, which may differ from x's: uint8 and
+    // uint16).
+    void group_weights() {
+        weights_.resize(static_cast<size_t>(G * K * Og) * w_item_);
+        for (int64_t g = 0; g < G; ++g)
+            for (int64_t o = 0; o < Og; ++o)
+                for (int64_t c = 0; c < Cg; ++c)
+                    for (int64_t i = 0; i < KH; ++i)
+                        for (int64_t j = 0; j < KW; ++j) {
+                            const int64_t src = (g * Og + o) * p_.w.strides[0] +
+                                                c * p_.w.strides[1] + i * p_.w.strides[2] +
+                                                j * p_.w.strides[3];
+                            const int64_t dst = (g * K + (c * KH + i) * KW + j) * Og + o;
+                            std::memcpy(weights_.data() + dst * w_item_,
+                                        offset_ptr(p_.w.data, src, p_.w.dtype), w_item_);
+                        }
+    }
+
     // The zero point in the input's storage type, for padded taps.
-    char zero_code[2];
-    if (item == 1) {
-        const auto z = static_cast<uint8_t>(p.x_zero_point);
-        std::memcpy(zero_code, &z, 1);
-    } else {
-        const auto z = static_cast<uint16_t>(p.x_zero_point);
-        std::memcpy(zero_code, &z, 2);
+    void set_zero_code() {
+        if (item_ == 1) {
+            const auto z = static_cast<uint8_t>(p_.x_zero_point);
+            std::memcpy(zero_code_, &z, 1);
+        } else {
+            const auto z = static_cast<uint16_t>(p_.x_zero_point);
+            std::memcpy(zero_code_, &z, 2);
+        }
     }
 
     // The streamed dimension is every output pixel of the batch, r = n * P +
     // pixel, in blocks of up to 4096 (a multiple of 64, the table kernel's
     // vector width) and about 256 KiB of gathered codes: small images do not
     // become many tiny matmuls, and the workspace does not grow with N.
-    const int64_t R = N * P;
-    int64_t block = std::clamp<int64_t>((int64_t{1} << 18) / std::max<int64_t>(K * item, 1), 64,
-                                        4096) / 64 * 64;
-    if (R <= block) block = R;
-    const int64_t pixel_blocks = (R + block - 1) / block;
-    const int64_t jobs = G * pixel_blocks;
-    const int threads = num_threads();
-    const bool outer = jobs >= 2 * threads;  // else each matmul uses the threads
-
-    std::vector<int64_t> staged;  // the whole output, for failing-capable models only
-    if (needs_staging(m)) staged.resize(static_cast<size_t>(N * O * P));
-    // Where the GEMM's sums go: the output itself, or the staging copy (N O P, int64).
-    TensorView target = p.out;
-    if (!staged.empty()) {
-        target.data = staged.data();
-        target.dtype = APPROXMUL_INT64;
-        const int64_t st[4] = {O * P, P, OW, 1};
-        std::copy(st, st + 4, target.strides);
+    void size_blocks() {
+        const int64_t R = N * P;
+        block_ = std::clamp<int64_t>((int64_t{1} << 18) / std::max<int64_t>(K * item_, 1), 64,
+                                     4096) / 64 * 64;
+        if (R <= block_) block_ = R;
+        pixel_blocks_ = (R + block_ - 1) / block_;
     }
-    std::vector<int64_t> pixel_offsets(static_cast<size_t>(P));
-    for (int64_t px = 0; px < P; ++px)
-        pixel_offsets[static_cast<size_t>(px)] = px / OW * target.strides[2] + px % OW * target.strides[3];
-    const bool plane_contiguous = target.strides[3] == 1 && target.strides[2] == OW;
+
+    // Where the GEMM's sums go: the output itself, or the staging copy (N O
+    // P, int64) for failing-capable models.
+    void set_target() {
+        target_ = p_.out;
+        if (needs_staging(m_)) {
+            staged_.resize(static_cast<size_t>(N * O * P));
+            target_.data = staged_.data();
+            target_.dtype = APPROXMUL_INT64;
+            const int64_t st[4] = {O * P, P, OW, 1};
+            std::copy(st, st + 4, target_.strides);
+        }
+        pixel_offsets_.resize(static_cast<size_t>(P));
+        for (int64_t px = 0; px < P; ++px)
+            pixel_offsets_[static_cast<size_t>(px)] =
+                px / OW * target_.strides[2] + px % OW * target_.strides[3];
+        plane_contiguous_ = target_.strides[3] == 1 && target_.strides[2] == OW;
+    }
+
     // For small images, each kernel tap's input offset (within a channel
-    // plane) for every output pixel, kPaddingTap where the tap is padding. Not for an
-    // empty input (all padding): the row path then forms no pointer into x.
-    std::vector<int64_t> tap_offsets;
-    if (KH * KW * P <= kMaxTapTable && p.x.size() > 0) {
-        tap_offsets.resize(static_cast<size_t>(KH * KW * P));
+    // plane) for every output pixel, kPaddingTap where the tap is padding.
+    // Not for an empty input (all padding): the row path then forms no
+    // pointer into x.
+    void build_tap_table() {
+        tap_offsets_.resize(static_cast<size_t>(KH * KW * P));
         for (int64_t i = 0; i < KH; ++i)
             for (int64_t j = 0; j < KW; ++j)
                 for (int64_t px = 0; px < P; ++px) {
-                    const int64_t y = px / OW * p.stride[0] - p.padding[0] + i * p.dilation[0];
-                    const int64_t x = px % OW * p.stride[1] - p.padding[1] + j * p.dilation[1];
-                    tap_offsets[static_cast<size_t>((i * KW + j) * P + px)] =
-                        y < 0 || y >= H || x < 0 || x >= W ? kPaddingTap
-                                                           : y * p.x.strides[2] + x * p.x.strides[3];
+                    const int64_t y = px / OW * p_.stride[0] - p_.padding[0] + i * p_.dilation[0];
+                    const int64_t x = px % OW * p_.stride[1] - p_.padding[1] + j * p_.dilation[1];
+                    tap_offsets_[static_cast<size_t>((i * KW + j) * P + px)] =
+                        y < 0 || y >= H || x < 0 || x >= W
+                            ? kPaddingTap
+                            : y * p_.x.strides[2] + x * p_.x.strides[3];
                 }
     }
 
-    struct Workspace {
-        std::vector<char> col;      // K x block codes, k-major (a block row per tap)
-        std::vector<int64_t> out;   // Og x block sums, channel-major
-    };
-    std::vector<Workspace> workspaces(static_cast<size_t>(outer ? threads : 1));
-    auto fill_zero = [&](char *dst, int64_t count) {
-        if (item == 1)
-            std::memset(dst, static_cast<unsigned char>(zero_code[0]), static_cast<size_t>(count));
+    void fill_zero(char *dst, int64_t count) const {
+        if (item_ == 1)
+            std::memset(dst, static_cast<unsigned char>(zero_code_[0]), static_cast<size_t>(count));
         else
-            for (int64_t t = 0; t < count; ++t) std::memcpy(dst + t * 2, zero_code, 2);
-    };
-    auto run_job = [&](int64_t job, int thread, int inner_threads) {
-        Workspace &ws = workspaces[static_cast<size_t>(thread)];
-        ws.col.resize(static_cast<size_t>(block * K) * item);
-        ws.out.resize(static_cast<size_t>(block * Og));
-        const int64_t g = job / pixel_blocks;
-        const int64_t r0 = job % pixel_blocks * block, np = std::min(block, R - r0);
-        if (!tap_offsets.empty()) {
-            // im2col by the tap table: image by image, every tap of the
-            // group's channels reads its pixels through one offset list.
-            for (int64_t q = 0; q < np;) {
-                const int64_t r = r0 + q, n = r / P, pixel = r % P;
-                const int64_t run = std::min(P - pixel, np - q);
-                const char *image = offset_ptr(p.x.data, n * p.x.strides[0] + g * Cg * p.x.strides[1],
-                                               p.x.dtype);
-                for (int64_t c = 0; c < Cg; ++c) {
-                    const char *plane = image + c * p.x.strides[1] * static_cast<int64_t>(item);
-                    for (int64_t t = 0; t < KH * KW; ++t) {
-                        const int64_t *off = tap_offsets.data() + t * P + pixel;
-                        char *d = ws.col.data() + ((c * KH * KW + t) * block + q) *
-                                                      static_cast<int64_t>(item);
-                        if (item == 1)
-                            gather_codes(reinterpret_cast<const uint8_t *>(plane), off, run,
-                                         static_cast<uint8_t>(zero_code[0]),
-                                         reinterpret_cast<uint8_t *>(d));
-                        else {
-                            uint16_t z;
-                            std::memcpy(&z, zero_code, 2);
-                            gather_codes(reinterpret_cast<const uint16_t *>(plane), off, run, z,
-                                         reinterpret_cast<uint16_t *>(d));
-                        }
+            for (int64_t t = 0; t < count; ++t) std::memcpy(dst + t * 2, zero_code_, 2);
+    }
+
+    // im2col by the tap table: image by image, every tap of the group's
+    // channels reads its pixels through one offset list.
+    void gather_by_table(int64_t g, int64_t r0, int64_t np, char *col) const {
+        for (int64_t q = 0; q < np;) {
+            const int64_t r = r0 + q, n = r / P, pixel = r % P;
+            const int64_t run = std::min(P - pixel, np - q);
+            const char *image =
+                offset_ptr(p_.x.data, n * p_.x.strides[0] + g * Cg * p_.x.strides[1], p_.x.dtype);
+            for (int64_t c = 0; c < Cg; ++c) {
+                const char *plane = image + c * p_.x.strides[1] * item_;
+                for (int64_t t = 0; t < KH * KW; ++t) {
+                    const int64_t *off = tap_offsets_.data() + t * P + pixel;
+                    char *d = col + ((c * KH * KW + t) * block_ + q) * item_;
+                    if (item_ == 1) {
+                        gather_codes(reinterpret_cast<const uint8_t *>(plane), off, run,
+                                     static_cast<uint8_t>(zero_code_[0]),
+                                     reinterpret_cast<uint8_t *>(d));
+                    } else {
+                        uint16_t z;
+                        std::memcpy(&z, zero_code_, 2);
+                        gather_codes(reinterpret_cast<const uint16_t *>(plane), off, run, z,
+                                     reinterpret_cast<uint16_t *>(d));
                     }
                 }
-                q += run;
             }
-        } else {
-            // im2col, one tap (c, i, j) at a time over runs of pixels that share
-            // an image row: a run is a strided copy with zero-point fills at the edges.
-            for (int64_t c = 0; c < Cg; ++c)
-                for (int64_t i = 0; i < KH; ++i)
-                    for (int64_t j = 0; j < KW; ++j) {
-                        char *dst = ws.col.data() + ((c * KH + i) * KW + j) * block *
-                                                        static_cast<int64_t>(item);
-                        for (int64_t q = 0; q < np;) {
-                            const int64_t r = r0 + q, n = r / P, pixel = r % P;
-                            const int64_t oy = pixel / OW, ox = pixel % OW;
-                            const int64_t run = std::min(OW - ox, np - q);
-                            char *d = dst + q * static_cast<int64_t>(item);
-                            q += run;
-                            const int64_t y = oy * p.stride[0] - p.padding[0] + i * p.dilation[0];
-                            if (y < 0 || y >= H) {
-                                fill_zero(d, run);
-                                continue;
-                            }
-                            // pixels ox + t with 0 <= x < W, x = (ox + t) * s - pad + j * dil
-                            const int64_t s1 = p.stride[1];
-                            const int64_t x0 = ox * s1 - p.padding[1] + j * p.dilation[1];
-                            const int64_t t_lo = std::min(run, x0 >= 0 ? 0 : (-x0 + s1 - 1) / s1);
-                            const int64_t t_hi = std::max(t_lo, std::min(run, x0 >= W ? 0 : (W - x0 + s1 - 1) / s1));
-                            fill_zero(d, t_lo);
-                            fill_zero(d + t_hi * static_cast<int64_t>(item), run - t_hi);
-                            // no tap inside the row: form no pointer into x (it may
-                            // be empty, even NULL, and the offset lies outside it)
-                            if (t_hi == t_lo) continue;
-                            const char *src = offset_ptr(p.x.data,
-                                                         n * p.x.strides[0] + (g * Cg + c) * p.x.strides[1] +
-                                                             y * p.x.strides[2] + (x0 + t_lo * s1) * p.x.strides[3],
-                                                         p.x.dtype);
-                            const int64_t step = s1 * p.x.strides[3] * static_cast<int64_t>(item);
-                            if (step == static_cast<int64_t>(item))
-                                std::memcpy(d + t_lo * static_cast<int64_t>(item), src,
-                                            static_cast<size_t>((t_hi - t_lo)) * item);
-                            else
-                                for (int64_t t = t_lo; t < t_hi; ++t)
-                                    std::memcpy(d + t * static_cast<int64_t>(item), src + (t - t_lo) * step, item);
-                        }
-                    }
+            q += run;
         }
-        // pixels x taps (column-major view of the k-major buffer) times the
-        // group's taps x channels, into channels x pixels
-        MatmulProblem mp{&m, np, Og, K,
-                         MatrixView{"x", p.x.dtype, ws.col.data(), np, K, 1, block},
-                         MatrixView{"w", p.w.dtype, weights.data() + static_cast<size_t>(g * K * Og) * w_item,
-                                    K, Og, Og, 1},
-                         MatrixView{"out", out_dtype, ws.out.data(), np, Og, 1, block},
-                         p.x_zero_point, p.w_zero_point, inner_threads};
+    }
+
+    // im2col, one tap (c, i, j) at a time over runs of pixels that share an
+    // image row: a run is a strided copy with zero-point fills at the edges.
+    void gather_by_rows(int64_t g, int64_t r0, int64_t np, char *col) const {
+        for (int64_t c = 0; c < Cg; ++c)
+            for (int64_t i = 0; i < KH; ++i)
+                for (int64_t j = 0; j < KW; ++j)
+                    gather_tap_rows(g, c, i, j, r0, np,
+                                    col + ((c * KH + i) * KW + j) * block_ * item_);
+    }
+
+    void gather_tap_rows(int64_t g, int64_t c, int64_t i, int64_t j, int64_t r0, int64_t np,
+                         char *dst) const {
+        for (int64_t q = 0; q < np;) {
+            const int64_t r = r0 + q, n = r / P, pixel = r % P;
+            const int64_t oy = pixel / OW, ox = pixel % OW;
+            const int64_t run = std::min(OW - ox, np - q);
+            char *d = dst + q * item_;
+            q += run;
+            const int64_t y = oy * p_.stride[0] - p_.padding[0] + i * p_.dilation[0];
+            if (y < 0 || y >= H) {
+                fill_zero(d, run);
+                continue;
+            }
+            // pixels ox + t with 0 <= x < W, x = (ox + t) * s - pad + j * dil
+            const int64_t s1 = p_.stride[1];
+            const int64_t x0 = ox * s1 - p_.padding[1] + j * p_.dilation[1];
+            const int64_t t_lo = std::min(run, x0 >= 0 ? 0 : (-x0 + s1 - 1) / s1);
+            const int64_t t_hi =
+                std::max(t_lo, std::min(run, x0 >= W ? 0 : (W - x0 + s1 - 1) / s1));
+            fill_zero(d, t_lo);
+            fill_zero(d + t_hi * item_, run - t_hi);
+            // no tap inside the row: form no pointer into x (it may be
+            // empty, even NULL, and the offset lies outside it)
+            if (t_hi == t_lo) continue;
+            const char *src = offset_ptr(p_.x.data,
+                                         n * p_.x.strides[0] + (g * Cg + c) * p_.x.strides[1] +
+                                             y * p_.x.strides[2] + (x0 + t_lo * s1) * p_.x.strides[3],
+                                         p_.x.dtype);
+            const int64_t step = s1 * p_.x.strides[3] * item_;
+            if (step == item_)
+                std::memcpy(d + t_lo * item_, src, static_cast<size_t>((t_hi - t_lo) * item_));
+            else
+                for (int64_t t = t_lo; t < t_hi; ++t)
+                    std::memcpy(d + t * item_, src + (t - t_lo) * step, static_cast<size_t>(item_));
+        }
+    }
+
+    // pixels x taps (column-major view of the k-major buffer) times the
+    // group's taps x channels, into channels x pixels
+    void multiply(int64_t g, int64_t np, Workspace &ws, int inner_threads) const {
+        MatmulProblem mp{&m_, np, Og, K,
+                         MatrixView{"x", p_.x.dtype, ws.col.data(), np, K, 1, block_},
+                         MatrixView{"w", p_.w.dtype,
+                                    weights_.data() + static_cast<size_t>(g * K * Og) * w_item_, K,
+                                    Og, Og, 1},
+                         MatrixView{"out", out_dtype_, ws.out.data(), np, Og, 1, block_},
+                         p_.x_zero_point, p_.w_zero_point, inner_threads};
         matmul(mp);
-        // channels x pixels back to N O OH OW (or the staging copy), one
-        // image's run of pixels at a time
+    }
+
+    // channels x pixels back to N O OH OW (or the staging copy), one image's
+    // run of pixels at a time
+    void scatter(int64_t g, int64_t r0, int64_t np, const int64_t *sums) const {
         for (int64_t q = 0; q < np;) {
             const int64_t r = r0 + q, n = r / P, pixel = r % P;
             const int64_t run = std::min(P - pixel, np - q);
             for (int64_t o = 0; o < Og; ++o) {
-                const int64_t e = o * block + q;
-                const int64_t base = n * target.strides[0] + (g * Og + o) * target.strides[1];
-                if (out_dtype == APPROXMUL_INT32)
-                    scatter_run(reinterpret_cast<const int32_t *>(ws.out.data()) + e, run, base,
-                                pixel_offsets.data() + pixel, plane_contiguous ? pixel : -1, target);
+                const int64_t e = o * block_ + q;
+                const int64_t base = n * target_.strides[0] + (g * Og + o) * target_.strides[1];
+                const int64_t start = plane_contiguous_ ? pixel : -1;
+                if (out_dtype_ == APPROXMUL_INT32)
+                    scatter_run(reinterpret_cast<const int32_t *>(sums) + e, run, base,
+                                pixel_offsets_.data() + pixel, start, target_);
                 else
-                    scatter_run(ws.out.data() + e, run, base, pixel_offsets.data() + pixel,
-                                plane_contiguous ? pixel : -1, target);
+                    scatter_run(sums + e, run, base, pixel_offsets_.data() + pixel, start, target_);
             }
             q += run;
         }
-    };
+    }
+
+    const Conv2dProblem &p_;
+    const Multiplier &m_;
+    const int64_t N, C, H, W, O, KH, KW, OH, OW, G, Cg, Og, K, P;
+    const int64_t item_;    // bytes per x element
+    const size_t w_item_;   // bytes per w element
+    const approxmul_dtype out_dtype_;
+    std::vector<char> weights_;
+    char zero_code_[2] = {0, 0};
+    int64_t block_ = 0, pixel_blocks_ = 0;
+    std::vector<int64_t> staged_;  // the whole output, for failing-capable models only
+    TensorView target_{};
+    std::vector<int64_t> pixel_offsets_;
+    bool plane_contiguous_ = false;
+    std::vector<int64_t> tap_offsets_;
+};
+
+}  // namespace
+
+void conv2d(const Conv2dProblem &p) {
+    Conv2dRun run(p);
+    if (run.empty()) return;
+    run.prepare();
+    const int threads = num_threads();
+    const bool outer = run.jobs() >= 2 * threads;  // else each matmul uses the threads
+    std::vector<Conv2dRun::Workspace> workspaces(static_cast<size_t>(outer ? threads : 1));
     if (outer)
-        parallel_for(jobs, threads, [&](int64_t job, int thread) { run_job(job, thread, 1); });
+        parallel_for(run.jobs(), threads, [&](int64_t job, int thread) {
+            run.run_job(job, workspaces[static_cast<size_t>(thread)], 1);
+        });
     else
-        for (int64_t job = 0; job < jobs; ++job) run_job(job, 0, 0);
-    if (!staged.empty())
-        for (int64_t e = 0; e < N * O * P; ++e) {
-            const int64_t n = e / (O * P), oc = e / P % O, pixel = e % P;
-            const int64_t offset = n * p.out.strides[0] + oc * p.out.strides[1] +
-                                   pixel / OW * p.out.strides[2] + pixel % OW * p.out.strides[3];
-            MatrixView one{"out", p.out.dtype, offset_ptr(p.out.data, offset, p.out.dtype), 1, 1,
-                           0, 0};
-            store_value(one, 0, 0, staged[static_cast<size_t>(e)]);
-        }
+        for (int64_t job = 0; job < run.jobs(); ++job) run.run_job(job, workspaces[0], 0);
+    if (run.staged()) run.write_staged();
 }
 
 }  // namespace approxmul::kernels

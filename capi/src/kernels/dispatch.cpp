@@ -11,17 +11,11 @@
 #include <string>
 
 #include "../core/error.hpp"
+#include "drivers.hpp"
 #include "isa.hpp"
 #include "kernels.hpp"
 
 namespace approxmul::kernels {
-
-void generic_matmul(const MatmulProblem &problem);
-void generic_multiply(const Multiplier &m, const MatrixView &a, const MatrixView &b,
-                      const MatrixView &c);
-bool int16_gemm(const KernelTable &kernels, const MatmulProblem &problem);
-bool u8_gemm(const KernelTable &kernels, const MatmulProblem &problem);
-bool table_gemm(const KernelTable &kernels, const MatmulProblem &problem);
 
 namespace {
 

@@ -13,6 +13,7 @@
 #include "../core/error.hpp"
 #include "../core/threads.hpp"
 #include "common.hpp"
+#include "drivers.hpp"
 #include "kernels.hpp"
 #include "parallel.hpp"
 

@@ -3,6 +3,7 @@
 // the CPU's instruction sets. Inputs reaching them are fully validated.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <string>
 
@@ -39,6 +40,16 @@ struct Conv2dProblem {
     int64_t stride[2], padding[2], dilation[2], groups;
     int64_t x_zero_point, w_zero_point;
 };
+using Shape4 = std::array<int64_t, 4>;
+// The checks of a conv2d that need neither data nor output: x and w
+// shapes, stride, padding, dilation, groups, sizes and (with a multiplier)
+// zero points. Returns the output shape (N, O, OH, OW) they give. Throws
+// Error.
+Shape4 checked_output_shape(const Conv2dProblem &problem);
+// Every check conv2d relies on: checked_output_shape's, out's shape and
+// type, the operands' types and values, no overlap. Throws Error; call
+// before conv2d.
+void check(const Conv2dProblem &problem);
 void conv2d(const Conv2dProblem &problem);
 
 // c[i, j] = mul(a[i, j], b[i, j])

@@ -1,0 +1,52 @@
+// The GEMM plan drivers behind matmul() (dispatch.cpp tries them in the
+// order below) and the pieces they share. A driver tiles, packs, shares the
+// work among threads, keeps the sums exact and applies the zero points; the
+// instruction set only changes the micro-kernels it calls (isa.hpp). Each
+// returns false, having written nothing, when the problem or the kernel set
+// does not suit it. Inputs are fully validated.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "isa.hpp"
+#include "kernels.hpp"
+
+namespace approxmul::kernels {
+
+// u8_gemm.cpp: exact and factorized plans as a byte GEMM on vpdpbusd, when
+// every factor pair fits bytes exactly (AVX-512 VNNI).
+bool u8_gemm(const KernelTable &kernels, const MatmulProblem &problem);
+// int16_gemm.cpp: exact and factorized plans as one int16 GEMM over an inner
+// dimension of rank * inner (vpdpwssd / vpmaddwd).
+bool int16_gemm(const KernelTable &kernels, const MatmulProblem &problem);
+// table_gemm.cpp: the table plan, weight-stationary or in product-table order.
+bool table_gemm(const KernelTable &kernels, const MatmulProblem &problem);
+
+// generic.cpp: the portable reference for every plan (never declines).
+void generic_matmul(const MatmulProblem &problem);
+void generic_multiply(const Multiplier &m, const MatrixView &a, const MatrixView &b,
+                      const MatrixView &c);
+
+// ------------------------------------------- shared by the drivers (drivers.cpp)
+
+inline int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
+// The threads a call may use: its own request, else approxmul's setting.
+int wanted_threads(const MatmulProblem &p);
+// Threads for `jobs` units of work: one below a few hundred thousand
+// products (a parallel region costs more than it saves), else at most one
+// per job.
+int threads_for(const MatmulProblem &p, int64_t jobs);
+
+// C^T = B^T A^T: the same products with the operands' roles swapped, so a
+// kernel can put whichever operand suits it first. A multiplier's operands
+// swap with them (the callers pick the table or factors of the other side).
+MatmulProblem transposed_problem(const MatmulProblem &p);
+
+// The per-operand factors of an exact or factorized plan, indexed by raw bit
+// pattern: M(a, b) = sum_r u[r][a] * v[r][b] (rank 1, u = v = value for
+// exact). Returns the rank.
+int operand_factors(const Multiplier &m, std::vector<int16_t> &u, std::vector<int16_t> &v);
+
+}  // namespace approxmul::kernels

@@ -1,0 +1,223 @@
+// int16_gemm: exact and factorized plans. M(a,b) = sum_r u_r(a) v_r(b)
+// becomes one integer GEMM over an inner dimension of rank * inner: packing
+// replaces A[i,k] by u_0..u_{rank-1} of its code and B[k,j] by v_0..v_{rank-1}
+// (int16), pairs of that inner dimension go to vpdpwssd / vpmaddwd. The
+// micro-kernel's int32 sums wrap modulo 2^32; they are exact because each
+// block of inner steps whose true sum (a sum of products M) provably fits
+// int32 is widened to int64 before the next block begins.
+//
+// Steps: orient the problem (plan), split the inner dimension into packed
+// blocks and the outputs into jobs, then per job: pack A's and B's block,
+// run the micro-kernel over the tile grid, widen, store.
+#include <algorithm>
+#include <limits>
+#include <utility>
+#include <vector>
+
+#include "common.hpp"
+#include "drivers.hpp"
+#include "parallel.hpp"
+
+namespace approxmul::kernels {
+
+namespace {
+
+// One call's plan: the oriented problem, its factors, the inner blocking
+// and the job grid.
+struct Int16Plan {
+    MatmulProblem p;
+    int64_t MR, NR;
+    std::vector<int16_t> u, v;  // rank x side, by raw bit pattern
+    int rank;
+    int64_t side;
+    uint32_t mask;
+    bool plain_b;  // exact 8-bit codes in contiguous rows: B packs by widening
+
+    // inner blocking: kc steps per packed block; int32 sums hold
+    // blocks_per_flush blocks, after which (wide) they go to int64
+    int64_t kc, blocks_per_flush, k_blocks, kpairs_max;
+    bool wide;
+
+    // jobs: row blocks of mcp panels x column blocks of ncp panels
+    int64_t mcp, ncp, col_jobs, jobs, ldc;
+    int threads;
+};
+
+// The micro-kernel's tile is MR rows x NR (2 vectors) columns: the longer
+// dimension goes on the columns when the padding says so (conv2d's pixels x
+// 16 channels would otherwise fill half of every vector), but only for a
+// clear saving: the packing of a transposed operand is slower (a 64 x 3136
+// problem flipped on AVX2 to save 3 % padding ran 3x slower).
+void orient(const KernelTable &kt, const MatmulProblem &p0, Int16Plan &plan) {
+    const Multiplier &m = *p0.multiplier;
+    plan.MR = kt.gemm_mr;
+    plan.NR = kt.gemm_nr;
+    auto padded = [&](int64_t rows, int64_t cols) {
+        return ceil_div(rows, plan.MR) * plan.MR * ceil_div(cols, plan.NR) * plan.NR;
+    };
+    const bool flip = padded(p0.cols, p0.rows) * 5 < padded(p0.rows, p0.cols) * 4;
+    plan.p = flip ? transposed_problem(p0) : p0;
+    plan.side = int64_t{1} << m.bits();
+    plan.rank = operand_factors(m, plan.u, plan.v);
+    if (flip) std::swap(plan.u, plan.v);
+    plan.mask = m.operand_mask();
+    const MatrixView &b = plan.p.b;
+    plan.plain_b = m.plan() == Plan::ExactGemm && m.bits() == 8 && b.col_stride == 1 &&
+                   (b.dtype == APPROXMUL_UINT8 || b.dtype == APPROXMUL_INT8);
+}
+
+// Inner steps per packed block: about 512 transformed values, and no more
+// than int32 sums hold exactly. False when not even one step fits.
+bool block_inner(const Multiplier &m, Int16Plan &plan) {
+    const int64_t inner = plan.p.inner;
+    const int64_t max_product = m.max_abs_product();
+    const int64_t flush_inner =  // inner steps whose true sum fits int32
+        max_product == 0 ? inner : std::numeric_limits<int32_t>::max() / max_product;
+    if (flush_inner < 1) return false;
+    plan.kc = std::max<int64_t>(
+        1, std::min({std::max<int64_t>(1, 512 / plan.rank), flush_inner, inner}));
+    plan.blocks_per_flush = std::max<int64_t>(1, flush_inner / plan.kc);
+    plan.k_blocks = ceil_div(inner, plan.kc);
+    plan.wide = plan.k_blocks > plan.blocks_per_flush;  // int32 sums alone are not enough
+    plan.kpairs_max = ceil_div(plan.kc * plan.rank, 2);
+    return true;
+}
+
+// Jobs: column blocks first (each packs its own B block), rows split only
+// until there is enough parallel work.
+void split_jobs(Int16Plan &plan) {
+    const MatmulProblem &p = plan.p;
+    const int64_t MR = plan.MR, NR = plan.NR;
+    const int64_t mpanels = ceil_div(p.rows, MR), npanels = ceil_div(p.cols, NR);
+    const int64_t target = 4 * static_cast<int64_t>(wanted_threads(p));
+    plan.ncp = std::clamp<int64_t>(ceil_div(npanels, target), 1, 512 / NR);
+    plan.col_jobs = ceil_div(npanels, plan.ncp);
+    const int64_t row_split = plan.col_jobs >= target ? 1 : ceil_div(target, plan.col_jobs);
+    plan.mcp = std::clamp<int64_t>(ceil_div(mpanels, row_split), 1, std::max<int64_t>(1, 256 / MR));
+    plan.jobs = ceil_div(mpanels, plan.mcp) * plan.col_jobs;
+    plan.threads = threads_for(p, plan.jobs);
+    plan.ldc = plan.ncp * NR;
+}
+
+// A's rows i0..i0+ni, inner steps k0..k0+nk, as MR-row panels of pairs:
+// panel[(t / 2) * MR * 2 + r * 2 + t % 2] = u_{t % rank} of A[i, k0 + t / rank].
+void pack_a_block(const Int16Plan &plan, int64_t i0, int64_t ni, int64_t k0, int64_t nk,
+                  int64_t kpairs, int16_t *dst) {
+    const int64_t MR = plan.MR;
+    with_codes(plan.p.a, plan.mask, [&](auto code) {
+        for (int64_t i = 0; i < ni; ++i) {
+            int16_t *panel = dst + (i / MR) * kpairs * MR * 2 + (i % MR) * 2;
+            for (int64_t k = 0; k < nk; ++k) {
+                const uint32_t x = code(i0 + i, k0 + k);
+                for (int r = 0; r < plan.rank; ++r) {
+                    const int64_t t = k * plan.rank + r;
+                    panel[(t >> 1) * MR * 2 + (t & 1)] = plan.u[r * plan.side + x];
+                }
+            }
+        }
+    });
+}
+
+// B's columns j0..j0+nj, inner steps k0..k0+nk, as NR-column panels of pairs.
+void pack_b_block(const Int16Plan &plan, int64_t j0, int64_t nj, int64_t k0, int64_t nk,
+                  int64_t kpairs, int16_t *dst) {
+    const MatmulProblem &p = plan.p;
+    const int64_t NR = plan.NR, jp_count = ceil_div(nj, NR);
+    if (plan.plain_b) {
+        // the transform is a plain widening, which the compiler vectorises
+        const auto *base = static_cast<const uint8_t *>(p.b.data);
+        const bool sign = p.multiplier->is_signed();
+        for (int64_t jp = 0; jp < jp_count; ++jp) {
+            int16_t *panel = dst + jp * kpairs * NR * 2;
+            const int64_t jn = std::min(NR, nj - jp * NR), jb = j0 + jp * NR;
+            for (int64_t k = 0; k < nk; ++k) {
+                int16_t *out = panel + (k >> 1) * NR * 2 + (k & 1);
+                const uint8_t *src = base + (k0 + k) * p.b.row_stride + jb;
+                if (sign)
+                    for (int64_t j = 0; j < jn; ++j)
+                        out[2 * j] = static_cast<int16_t>(static_cast<int8_t>(src[j]));
+                else
+                    for (int64_t j = 0; j < jn; ++j) out[2 * j] = src[j];
+            }
+        }
+        return;
+    }
+    with_codes(p.b, plan.mask, [&](auto code) {
+        for (int64_t jp = 0; jp < jp_count; ++jp) {
+            int16_t *panel = dst + jp * kpairs * NR * 2;
+            const int64_t jn = std::min(NR, nj - jp * NR), jb = j0 + jp * NR;
+            for (int64_t k = 0; k < nk; ++k)
+                for (int r = 0; r < plan.rank; ++r) {
+                    const int64_t t = k * plan.rank + r;
+                    int16_t *out = panel + (t >> 1) * NR * 2 + (t & 1);
+                    const int16_t *lut = plan.v.data() + r * plan.side;
+                    for (int64_t j = 0; j < jn; ++j) out[2 * j] = lut[code(k0 + k, jb + j)];
+                }
+        }
+    });
+}
+
+struct Workspace {
+    std::vector<int16_t> a, b;
+    std::vector<int32_t> c;
+    std::vector<int64_t> wide, col_term;
+};
+
+// One job: its output block over every inner block (pack, micro-kernel
+// loop, widening), then the store with the zero-point cross terms.
+void run_job(const KernelTable &kt, const Int16Plan &plan, const CrossTerms &cross, int64_t job,
+             Workspace &w) {
+    const MatmulProblem &p = plan.p;
+    const int64_t MR = plan.MR, NR = plan.NR, ldc = plan.ldc;
+    w.a.resize(static_cast<size_t>(plan.mcp * MR * plan.kpairs_max * 2));
+    w.b.resize(static_cast<size_t>(plan.ncp * NR * plan.kpairs_max * 2));
+    w.c.resize(static_cast<size_t>(plan.mcp * MR * ldc));
+    if (plan.wide) w.wide.assign(static_cast<size_t>(plan.mcp * MR * ldc), 0);
+    const int64_t i0 = job / plan.col_jobs * plan.mcp * MR, j0 = job % plan.col_jobs * plan.ncp * NR;
+    const int64_t ni = std::min(plan.mcp * MR, p.rows - i0), nj = std::min(plan.ncp * NR, p.cols - j0);
+    const int64_t ip_count = ceil_div(ni, MR), jp_count = ceil_div(nj, NR);
+    for (int64_t kb = 0; kb < plan.k_blocks; ++kb) {
+        const int64_t k0 = kb * plan.kc, nk = std::min(plan.kc, p.inner - k0);
+        const int64_t kpairs = ceil_div(nk * plan.rank, 2);
+        std::fill(w.a.begin(), w.a.end(), int16_t{0});
+        std::fill(w.b.begin(), w.b.end(), int16_t{0});
+        pack_a_block(plan, i0, ni, k0, nk, kpairs, w.a.data());
+        pack_b_block(plan, j0, nj, k0, nk, kpairs, w.b.data());
+        const bool accumulate = kb % plan.blocks_per_flush != 0;
+        for (int64_t jp = 0; jp < jp_count; ++jp)
+            for (int64_t ip = 0; ip < ip_count; ++ip)
+                kt.gemm_micro(kpairs, w.a.data() + ip * kpairs * MR * 2,
+                              w.b.data() + jp * kpairs * NR * 2,
+                              w.c.data() + ip * MR * ldc + jp * NR, ldc, accumulate);
+        const bool flush = kb % plan.blocks_per_flush == plan.blocks_per_flush - 1 ||
+                           kb == plan.k_blocks - 1;
+        if (plan.wide && flush)
+            for (int64_t i = 0; i < ni; ++i)
+                for (int64_t j = 0; j < nj; ++j) w.wide[i * ldc + j] += w.c[i * ldc + j];
+    }
+    if (plan.wide)
+        store_block(p.c, cross, 0, i0, j0, ni, nj, w.wide.data(), ldc, w.col_term);
+    else
+        store_block(p.c, cross, 0, i0, j0, ni, nj, w.c.data(), ldc, w.col_term);
+}
+
+}  // namespace
+
+bool int16_gemm(const KernelTable &kt, const MatmulProblem &p0) {
+    const Multiplier &m = *p0.multiplier;
+    if (m.bits() > 8 || (m.plan() != Plan::ExactGemm && m.plan() != Plan::Factorized))
+        return false;
+    Int16Plan plan;
+    orient(kt, p0, plan);
+    if (!block_inner(m, plan)) return false;
+    split_jobs(plan);
+    const MatmulProblem &p = plan.p;
+    const CrossTerms cross(p.a, p.b, p.inner, p.a_zero_point, p.b_zero_point);
+    std::vector<Workspace> workspaces(static_cast<size_t>(plan.threads));
+    parallel_for(plan.jobs, plan.threads, [&](int64_t job, int thread) {
+        run_job(kt, plan, cross, job, workspaces[static_cast<size_t>(thread)]);
+    });
+    return true;
+}
+
+}  // namespace approxmul::kernels

@@ -1,0 +1,257 @@
+// table_gemm: arbitrary tables (the table plan) through the instruction
+// set's table kernels. Two orders: weight-stationary (table_block: per
+// stationary code, up to 256 streamed codes looked up in its product
+// column; the operand that keeps the longest rows streams, transposing the
+// problem and the table when the rows are the better stream) and
+// product-table order (pt_block, where the kernel set has one and the
+// streamed length pays for its precompute).
+#include <algorithm>
+#include <cstdlib>
+#include <cstring>
+#include <vector>
+
+#include "common.hpp"
+#include "drivers.hpp"
+#include "parallel.hpp"
+
+namespace approxmul::kernels {
+
+namespace {
+
+// dst[r * ld + c] = code of v[r0 + r, c0 + c], r < nr, c < nc: the order of
+// the two loops follows the view's shorter stride, and 8-bit rows that are
+// contiguous are copied whole.
+void pack_codes(const MatrixView &v, uint32_t mask, int64_t r0, int64_t nr, int64_t c0,
+                int64_t nc, uint8_t *dst, int64_t ld) {
+    const bool bytes = v.dtype == APPROXMUL_UINT8 || v.dtype == APPROXMUL_INT8;
+    if (bytes && mask == 0xff && v.col_stride == 1) {
+        const auto *base = static_cast<const uint8_t *>(v.data);
+        for (int64_t r = 0; r < nr; ++r)
+            std::memcpy(dst + r * ld, base + (r0 + r) * v.row_stride + c0, static_cast<size_t>(nc));
+        return;
+    }
+    if (bytes && mask == 0xff && v.row_stride == 1) {
+        // a transposed byte matrix (the flipped problem's operand): 8x8 byte
+        // blocks, each source column's 8 bytes read as one word and the
+        // block transposed in registers (the per-element path below ran a
+        // 256x2304x196 table GEMM a third slower)
+        const auto *base = static_cast<const uint8_t *>(v.data) + r0 + c0 * v.col_stride;
+        const int64_t nr8 = nr / 8 * 8, nc8 = nc / 8 * 8;
+        for (int64_t c = 0; c < nc8; c += 8)
+            for (int64_t r = 0; r < nr8; r += 8) {
+                uint64_t x[8];
+                for (int t = 0; t < 8; ++t) std::memcpy(&x[t], base + (c + t) * v.col_stride + r, 8);
+                // x[t] byte i = element (r + i, c + t) -> x[i] byte t
+                for (int t = 0; t < 8; t += 2) {
+                    const uint64_t d = ((x[t] >> 8) ^ x[t + 1]) & 0x00FF00FF00FF00FFull;
+                    x[t + 1] ^= d, x[t] ^= d << 8;
+                }
+                for (int t : {0, 1, 4, 5}) {
+                    const uint64_t d = ((x[t] >> 16) ^ x[t + 2]) & 0x0000FFFF0000FFFFull;
+                    x[t + 2] ^= d, x[t] ^= d << 16;
+                }
+                for (int t = 0; t < 4; ++t) {
+                    const uint64_t d = ((x[t] >> 32) ^ x[t + 4]) & 0x00000000FFFFFFFFull;
+                    x[t + 4] ^= d, x[t] ^= d << 32;
+                }
+                for (int t = 0; t < 8; ++t) std::memcpy(dst + (r + t) * ld + c, &x[t], 8);
+            }
+        for (int64_t r = 0; r < nr; ++r)  // edges
+            for (int64_t c = r < nr8 ? nc8 : 0; c < nc; ++c)
+                dst[r * ld + c] = base[c * v.col_stride + r];
+        return;
+    }
+    with_codes(v, mask, [&](auto code) {
+        if (std::llabs(v.col_stride) <= std::llabs(v.row_stride)) {
+            for (int64_t r = 0; r < nr; ++r)
+                for (int64_t c = 0; c < nc; ++c)
+                    dst[r * ld + c] = static_cast<uint8_t>(code(r0 + r, c0 + c));
+        } else {
+            for (int64_t c = 0; c < nc; ++c)
+                for (int64_t r = 0; r < nr; ++r)
+                    dst[r * ld + c] = static_cast<uint8_t>(code(r0 + r, c0 + c));
+        }
+    });
+}
+
+// Product-table order (kt.pt_block): the shorter dimension is stationary in
+// blocks of pt_rows, the longer one streams; each job precomputes
+// 256 x pt_rows products per inner step and reuses them over its columns.
+// Chosen over the weight-stationary kernel when the streamed length
+// amortises that precompute (kt.pt_min_stream, measured per set), or
+// always/never with APPROXMUL_TABLE_ORDER=product|stationary (tests).
+bool table_pt_gemm(const KernelTable &kt, const MatmulProblem &p0) {
+    const Multiplier &m = *p0.multiplier;
+    if (kt.pt_block == nullptr || m.plan() != Plan::Table || m.wide_planes(false).empty() ||
+        p0.rows == 0 || p0.cols == 0)
+        return false;
+    const bool flip = p0.rows > p0.cols;  // stream the longer dimension
+    const int64_t stream = flip ? p0.rows : p0.cols;
+    const char *order = std::getenv("APPROXMUL_TABLE_ORDER");
+    if (order != nullptr && std::strcmp(order, "stationary") == 0) return false;
+    const bool forced = order != nullptr && std::strcmp(order, "product") == 0;
+    if (!forced && stream < kt.pt_min_stream) return false;
+    const MatmulProblem p = flip ? transposed_problem(p0) : p0;
+    const uint16_t *wide_planes = m.wide_planes(flip).data();
+    const int64_t offset = m.byte_plane_offset();
+    const uint32_t mask = m.operand_mask();
+    const int64_t R = kt.pt_rows;
+    constexpr int64_t KC = 256;            // codes packed per inner block
+    constexpr int64_t FlushSteps = 65536;  // uint32 sums of values < 2^16 hold 65537 steps
+    const bool wide = p.inner > FlushSteps;
+    const int wanted = wanted_threads(p);
+    // Jobs: the row blocks shared out among the threads, each job streaming
+    // its columns once per inner block for all of its row blocks (the
+    // streamed codes are packed once per job, not once per row block);
+    // columns split only when there are fewer row blocks than threads.
+    const int64_t row_blocks = ceil_div(p.rows, R);
+    const int64_t row_jobs = std::min<int64_t>(row_blocks, wanted);
+    const int64_t blocks_per_job = ceil_div(row_blocks, row_jobs);
+    const int64_t col_split =
+        row_jobs >= wanted ? 1 : std::min<int64_t>(ceil_div(wanted, row_jobs), ceil_div(p.cols, 64));
+    const int64_t CB = ceil_div(ceil_div(p.cols, col_split), 8) * 8;
+    const int64_t col_jobs = ceil_div(p.cols, CB);
+    const int64_t jobs = ceil_div(row_blocks, blocks_per_job) * col_jobs;
+    const int threads = threads_for(p, jobs);
+    const CrossTerms cross(p.a, p.b, p.inner, p.a_zero_point, p.b_zero_point);
+    const bool b_bytes = (p.b.dtype == APPROXMUL_UINT8 || p.b.dtype == APPROXMUL_INT8) &&
+                         p.b.col_stride == 1 && mask == 0xff;
+
+    struct Workspace {
+        std::vector<uint8_t> x, s;
+        std::vector<uint32_t> acc, work, out;
+        std::vector<int64_t> wide, wide_rows, col_term;
+    };
+    std::vector<Workspace> workspaces(static_cast<size_t>(threads));
+    parallel_for(jobs, threads, [&](int64_t job, int thread) {
+        Workspace &w = workspaces[static_cast<size_t>(thread)];
+        const int64_t b0 = job / col_jobs * blocks_per_job, j0 = job % col_jobs * CB;
+        const int64_t nb = std::min(blocks_per_job, row_blocks - b0);
+        const int64_t nj = std::min(CB, p.cols - j0);
+        if (!b_bytes) w.x.resize(static_cast<size_t>(KC * nj));
+        w.s.resize(static_cast<size_t>(R * KC));
+        w.work.resize(static_cast<size_t>(256 * R * kt.pt_steps));
+        w.acc.assign(static_cast<size_t>(nb * R * nj), 0);
+        if (wide) w.wide.assign(static_cast<size_t>(nb * R * nj), 0);
+        for (int64_t k0 = 0; k0 < p.inner; k0 += KC) {
+            const int64_t nk = std::min(KC, p.inner - k0);
+            const uint8_t *x;
+            int64_t x_stride;
+            if (b_bytes) {
+                x = static_cast<const uint8_t *>(p.b.data) + k0 * p.b.row_stride + j0;
+                x_stride = p.b.row_stride;
+            } else {
+                pack_codes(p.b, mask, k0, nk, j0, nj, w.x.data(), nj);
+                x = w.x.data();
+                x_stride = nj;
+            }
+            for (int64_t bi = 0; bi < nb; ++bi) {
+                const int64_t i0 = (b0 + bi) * R, ni = std::min(R, p.rows - i0);
+                if (ni < R) std::fill(w.s.begin(), w.s.end(), uint8_t{0});  // padding rows: code 0
+                pack_codes(p.a, mask, i0, ni, k0, nk, w.s.data(), KC);
+                kt.pt_block(nk, w.s.data(), KC, x, x_stride, nj, wide_planes,
+                            w.acc.data() + bi * R * nj, w.work.data());
+            }
+            if (wide && ((k0 + KC) % FlushSteps == 0 || k0 + KC >= p.inner)) {
+                for (size_t e = 0; e < w.acc.size(); ++e) w.wide[e] += w.acc[e];
+                std::fill(w.acc.begin(), w.acc.end(), 0u);
+            }
+        }
+        const int64_t total_offset = p.inner * offset;
+        // sums are column-major per row block (acc[(bi * nj + j) * R + i]); store_block reads rows
+        for (int64_t bi = 0; bi < nb; ++bi) {
+            const int64_t i0 = (b0 + bi) * R, ni = std::min(R, p.rows - i0);
+            if (wide) {
+                const int64_t *from = w.wide.data() + bi * R * nj;
+                w.wide_rows.resize(static_cast<size_t>(ni * nj));
+                for (int64_t j = 0; j < nj; ++j)
+                    for (int64_t i = 0; i < ni; ++i) w.wide_rows[i * nj + j] = from[j * R + i];
+                store_block(p.c, cross, total_offset, i0, j0, ni, nj, w.wide_rows.data(), nj,
+                            w.col_term);
+            } else {
+                const uint32_t *from = w.acc.data() + bi * R * nj;
+                w.out.resize(static_cast<size_t>(ni * nj));
+                for (int64_t j = 0; j < nj; ++j)
+                    for (int64_t i = 0; i < ni; ++i) w.out[i * nj + j] = from[j * R + i];
+                store_block(p.c, cross, total_offset, i0, j0, ni, nj, w.out.data(), nj, w.col_term);
+            }
+        }
+    });
+    return true;
+}
+
+}  // namespace
+
+bool table_gemm(const KernelTable &kt, const MatmulProblem &p0) {
+    const Multiplier &m = *p0.multiplier;
+    if (m.plan() != Plan::Table || m.byte_planes(false).empty() || kt.table_block == nullptr)
+        return false;
+    if (table_pt_gemm(kt, p0)) return true;
+    // Stream the dimension that wastes least padding to whole 64-wide
+    // chunks (the longer one on a tie): its codes are the kernel's vectors.
+    auto use = [](int64_t n) { return static_cast<double>(n) / static_cast<double>(ceil_div(n, 64) * 64); };
+    const bool flip = use(p0.rows) > use(p0.cols) ||
+                      (use(p0.rows) == use(p0.cols) && p0.rows > p0.cols);
+    const MatmulProblem p = flip ? transposed_problem(p0) : p0;
+    const uint8_t *planes = m.byte_planes(flip).data();
+    const uint16_t *wide_planes = m.wide_planes(flip).data();
+    const int64_t offset = m.byte_plane_offset();
+    constexpr int64_t KC = 256;            // the kernels' 16-bit sums hold 256 steps
+    constexpr int64_t FlushSteps = 65536;  // uint32 sums of values < 2^16 hold 65537 steps
+    const bool wide = p.inner > FlushSteps;
+
+    // Streamed width per job: the whole (64-rounded) columns up to the
+    // kernel's widest call; rows split until there is parallel work.
+    const int64_t W = std::min<int64_t>(kt.table_width, ceil_div(p.cols, 64) * 64);
+    const int wanted = wanted_threads(p);
+    const int64_t target = 4 * static_cast<int64_t>(wanted);
+    const int64_t col_jobs = ceil_div(p.cols, W);
+    const int64_t row_split = col_jobs >= target ? 1 : ceil_div(target, col_jobs);
+    const int64_t rb = std::clamp<int64_t>(ceil_div(p.rows, row_split), 1, 256);
+    const int64_t row_jobs = ceil_div(p.rows, rb);
+    const int64_t jobs = row_jobs * col_jobs;
+    const int threads = threads_for(p, jobs);
+    const CrossTerms cross(p.a, p.b, p.inner, p.a_zero_point, p.b_zero_point);
+    const uint32_t mask = m.operand_mask();
+
+    struct Workspace {
+        std::vector<uint8_t> x, s;
+        std::vector<uint32_t> acc;
+        std::vector<int64_t> wide;
+        std::vector<int64_t> col_term;
+    };
+    std::vector<Workspace> workspaces(static_cast<size_t>(threads));
+    parallel_for(jobs, threads, [&](int64_t job, int thread) {
+        Workspace &w = workspaces[static_cast<size_t>(thread)];
+        w.x.resize(static_cast<size_t>(KC * W));
+        w.s.resize(static_cast<size_t>(rb * KC));
+        w.acc.assign(static_cast<size_t>(rb * W), 0);
+        if (wide) w.wide.assign(static_cast<size_t>(rb * W), 0);
+        const int64_t i0 = job / col_jobs * rb, j0 = job % col_jobs * W;
+        const int64_t ni = std::min(rb, p.rows - i0), nj = std::min(W, p.cols - j0);
+        const int64_t width = ceil_div(nj, 64) * 64;
+        for (int64_t k0 = 0; k0 < p.inner; k0 += KC) {
+            const int64_t nk = std::min(KC, p.inner - k0);
+            pack_codes(p.b, mask, k0, nk, j0, nj, w.x.data(), W);
+            if (width > nj)
+                for (int64_t k = 0; k < nk; ++k)
+                    std::memset(w.x.data() + k * W + nj, 0, static_cast<size_t>(width - nj));
+            pack_codes(p.a, mask, i0, ni, k0, nk, w.s.data(), KC);
+            for (int64_t i = 0; i < ni; ++i)
+                kt.table_block(nk, w.s.data() + i * KC, w.x.data(), W, width, planes, wide_planes,
+                               w.acc.data() + i * W);
+            if (wide && ((k0 + KC) % FlushSteps == 0 || k0 + KC >= p.inner)) {
+                for (size_t e = 0; e < w.acc.size(); ++e) w.wide[e] += w.acc[e];
+                std::fill(w.acc.begin(), w.acc.end(), 0u);
+            }
+        }
+        const int64_t total_offset = p.inner * offset;
+        if (wide)
+            store_block(p.c, cross, total_offset, i0, j0, ni, nj, w.wide.data(), W, w.col_term);
+        else
+            store_block(p.c, cross, total_offset, i0, j0, ni, nj, w.acc.data(), W, w.col_term);
+    });
+    return true;
+}
+
+}  // namespace approxmul::kernels

@@ -1,0 +1,384 @@
+// u8_gemm: exact and factorized plans on vpdpbusd (4 byte products per int32
+// lane step, twice the rate of int16_gemm's pairs). Every factor pair
+// (u_r, v_r) is brought to bytes exactly: powers of two move between the two
+// factors (truncation's bit-plane factors 2^j * bit), A's factor must then
+// fit its byte type as is, and B's is offset, v = v' + vo_r with v' in B's
+// byte type (exact unsigned: b = (b - 128) + 128). The offsets come back as
+// a per-row correction: sum_r vo_r * sum_k u_r(A[i,k]).
+//
+// Steps: fit the factors to bytes (choosing the orientation), block the
+// inner dimension so int32 sums stay exact, split the outputs into jobs;
+// then per block of A's rows: pack A's panels (and row corrections) once,
+// and per job pack B's quads for each inner block, run the micro-kernel
+// over the tile grid, widen, store.
+#include <algorithm>
+#include <cstring>
+#include <limits>
+#include <vector>
+
+#include "common.hpp"
+#include "drivers.hpp"
+#include "parallel.hpp"
+
+namespace approxmul::kernels {
+
+namespace {
+
+struct ByteFit {
+    bool a_signed = false;  // A int8 / B uint8, else A uint8 / B int8
+    std::vector<uint8_t> a_lut, b_lut;  // rank x 256, indexed by raw stored byte
+    std::vector<int64_t> a_value;       // rank x 256: A's byte as a number (row sums)
+    std::vector<int64_t> b_offset;      // vo_r
+    int64_t step_bound = 0;             // max over one inner step of |sum_r u_r v'_r|
+};
+
+bool fit_bytes(const std::vector<int16_t> &u, const std::vector<int16_t> &v, int rank,
+               int64_t side, uint32_t mask, bool a_signed, ByteFit &fit) {
+    fit = ByteFit{};
+    fit.a_signed = a_signed;
+    fit.a_lut.assign(static_cast<size_t>(rank) * 256, 0);
+    fit.b_lut.assign(static_cast<size_t>(rank) * 256, 0);
+    fit.a_value.assign(static_cast<size_t>(rank) * 256, 0);
+    const int64_t a_lo = a_signed ? -128 : 0, a_hi = a_lo + 255;
+    const int64_t b_lo = a_signed ? 0 : -128;
+    for (int r = 0; r < rank; ++r) {
+        const int16_t *ur = u.data() + r * side, *vr = v.data() + r * side;
+        bool done = false;
+        // shift s > 0 moves 2^s from v to u, s < 0 from u to v; smallest |s|
+        // first; odd steps negate both factors (bit-linear terms come out
+        // with negative u)
+        for (int step = 0; step <= 57 && !done; ++step) {
+            const int neg = step % 2 ? -1 : 1, half = step / 2;
+            const int s = half % 2 ? (half + 1) / 2 : -(half / 2);
+            const int sh = s < 0 ? -s : s;
+            int64_t umin = INT64_MAX, umax = INT64_MIN, vmin = INT64_MAX, vmax = INT64_MIN;
+            bool divisible = true;
+            for (int64_t x = 0; x < side && divisible; ++x) {
+                int64_t uu = neg * ur[x], vv = neg * vr[x];
+                if (s > 0) {
+                    if (vv % (int64_t{1} << sh) != 0) divisible = false;
+                    vv /= int64_t{1} << sh;
+                    uu *= int64_t{1} << sh;
+                } else if (s < 0) {
+                    if (uu % (int64_t{1} << sh) != 0) divisible = false;
+                    uu /= int64_t{1} << sh;
+                    vv *= int64_t{1} << sh;
+                }
+                umin = std::min(umin, uu), umax = std::max(umax, uu);
+                vmin = std::min(vmin, vv), vmax = std::max(vmax, vv);
+            }
+            if (!divisible || umin < a_lo || umax > a_hi || vmax - vmin > 255) continue;
+            const int64_t vo = vmin >= b_lo && vmax <= b_lo + 255 ? 0 : vmin - b_lo;
+            for (int byte = 0; byte < 256; ++byte) {
+                const uint32_t x = static_cast<uint32_t>(byte) & mask;
+                if (x >= static_cast<uint32_t>(side)) continue;
+                int64_t uu = neg * ur[x], vv = neg * vr[x];
+                if (s > 0) vv /= int64_t{1} << sh, uu *= int64_t{1} << sh;
+                if (s < 0) uu /= int64_t{1} << sh, vv *= int64_t{1} << sh;
+                fit.a_lut[r * 256 + byte] = static_cast<uint8_t>(uu);
+                fit.a_value[r * 256 + byte] = uu;
+                fit.b_lut[r * 256 + byte] = static_cast<uint8_t>(vv - vo);
+            }
+            fit.b_offset.push_back(vo);
+            const int64_t umag = std::max(std::abs(umin), std::abs(umax));
+            const int64_t vmag = std::max(std::abs(vmin - vo), std::abs(vmax - vo));
+            fit.step_bound += umag * vmag;
+            done = true;
+        }
+        if (!done) return false;
+    }
+    return true;
+}
+
+
+// One call's plan: the oriented problem and its byte factors, the inner
+// blocking, the job grid and the packing of A.
+struct U8Plan {
+    MatmulProblem p;
+    int64_t MR, NR;
+    uint32_t mask;
+    int rank;
+    ByteFit fit;
+    bool any_offset;  // some vo_r != 0: rows need corrections
+
+    // inner blocking: kc steps (kqb quads) per block; int32 sums hold
+    // blocks_per_flush blocks, after which (wide) they go to int64
+    int64_t kc, kqb, kq_total, blocks_per_flush, k_blocks;
+    bool wide;
+
+    // jobs: row blocks of mcp panels x column blocks of ncp panels
+    int64_t mpanels, mcp, ncp, col_jobs, ldc;
+    int threads;
+
+    // A is packed in blocks of block_panels panels of panel_bytes each
+    int64_t panel_bytes, block_panels;
+    bool a_bytes;  // byte rows, contiguous or strided (conv2d's column-major pixel views)
+    bool b_bytes;  // contiguous byte rows: B's quads read the operand directly
+};
+
+// The byte factors, in the orientation with less tile padding when both fit.
+bool fit_problem(const KernelTable &kt, const MatmulProblem &p0, U8Plan &plan) {
+    const Multiplier &m = *p0.multiplier;
+    plan.MR = kt.u8_mr;
+    plan.NR = kt.u8_nr;
+    plan.mask = m.operand_mask();
+    const int64_t side = int64_t{1} << m.bits();
+    std::vector<int16_t> u0, v0;  // rank x side, by raw bit pattern
+    plan.rank = operand_factors(m, u0, v0);
+    auto padded = [&](int64_t rows, int64_t cols) {
+        return ceil_div(rows, plan.MR) * plan.MR * ceil_div(cols, plan.NR) * plan.NR;
+    };
+    const bool prefer_flip = padded(p0.cols, p0.rows) * 5 < padded(p0.rows, p0.cols) * 4;
+    bool flip = false, found = false;
+    for (int attempt = 0; attempt < 2 && !found; ++attempt) {
+        flip = attempt == 0 ? prefer_flip : !prefer_flip;
+        const auto &u = flip ? v0 : u0;
+        const auto &v = flip ? u0 : v0;
+        found = fit_bytes(u, v, plan.rank, side, plan.mask, false, plan.fit) ||
+                fit_bytes(u, v, plan.rank, side, plan.mask, true, plan.fit);
+    }
+    if (!found) return false;
+    plan.p = flip ? transposed_problem(p0) : p0;
+    plan.any_offset = false;
+    for (int64_t vo : plan.fit.b_offset) plan.any_offset = plan.any_offset || vo != 0;
+    return true;
+}
+
+// k steps per packed block: a multiple of 4 (whole quads for any rank),
+// about 512 transformed bytes, and no more than int32 holds exactly.
+bool block_inner(U8Plan &plan) {
+    const int64_t inner = plan.p.inner;
+    const int64_t flush_inner = plan.fit.step_bound == 0
+                                    ? inner
+                                    : std::numeric_limits<int32_t>::max() / plan.fit.step_bound;
+    int64_t kc = std::min<int64_t>(std::max<int64_t>(4, 512 / plan.rank / 4 * 4), flush_inner / 4 * 4);
+    if (kc < 4) return false;
+    kc = std::min(kc, ceil_div(inner, 4) * 4);
+    plan.kc = kc;
+    plan.blocks_per_flush = std::max<int64_t>(1, flush_inner / kc);
+    plan.k_blocks = ceil_div(inner, kc);
+    plan.wide = plan.k_blocks > plan.blocks_per_flush;
+    plan.kqb = kc * plan.rank / 4;  // quads per full block
+    const int64_t last_nk = inner - (plan.k_blocks - 1) * kc;
+    plan.kq_total = (plan.k_blocks - 1) * plan.kqb + ceil_div(last_nk * plan.rank, 4);
+    return true;
+}
+
+// Row jobs of <= 8 panels, not rounded to a multiple of the thread count:
+// every row job packs all of B again, and the column jobs give the threads
+// their work (64x576x3136 on 2 threads: 428 -> 480 G/s). A is packed once
+// for the whole problem in row blocks of at most a few MiB.
+void split_jobs(U8Plan &plan) {
+    const MatmulProblem &p = plan.p;
+    const int64_t MR = plan.MR, NR = plan.NR;
+    plan.mpanels = ceil_div(p.rows, MR);
+    const int64_t npanels = ceil_div(p.cols, NR);
+    const bool small = p.rows * p.cols * std::max<int64_t>(p.inner, 1) < (int64_t{1} << 20);
+    const int64_t threads = small ? 1 : std::max<int64_t>(1, wanted_threads(p));
+    constexpr int64_t MaxRowPanels = 8, MaxColPanels = 8;
+    int64_t row_jobs = ceil_div(plan.mpanels, MaxRowPanels);
+    plan.mcp = ceil_div(plan.mpanels, row_jobs);
+    row_jobs = ceil_div(plan.mpanels, plan.mcp);
+    int64_t col_jobs = ceil_div(npanels, MaxColPanels);
+    if (row_jobs < threads)  // too few row panels: columns make up the rest
+        col_jobs = std::min(npanels, std::max(col_jobs, ceil_div(threads, row_jobs) * col_jobs));
+    plan.ncp = ceil_div(npanels, col_jobs);
+    plan.col_jobs = ceil_div(npanels, plan.ncp);
+    plan.threads = static_cast<int>(std::min<int64_t>(threads, row_jobs * plan.col_jobs));
+    plan.ldc = plan.ncp * NR;
+
+    plan.b_bytes = (p.b.dtype == APPROXMUL_UINT8 || p.b.dtype == APPROXMUL_INT8) &&
+                   p.b.col_stride == 1;
+    plan.a_bytes = p.a.dtype == APPROXMUL_UINT8 || p.a.dtype == APPROXMUL_INT8;
+    plan.panel_bytes = plan.kq_total * MR * 4;
+    plan.block_panels = std::max<int64_t>(
+        plan.mcp, std::min<int64_t>(plan.mpanels, (int64_t{4} << 20) /
+                                                      std::max<int64_t>(plan.panel_bytes, 1) /
+                                                      plan.mcp * plan.mcp));
+}
+
+struct Workspace {
+    std::vector<uint8_t> b, codes, row, gathered;
+    std::vector<int32_t> c;
+    std::vector<int64_t> wide, col_term;
+};
+
+// Panel `panel_index` of A (rows panel_index * MR ..) into `panel`, and each
+// row's correction sum_r vo_r sum_k u_r(A[i,k]) into corr[0..MR).
+void pack_a_panel(const KernelTable &kt, const U8Plan &plan, int64_t panel_index, uint8_t *panel,
+                  int64_t *corr_out, Workspace &w) {
+    const MatmulProblem &p = plan.p;
+    const ByteFit &fit = plan.fit;
+    const int64_t MR = plan.MR, rank = plan.rank;
+    std::memset(panel, 0, static_cast<size_t>(plan.panel_bytes));
+    for (int64_t r = 0; r < MR; ++r) {
+        const int64_t i = panel_index * MR + r;
+        int64_t corr = 0;
+        if (i >= p.rows) {
+            corr_out[r] = 0;
+            continue;
+        }
+        if (rank == 1 && plan.a_bytes) {
+            // a strided row is gathered first, then looked up as a whole
+            const auto *src = static_cast<const uint8_t *>(p.a.data) + i * p.a.row_stride;
+            if (p.a.col_stride != 1) {
+                w.gathered.resize(static_cast<size_t>(p.inner));
+                for (int64_t k = 0; k < p.inner; ++k)
+                    w.gathered[static_cast<size_t>(k)] = src[k * p.a.col_stride];
+                src = w.gathered.data();
+            }
+            kt.u8_lut(p.inner, src, fit.a_lut.data(), w.row.data());
+            const int64_t kq_n = ceil_div(p.inner, 4);
+            std::memset(w.row.data() + p.inner, 0, 4);
+            for (int64_t kq = 0; kq < kq_n; ++kq)
+                std::memcpy(panel + (kq * MR + r) * 4, w.row.data() + kq * 4, 4);
+            if (fit.b_offset[0] != 0) {
+                int64_t sum = 0;
+                if (fit.a_signed)
+                    for (int64_t k = 0; k < p.inner; ++k)
+                        sum += static_cast<int8_t>(w.row[static_cast<size_t>(k)]);
+                else
+                    for (int64_t k = 0; k < p.inner; ++k) sum += w.row[static_cast<size_t>(k)];
+                corr = fit.b_offset[0] * sum;
+            }
+        } else {
+            with_codes(p.a, plan.mask, [&](auto code) {
+                for (int64_t k = 0; k < p.inner; ++k) {
+                    const uint32_t x = code(i, k) & 0xff;
+                    const int64_t kb = k / plan.kc, t = (k - kb * plan.kc) * rank;
+                    for (int q = 0; q < rank; ++q) {
+                        const int64_t tt = kb * plan.kqb * 4 + t + q;
+                        panel[((tt >> 2) * MR + r) * 4 + (tt & 3)] = fit.a_lut[q * 256 + x];
+                        corr += fit.b_offset[q] * fit.a_value[q * 256 + x];
+                    }
+                }
+            });
+        }
+        corr_out[r] = plan.any_offset ? corr : 0;
+    }
+}
+
+// B's columns j0..j0+nj over inner steps k0..k0+nk as quads in w.b (NR-column
+// panels, kquads * NR * 4 bytes apart, the returned stride).
+int64_t pack_b_block(const KernelTable &kt, const U8Plan &plan, int64_t j0, int64_t nj,
+                     int64_t k0, int64_t nk, Workspace &w) {
+    const MatmulProblem &p = plan.p;
+    const int64_t rank = plan.rank;
+    const int64_t kquads = ceil_div(nk * rank, 4);
+    const uint8_t *rows_base;
+    int64_t rows_stride;
+    if (plan.b_bytes) {
+        rows_base = static_cast<const uint8_t *>(p.b.data) + k0 * p.b.row_stride + j0;
+        rows_stride = p.b.row_stride;
+    } else {
+        with_codes(p.b, plan.mask, [&](auto code) {
+            for (int64_t k = 0; k < nk; ++k)
+                for (int64_t j = 0; j < nj; ++j)
+                    w.codes[static_cast<size_t>(k * nj + j)] =
+                        static_cast<uint8_t>(code(k0 + k, j0 + j));
+        });
+        rows_base = w.codes.data();
+        rows_stride = nj;
+    }
+    const int64_t panel_stride = kquads * plan.NR * 4;
+    for (int64_t kq = 0; kq < kquads; ++kq) {
+        const uint8_t *rows[4];
+        const uint8_t *luts[4];
+        for (int h = 0; h < 4; ++h) {
+            int64_t t = kq * 4 + h;
+            // padding steps (A is 0 there) reuse the last real row
+            if (t >= nk * rank) t = nk * rank - 1;
+            rows[h] = rows_base + (t / rank) * rows_stride;
+            luts[h] = plan.fit.b_lut.data() + (t % rank) * 256;
+        }
+        kt.u8_pack(nj, rows, luts, w.b.data() + kq * plan.NR * 4, panel_stride);
+    }
+    return panel_stride;
+}
+
+// One job of the A row block starting at panel pb0 (pbn panels packed in
+// apack, their corrections in row_corr): its output block over every inner
+// block (pack B, micro-kernel loop, widening), then the store.
+void run_job(const KernelTable &kt, const U8Plan &plan, const CrossTerms &cross, int64_t job,
+             int64_t pb0, int64_t pbn, const uint8_t *apack, const int64_t *row_corr,
+             Workspace &w) {
+    const MatmulProblem &p = plan.p;
+    const int64_t MR = plan.MR, NR = plan.NR, ldc = plan.ldc;
+    const int64_t rj = job / plan.col_jobs, cj = job % plan.col_jobs;
+    const int64_t pi0 = rj * plan.mcp, ip_count = std::min(plan.mcp, pbn - pi0);
+    const int64_t i0 = (pb0 + pi0) * MR, j0 = cj * plan.ncp * NR;
+    const int64_t ni = std::min(ip_count * MR, p.rows - i0), nj = std::min(plan.ncp * NR, p.cols - j0);
+    const int64_t jp_count = ceil_div(nj, NR);
+    for (int64_t kb = 0; kb < plan.k_blocks; ++kb) {
+        const int64_t k0 = kb * plan.kc, nk = std::min(plan.kc, p.inner - k0);
+        const int64_t kquads = ceil_div(nk * plan.rank, 4);
+        const int64_t panel_stride = pack_b_block(kt, plan, j0, nj, k0, nk, w);
+        const bool accumulate = kb % plan.blocks_per_flush != 0;
+        for (int64_t jp = 0; jp < jp_count; ++jp)
+            for (int64_t ip = 0; ip < ip_count; ++ip)
+                kt.u8_micro(kquads, apack + (pi0 + ip) * plan.panel_bytes + kb * plan.kqb * MR * 4,
+                            w.b.data() + jp * panel_stride, w.c.data() + ip * MR * ldc + jp * NR,
+                            ldc, accumulate, plan.fit.a_signed);
+        const bool flush = kb % plan.blocks_per_flush == plan.blocks_per_flush - 1 ||
+                           kb == plan.k_blocks - 1;
+        if (plan.wide && flush) {
+            const bool first = kb < plan.blocks_per_flush;
+            for (int64_t i = 0; i < ni; ++i)
+                for (int64_t j = 0; j < nj; ++j)
+                    w.wide[i * ldc + j] = (first ? 0 : w.wide[i * ldc + j]) + w.c[i * ldc + j];
+        }
+    }
+    const int64_t *rc = row_corr + pi0 * MR;
+    if (plan.wide)
+        store_block(p.c, cross, 0, i0, j0, ni, nj, w.wide.data(), ldc, w.col_term, rc);
+    else
+        store_block(p.c, cross, 0, i0, j0, ni, nj, w.c.data(), ldc, w.col_term, rc);
+}
+
+}  // namespace
+
+bool u8_gemm(const KernelTable &kt, const MatmulProblem &p0) {
+    const Multiplier &m = *p0.multiplier;
+    if (kt.u8_micro == nullptr || m.bits() > 8 || p0.rows == 0 || p0.cols == 0 || p0.inner == 0 ||
+        (m.plan() != Plan::ExactGemm && m.plan() != Plan::Factorized))
+        return false;
+    U8Plan plan;
+    if (!fit_problem(kt, p0, plan) || !block_inner(plan)) return false;
+    split_jobs(plan);
+    const MatmulProblem &p = plan.p;
+    const CrossTerms cross(p.a, p.b, p.inner, p.a_zero_point, p.b_zero_point);
+    const int64_t packed_panels = std::min(plan.block_panels, plan.mpanels);
+    std::vector<uint8_t> apack(static_cast<size_t>(packed_panels * plan.panel_bytes));
+    std::vector<int64_t> row_corr(static_cast<size_t>(packed_panels * plan.MR));
+    std::vector<Workspace> workspaces(static_cast<size_t>(plan.threads));
+    for (Workspace &w : workspaces) {
+        w.b.assign(static_cast<size_t>(plan.ncp * plan.kqb * plan.NR * 4 + 64), 0);
+        w.c.resize(static_cast<size_t>(plan.mcp * plan.MR * plan.ldc));
+        if (plan.wide) w.wide.resize(static_cast<size_t>(plan.mcp * plan.MR * plan.ldc));
+        if (!plan.b_bytes) w.codes.resize(static_cast<size_t>(plan.kc * plan.ncp * plan.NR));
+        w.row.resize(static_cast<size_t>(std::max<int64_t>(p.inner, 4) + 64));
+    }
+    for (int64_t pb0 = 0; pb0 < plan.mpanels; pb0 += plan.block_panels) {
+        const int64_t pbn = std::min(plan.block_panels, plan.mpanels - pb0);
+        const int64_t block_jobs = ceil_div(pbn, plan.mcp) * plan.col_jobs;
+        const int block_threads = static_cast<int>(std::min<int64_t>(plan.threads, block_jobs));
+        // a second parallel region per call only from 64 KiB of packed A
+        // (each region waits for every thread, which on a loaded machine can
+        // mean a scheduler period); the earlier 4 MiB bound left 256x2304x196
+        // packing on one thread while the other waited (2 threads: 252 -> 340 G/s)
+        const int pack_threads = pbn * plan.panel_bytes * plan.rank < (int64_t{64} << 10)
+                                     ? 1
+                                     : std::min<int>(block_threads, static_cast<int>(pbn));
+        parallel_for(pbn, pack_threads, [&](int64_t pi, int thread) {
+            pack_a_panel(kt, plan, pb0 + pi, apack.data() + pi * plan.panel_bytes,
+                         row_corr.data() + pi * plan.MR, workspaces[static_cast<size_t>(thread)]);
+        });
+        parallel_for(block_jobs, block_threads, [&](int64_t job, int thread) {
+            run_job(kt, plan, cross, job, pb0, pbn, apack.data(), row_corr.data(),
+                    workspaces[static_cast<size_t>(thread)]);
+        });
+    }
+    return true;
+}
+
+}  // namespace approxmul::kernels
