@@ -114,6 +114,15 @@ approxmul_status approxmul_multiplier_metrics(
     const approxmul_multiplier *m, approxmul_metrics *out);
 approxmul_status approxmul_multiplier_error_map(
     const approxmul_multiplier *m, int64_t *out, int64_t out_len);
+typedef enum approxmul_operand {
+    APPROXMUL_OPERAND_A = 0,
+    APPROXMUL_OPERAND_B = 1
+} approxmul_operand;
+approxmul_status approxmul_multiplier_gradient_table(
+    const approxmul_multiplier *m, approxmul_operand operand, int half_window,
+    double *out, int64_t out_len);
+approxmul_status approxmul_multiplier_gradient_slopes(
+    const approxmul_multiplier *m, approxmul_operand operand, double *out, int64_t out_len);
 approxmul_status approxmul_accumulator_dtype(
     const approxmul_multiplier *m, int64_t inner, int64_t a_zero_point,
     int64_t b_zero_point, approxmul_dtype *out);
