@@ -12,7 +12,7 @@ import sys
 from ..errors import ApproxmulError
 
 # subcommand modules, in the order ``approxmul --help`` lists them
-SUBCOMMANDS = ("info", "evaluate", "metrics", "show")
+SUBCOMMANDS = ("info", "evaluate", "retrain", "metrics", "show")
 
 
 class UsageError(Exception):

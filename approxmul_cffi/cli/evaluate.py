@@ -22,7 +22,8 @@ def add_parser(subparsers):
                         "default: exact plus built-in approximate multipliers")
     p.add_argument("--layer", metavar="NAME=SPEC", action="append", dest="layers", default=[],
                    help="fixed multiplier for one layer in every row (repeatable)")
-    p.add_argument("--model", metavar="PATH", help="model JSON written by nn.Model.save "
+    p.add_argument("--model", metavar="NAME|PATH", help="a bundled model (digits-lenet, "
+                   "mnist-lenet5) or a model JSON written by nn.Model.save "
                    "(default: the bundled digits LeNet)")
     p.add_argument("--data", metavar="FILE.npz",
                    help="evaluation data: arrays x (float images) and y (integer labels), "
@@ -65,7 +66,7 @@ def _load_data(path):
 
 def _evaluate(args):
     from approxmul_cffi import quant
-    from approxmul_cffi.evaluation import BUNDLED_MODEL, evaluate, plot_accuracy
+    from approxmul_cffi.evaluation import BUNDLED_MODEL, BUNDLED_MODELS, evaluate, plot_accuracy
 
     for name in ("limit", "threads"):
         value = getattr(args, name)
@@ -80,10 +81,13 @@ def _evaluate(args):
         data, calibration = _load_data(args.data)
         source = f"{os.path.basename(args.data)}, calibrated on its {len(calibration)} samples"
     else:
-        from approxmul_cffi.datasets import load_digits
-        data, calibration = load_digits("test"), load_digits("train")[0]
-        source = f"digits held-out split, calibrated on {len(calibration)} training images"
+        from approxmul_cffi.datasets import load
+        dataset = BUNDLED_MODELS.get(args.model, (None, "digits"))[1]
+        data, calibration = load(dataset, "test"), load(dataset, "train")[0]
+        source = f"{dataset} held-out split, calibrated on {len(calibration)} training images"
     model_path = args.model or BUNDLED_MODEL
+    if model_path in BUNDLED_MODELS:
+        model_path = os.path.join(os.path.dirname(BUNDLED_MODEL), BUNDLED_MODELS[model_path][0])
     result = evaluate(model_path, data, args.multipliers, layers=_layer_overrides(args.layers),
                       limit=args.limit, threads=args.threads, progress=not args.no_progress,
                       calibration=calibration, config=quant.QuantConfig(calibration=args.calibration))

@@ -42,7 +42,8 @@ from approxmul_cffi.errors import InvalidArgumentError
 from approxmul_cffi.torch import _op
 from approxmul_cffi.torch._translate import Untranslatable, translate
 
-__all__ = ["ApproxLayer", "GRADIENTS", "LayerInfo", "approximate", "layers"]
+__all__ = ["ApproxLayer", "ApproximationError", "GRADIENTS", "LayerInfo", "approximate", "layers",
+           "recalibrate"]
 
 GRADIENTS = _op.GRADIENTS
 _KINDS = (torch.nn.Conv2d, torch.nn.Conv1d, torch.nn.Linear)
@@ -236,7 +237,9 @@ class ApproxLayer:
             self.q_dilation, self.q_groups = geom["dilation"], geom["groups"]
         self.code_dtype = torch.int8 if multiplier.signed else torch.uint8
         self._q_versions, self._q_cache, self._q_tables = None, {}, {}
-        self.q_key = _op.register(self)
+        self._q_float = False
+        if not hasattr(self, "q_key"):
+            self.q_key = _op.register(self)
 
     # ---- shapes
     def conv_in_shape(self, shape):
@@ -336,6 +339,11 @@ class ApproxLayer:
         return y, x_codes
 
     def forward(self, x):
+        if self._q_float:  # calibration runs the float model
+            weight, bias = self._folded()
+            if self.q_conv:
+                return self._conv_forward(x, weight[:, :, 0] if self.q_conv1d else weight, bias)
+            return torch.nn.functional.linear(x, weight, bias)
         if not isinstance(x, torch.Tensor):
             raise ApproximationError(f"layer {self.q_name!r}: input must be a tensor")
         if x.device.type != "cpu":  # before any op sees it
@@ -378,7 +386,8 @@ def _swap_class(module, mixin, prefix):
     base = type(module)
     key = (mixin, base)
     if key not in _CLASSES:
-        _CLASSES[key] = type(prefix + base.__name__, (mixin, base), {"__module__": __name__})
+        _CLASSES[key] = type(prefix + base.__name__, (mixin, base),
+                             {"__module__": __name__, "_q_base": base})
     module.__class__ = _CLASSES[key]
 
 
@@ -460,6 +469,46 @@ def _plan_by_layer(model, batches, config, selected):
     return plan
 
 
+def _plan(model, batches, config, selected):
+    float_layers = [m for m in model.modules() if isinstance(m, ApproxLayer)]
+    for m in float_layers:
+        m._q_float = True
+    try:
+        try:
+            return _plan_from_graph(model, batches, config), "graph", None
+        except Untranslatable as e:
+            return _plan_by_layer(model, batches, config, selected), "per-layer", str(e)
+    finally:
+        for m in float_layers:
+            m._q_float = False
+
+
+def recalibrate(model, calibration):
+    """Calibrate an approximated model again, in place (after its weights changed).
+
+    Activation ranges come from the float model with the current weights, as
+    ``approximate`` did; retraining calls this once per epoch so that the
+    model matches what ``approxmul evaluate`` makes of its saved weights.
+
+    >>> import torch
+    >>> net = approximate(torch.nn.Sequential(torch.nn.Linear(2, 2)), "exact",
+    ...                   calibration=[torch.rand(4, 2)])
+    >>> recalibrate(net, [torch.rand(4, 2) * 10]) is net
+    True
+    """
+    plan_info = getattr(model, "approxmul_plan", None)
+    if plan_info is None:
+        raise ApproximationError("recalibrate() takes a model returned by approximate()")
+    layers_ = {name: m for name, m in model.named_modules() if isinstance(m, ApproxLayer)}
+    plan, how, why = _plan(model, _batches(calibration), plan_info["config"], list(layers_))
+    for name, module in layers_.items():
+        entry = plan[name]
+        module._setup(name, module.q_multiplier, entry["node"], module._q_bn, module.q_gradient,
+                      tuple(entry["sample_shape"]))
+    plan_info.update(calibration=how, reason=why)
+    return model
+
+
 def approximate(model, multipliers, *, calibration, scheme=None, gradient="ste", inplace=False):
     """A copy of ``model`` (or ``model`` itself with ``inplace``) with approximate layers.
 
@@ -501,11 +550,7 @@ def approximate(model, multipliers, *, calibration, scheme=None, gradient="ste",
     if not inplace:
         model = copy.deepcopy(model)
         modules = dict(model.named_modules())
-    try:
-        plan, how, why = _plan_from_graph(model, batches, config), "graph", None
-    except Untranslatable as e:
-        plan = _plan_by_layer(model, batches, config, list(assignment))
-        how, why = "per-layer", str(e)
+    plan, how, why = _plan(model, batches, config, list(assignment))
     for name, m in assignment.items():
         entry, module = plan[name], modules[name]
         bn = modules[entry["bn"]] if entry["bn"] else None
@@ -513,6 +558,6 @@ def approximate(model, multipliers, *, calibration, scheme=None, gradient="ste",
             _swap_class(bn, _FoldedBatchNorm, "Folded")
         _swap_class(module, ApproxLayer, "Approx")
         module._setup(name, m, entry["node"], bn, gradient, tuple(entry["sample_shape"]))
-    model.approxmul_plan = {"calibration": how, "reason": why,
+    model.approxmul_plan = {"calibration": how, "reason": why, "config": config,
                             "layers": {name: getattr(m, "spec", None) for name, m in assignment.items()}}
     return model

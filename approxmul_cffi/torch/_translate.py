@@ -21,12 +21,24 @@ class Untranslatable(Exception):
     """The model has a node the approxmul nn graph cannot express."""
 
 
+def _kind(m):
+    """The torch class a module was before the adapter swapped it."""
+    return getattr(type(m), "_q_base", type(m))
+
+
+class _Tracer(fx.Tracer):
+    """Keeps swapped (approximate, folded) layers as leaves, like torch.nn's own."""
+
+    def is_leaf_module(self, m, qualname):
+        return hasattr(type(m), "_q_base") or super().is_leaf_module(m, qualname)
+
+
 def _np(t):
     return t.detach().cpu().to(torch.float32).numpy()
 
 
 def _conv(m):
-    if type(m) is not torch.nn.Conv2d or m.padding_mode != "zeros" or isinstance(m.padding, str):
+    if _kind(m) is not torch.nn.Conv2d or m.padding_mode != "zeros" or isinstance(m.padding, str):
         raise Untranslatable(f"{type(m).__name__} (padding_mode {m.padding_mode!r})")
     return nn.Conv2d(m.in_channels, m.out_channels, m.kernel_size, m.stride, m.padding,
                      m.dilation, m.groups, m.bias is not None, weight=_np(m.weight),
@@ -34,14 +46,14 @@ def _conv(m):
 
 
 def _linear(m):
-    if type(m) is not torch.nn.Linear:
+    if _kind(m) is not torch.nn.Linear:
         raise Untranslatable(type(m).__name__)
     return nn.Linear(m.in_features, m.out_features, m.bias is not None, weight=_np(m.weight),
                      bias_value=None if m.bias is None else _np(m.bias))
 
 
 def _batchnorm(m):
-    if type(m) is not torch.nn.BatchNorm2d or not m.track_running_stats or not m.affine:
+    if _kind(m) is not torch.nn.BatchNorm2d or not m.track_running_stats or not m.affine:
         raise Untranslatable("BatchNorm2d without affine running statistics")
     return nn.BatchNorm2d(m.num_features, m.eps, weight=_np(m.weight), bias=_np(m.bias),
                           running_mean=_np(m.running_mean), running_var=_np(m.running_var))
@@ -79,6 +91,8 @@ def _module_layer(m):
                      count_include_pad=m.count_include_pad, divisor_override=m.divisor_override)
     if type(m) is torch.nn.AdaptiveAvgPool2d and m.output_size in (1, (1, 1)):
         return nn.GlobalAvgPool()
+    if type(m) is torch.nn.Softmax and m.dim in (1, -1):
+        return nn.Softmax()
     if type(m) is torch.nn.Flatten and m.start_dim == 1 and m.end_dim == -1:
         return nn.Flatten()
     raise Untranslatable(f"module {type(m).__name__}")
@@ -118,7 +132,7 @@ def _method(name, node):
 def translate(model, sample):
     """(nn.Model, {nn name: torch module name}) for ``model``; ``sample`` is one input batch."""
     try:
-        gm = fx.symbolic_trace(model)
+        gm = fx.GraphModule(model, _Tracer().trace(model))
     except Exception as e:  # torch raises many kinds for untraceable control flow
         raise Untranslatable(f"torch.fx cannot trace the model: {e}") from None
     was_training = gm.training
