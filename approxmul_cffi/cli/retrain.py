@@ -8,14 +8,13 @@ Needs torch (pip install 'approxmul[torch]').
 """
 
 import json
-import os
 import sys
 
 from . import UsageError
 from .evaluate import _layer_overrides
 
 HELP = "retrain a network through approximate multipliers (needs torch)"
-GRADIENT_MODES = {"ste": "ste", "table": "table", "table2d": "table2d"}
+GRADIENT_MODES = ("ste", "table", "table2d")  # approxmul_cffi.torch gradient= values
 
 
 def add_parser(subparsers):
@@ -25,7 +24,7 @@ def add_parser(subparsers):
     p.add_argument("--layer", metavar="NAME=SPEC", action="append", dest="layers", default=[],
                    help="a different multiplier for one layer (repeatable)")
     p.add_argument("--epochs", metavar="N", type=int, default=10, help="epochs (default 10)")
-    p.add_argument("--gradient", choices=tuple(GRADIENT_MODES), default="ste",
+    p.add_argument("--gradient", choices=GRADIENT_MODES, default="ste",
                    help="ste: straight-through; table: per-value slopes of the multiplier; "
                         "table2d: its full gradient tables (default ste)")
     p.add_argument("--model", metavar="NAME|PATH", default="digits-lenet",
@@ -104,7 +103,7 @@ def _retrain(args):
         print(f"epoch {epoch:3d}: top-1 {acc:6.2f} %  ({seconds:.1f} s)", flush=True)
 
     result = retrain(net, assignment, train, test, epochs=args.epochs,
-                     gradient=GRADIENT_MODES[args.gradient], lr=args.lr,
+                     gradient=args.gradient, lr=args.lr,
                      batch_size=args.batch_size, seed=args.seed, progress=not args.no_progress,
                      scheme=quant.QuantConfig(calibration=args.calibration),
                      log=log,

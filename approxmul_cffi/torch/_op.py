@@ -13,7 +13,6 @@ feed the backward.
 import itertools
 import weakref
 
-import numpy as np
 import torch
 import torch.nn.functional as F
 
