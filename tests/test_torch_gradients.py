@@ -180,3 +180,14 @@ def test_state_dict_round_trip():
     recalibrate(approx, [x])   # calibrated on the changed weights, as `again` is
     with torch.no_grad():
         torch.testing.assert_close(again(x), approx(x), rtol=0, atol=0)
+
+
+def test_deepcopy_is_an_independent_layer():
+    import copy
+    approx, x = _layer("conv", "drum:k=4", "ste")
+    twin = copy.deepcopy(approx)
+    assert twin[0].q_key != approx[0].q_key and twin[0].q_multiplier is approx[0].q_multiplier
+    with torch.no_grad():
+        torch.testing.assert_close(twin(x), approx(x), rtol=0, atol=0)
+        twin[0].weight.mul_(0.5)
+        assert not torch.equal(twin(x), approx(x))

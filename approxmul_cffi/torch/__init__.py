@@ -243,6 +243,16 @@ class ApproxLayer:
         if not hasattr(self, "q_key"):
             self.q_key = _op.register(self)
 
+    def __deepcopy__(self, memo):
+        # a copy is a layer of its own (own registry key); the multiplier is
+        # immutable and shared (in-memory tables have no spec to rebuild from)
+        new = type(self).__new__(type(self))
+        memo[id(self)] = new
+        for key, value in self.__dict__.items():
+            new.__dict__[key] = value if key == "q_multiplier" else copy.deepcopy(value, memo)
+        new.q_key = _op.register(new)
+        return new
+
     # ---- shapes
     def conv_in_shape(self, shape):
         return (shape[0], shape[1], 1, shape[2]) if self.q_conv1d else tuple(shape)
