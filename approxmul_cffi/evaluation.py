@@ -40,6 +40,9 @@ __all__ = ["DEFAULT_MULTIPLIERS", "EvalResult", "EvalRow", "bundled_model", "eva
            "multiplier_metrics", "resolve_multiplier"]
 
 BUNDLED_MODEL = os.path.join(os.path.dirname(os.path.abspath(__file__)), "models", "digits_lenet.json")
+# name -> (model file in models/, datasets.load name); `--model NAME` in the CLI
+BUNDLED_MODELS = {"digits-lenet": ("digits_lenet.json", "digits"),
+                  "mnist-lenet5": ("mnist_lenet5.json", "mnist")}
 
 # Built-in approximate multipliers of increasing error, for `approxmul evaluate`.
 DEFAULT_MULTIPLIERS = (
@@ -52,9 +55,11 @@ DEFAULT_MULTIPLIERS = (
 )
 
 
-def bundled_model():
-    """The float LeNet for scikit-learn's digits that ships with the package."""
-    return nn.Model.load(BUNDLED_MODEL)
+def bundled_model(name="digits-lenet"):
+    """A float model that ships with the package: by default the digits LeNet (BUNDLED_MODELS)."""
+    if name not in BUNDLED_MODELS:
+        raise nn.ModelError(f"unknown bundled model {name!r}; use one of {', '.join(BUNDLED_MODELS)}")
+    return nn.Model.load(os.path.join(os.path.dirname(BUNDLED_MODEL), BUNDLED_MODELS[name][0]))
 
 
 # --------------------------------------------------------------------------

@@ -70,27 +70,27 @@ def to_model(net, accuracy):
     })
 
 
-def main():
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--out", default=os.path.normpath(os.path.join(
-        os.path.dirname(os.path.abspath(__file__)), "..", "approxmul_cffi", "models", "digits_lenet")))
-    args = parser.parse_args()
+def fit(make_net, train, test, *, epochs, lr, seed=SEED, batch=BATCH):
+    """Seeded, single-threaded, deterministic Adam + cosine training on CPU.
 
-    torch.manual_seed(SEED)
+    Returns (net in eval mode, float held-out accuracy). Shared with
+    scripts/train_mnist.py.
+    """
+    torch.manual_seed(seed)
     torch.set_num_threads(1)
     torch.use_deterministic_algorithms(True)
-    x_train, y_train = (torch.from_numpy(a) for a in load_digits("train"))
-    x_test, y_test = load_digits("test")
+    x_train, y_train = (torch.from_numpy(a) for a in train)
+    x_test, y_test = test
 
-    net = LeNet()
-    opt = torch.optim.Adam(net.parameters(), lr=3e-3, weight_decay=1e-4)
-    sched = torch.optim.lr_scheduler.CosineAnnealingLR(opt, EPOCHS)
-    gen = torch.Generator().manual_seed(SEED)
-    for epoch in range(EPOCHS):
+    net = make_net()
+    opt = torch.optim.Adam(net.parameters(), lr=lr, weight_decay=1e-4)
+    sched = torch.optim.lr_scheduler.CosineAnnealingLR(opt, epochs)
+    gen = torch.Generator().manual_seed(seed)
+    for epoch in range(epochs):
         net.train()
         perm = torch.randperm(len(x_train), generator=gen)
-        for i in range(0, len(perm), BATCH):
-            idx = perm[i:i + BATCH]
+        for i in range(0, len(perm), batch):
+            idx = perm[i:i + batch]
             loss = tnn.functional.cross_entropy(net(x_train[idx]), y_train[idx])
             opt.zero_grad()
             loss.backward()
@@ -98,7 +98,18 @@ def main():
         sched.step()
     net.eval()
     with torch.no_grad():
-        torch_acc = float((net(torch.from_numpy(x_test)).argmax(1).numpy() == y_test).mean())
+        accuracy = float((net(torch.from_numpy(x_test)).argmax(1).numpy() == y_test).mean())
+    return net, accuracy
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--out", default=os.path.normpath(os.path.join(
+        os.path.dirname(os.path.abspath(__file__)), "..", "approxmul_cffi", "models", "digits_lenet")))
+    args = parser.parse_args()
+
+    x_test, y_test = load_digits("test")
+    net, torch_acc = fit(LeNet, load_digits("train"), (x_test, y_test), epochs=EPOCHS, lr=3e-3)
     model = to_model(net, torch_acc)
     numpy_acc = float((model.predict(x_test) == y_test).mean())
     os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)

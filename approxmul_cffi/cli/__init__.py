@@ -21,7 +21,7 @@ import sys
 from ..errors import ApproxmulError
 
 # subcommand modules, in the order ``approxmul --help`` lists them
-SUBCOMMANDS = ("info", "evaluate", "metrics", "show", "layers", "sweep", "netlist")
+SUBCOMMANDS = ("info", "evaluate", "retrain", "metrics", "show", "layers", "sweep", "netlist")
 
 # optional package -> the extra that installs it (pyproject.toml)
 EXTRAS = {"numpy": "numpy", "matplotlib": "plot", "sklearn": "evaluate", "tqdm": "evaluate"}

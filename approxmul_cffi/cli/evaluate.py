@@ -24,7 +24,8 @@ def add_parser(subparsers):
     p.add_argument("--layers", metavar="FILE", dest="layer_map",
                    help="a layer map (JSON layer -> spec, as approxmul sweep writes); "
                         "--layer entries override it")
-    p.add_argument("--model", metavar="PATH", help="model JSON written by nn.Model.save "
+    p.add_argument("--model", metavar="NAME|PATH", help="a bundled model (digits-lenet, "
+                   "mnist-lenet5) or a model JSON written by nn.Model.save "
                    "(default: the bundled digits LeNet)")
     p.add_argument("--data", metavar="FILE.npz",
                    help="evaluation data: arrays x (float images) and y (integer labels), "
@@ -86,7 +87,7 @@ def _evaluate(args):
     import numpy  # noqa: F401 (the first thing evaluate needs: said before anything runs)
 
     from approxmul_cffi import quant
-    from approxmul_cffi.evaluation import BUNDLED_MODEL, evaluate, plot_accuracy
+    from approxmul_cffi.evaluation import BUNDLED_MODEL, BUNDLED_MODELS, evaluate, plot_accuracy
 
     from approxmul_cffi._library import lib
 
@@ -105,11 +106,14 @@ def _evaluate(args):
         source = f"{os.path.basename(args.data)}, calibrated on its {len(calibration)} samples"
         data_source = os.path.abspath(args.data)
     else:
-        from approxmul_cffi.datasets import load_digits
-        data, calibration = load_digits("test"), load_digits("train")[0]
-        source = f"digits held-out split, calibrated on {len(calibration)} training images"
-        data_source = "sklearn digits, approxmul_cffi.datasets held-out split"
+        from approxmul_cffi.datasets import load
+        dataset = BUNDLED_MODELS.get(args.model, (None, "digits"))[1]
+        data, calibration = load(dataset, "test"), load(dataset, "train")[0]
+        source = f"{dataset} held-out split, calibrated on {len(calibration)} training images"
+        data_source = f"{dataset}, approxmul_cffi.datasets held-out split"
     model_path = args.model or BUNDLED_MODEL
+    if model_path in BUNDLED_MODELS:
+        model_path = os.path.join(os.path.dirname(BUNDLED_MODEL), BUNDLED_MODELS[model_path][0])
     layers = {}
     if args.layer_map:
         from approxmul_cffi.sweep.results import load_layer_map

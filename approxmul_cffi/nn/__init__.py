@@ -36,12 +36,12 @@ from .code_layers import Add, AvgPool2d, Flatten, GlobalAvgPool, MaxPool2d, ReLU
 from .graph import INPUT, Model, Node, load, save
 from .integer import CodeOp, PreparedWeights, QTensor, QuantizedLayer
 from .layers import LAYER_TYPES, BatchNorm2d, Conv2d, Layer, Linear, register
-from .quantized import QuantizedModel, quantize
+from .quantized import QuantizedModel, RangeObserver, quantize
 from .. import quant  # noqa: F401  (nn.quant: the arithmetic the layers use)
 
 __all__ = [
     "Add", "AvgPool2d", "BatchNorm2d", "CodeOp", "Conv2d", "Flatten", "GlobalAvgPool", "INPUT",
     "LAYER_TYPES", "Layer", "Linear", "MaxPool2d", "Model", "ModelError", "Node",
-    "PreparedWeights", "QTensor", "QuantizedLayer", "QuantizedModel", "ReLU", "ReLU6",
-    "Softmax", "load", "quantize", "register", "save",
+    "PreparedWeights", "QTensor", "QuantizedLayer", "QuantizedModel", "RangeObserver", "ReLU",
+    "ReLU6", "Softmax", "load", "quantize", "register", "save",
 ]

@@ -86,16 +86,21 @@ class QuantizedLayer:
         if not hasattr(layer, "accumulate"):
             raise ModelError(f"{type(layer).__name__} has no integer product (accumulate)")
         self.layer = layer
-        self.weight = np.asarray(weight, dtype=np.float64)
-        self.bias = (np.zeros(self.weight.shape[0]) if bias is None
-                     else np.asarray(bias, dtype=np.float64))
+        self._prepared = {}
+        self.set_parameters(weight, bias)
         self.in_qparams, self.out_qparams = in_qparams, out_qparams
         self.activation = activation
         self.config = quant.QuantConfig() if config is None else config
         quant.activation_bounds(out_qparams, activation)  # an unknown activation fails now
-        self._prepared = {}
         # per domain: (input zero point, output QParams, output clamp)
         self._grids = {}
+
+    def set_parameters(self, weight, bias):
+        """New float weight and bias (retraining changed them): prepared weights are redone."""
+        self.weight = np.asarray(weight, dtype=np.float64)
+        self.bias = (np.zeros(self.weight.shape[0]) if bias is None
+                     else np.asarray(bias, dtype=np.float64))
+        self._prepared.clear()
 
     def prepare(self, signed):
         """The :class:`PreparedWeights` of the int8 (``signed``) or uint8 domain (cached)."""

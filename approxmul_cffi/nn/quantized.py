@@ -26,10 +26,12 @@ from ..multipliers import Multiplier, multiplier as resolve
 from .graph import INPUT, Node
 from .integer import QTensor
 
-__all__ = ["QuantizedModel", "quantize"]
+__all__ = ["QuantizedModel", "RangeObserver", "quantize"]
 
 
-class _RangeObserver:
+class RangeObserver:
+    """Running range of activations: min/max, or every sample for a percentile."""
+
     def __init__(self, method, percentile):
         self.method, self.percentile = method, percentile
         self.lo, self.hi, self.samples = np.inf, -np.inf, []
@@ -76,7 +78,7 @@ def quantize(model, calibration_data, config=None, *, batch_size=256):
                                  else f"layer {name!r} computes NaN or infinity on finite "
                                  "calibration data: its parameters are out of range (a negative "
                                  "BatchNorm variance, weights near the float32 limit?)")
-            observers.setdefault(name, _RangeObserver(config.calibration, config.percentile)).update(value)
+            observers.setdefault(name, RangeObserver(config.calibration, config.percentile)).update(value)
     qparams = {}
     for name, obs in observers.items():
         lo, hi = obs.range()

@@ -352,6 +352,32 @@ APPROXMUL_API approxmul_status approxmul_multiplier_from_netlist(
  * APPROXMUL_ERR_SHAPE and writes nothing. */
 APPROXMUL_API approxmul_status approxmul_family_verilog(
     const char *spec, char *out, int64_t out_len, int64_t *length_out);
+/* ------------------------------------------------ multiplier gradients
+ * Derivatives of a multiplier's product table for retraining through it
+ * (docs/retraining.md). Entries are indexed by raw bit pattern like the
+ * table; operand values run min..max (signed: -2^(bits-1)..2^(bits-1)-1).
+ * bits <= 12. */
+
+/* The operand a derivative is taken with respect to. */
+typedef enum approxmul_operand {
+    APPROXMUL_OPERAND_A = 0,   /* the first (row) operand: the activation */
+    APPROXMUL_OPERAND_B = 1    /* the second (column) operand: the weight */
+} approxmul_operand;
+
+/* 2^bits x 2^bits smoothed central differences: for operand A,
+ * out[a][b] = (M(hi, b) - M(lo, b)) / (hi - lo) with lo = max(a - h, min),
+ * hi = min(a + h, max), h = half_window >= 1 (one-sided near the edges);
+ * for operand B the same along b. out_len must be 4^bits. */
+APPROXMUL_API approxmul_status approxmul_multiplier_gradient_table(
+    const approxmul_multiplier *m, approxmul_operand operand, int half_window,
+    double *out, int64_t out_len);
+
+/* 2^bits least-squares slopes, one per value of the other operand: for
+ * operand A, out[b] = sum_a (a - mean_a)(M(a, b) - mean_b) / sum_a (a - mean_a)^2
+ * over every value a (the exact multiplier gives out[b] = b); for operand B
+ * the same along b, indexed by a. out_len must be 2^bits. */
+APPROXMUL_API approxmul_status approxmul_multiplier_gradient_slopes(
+    const approxmul_multiplier *m, approxmul_operand operand, double *out, int64_t out_len);
 
 /* --------------------------------------------------------------- kernels */
 

@@ -543,4 +543,54 @@ approxmul_status approxmul_family_verilog(const char *spec, char *out, int64_t o
     });
 }
 
+// ---- multiplier gradients
+
+namespace {
+bool gradient_operand(approxmul_operand operand) {
+    if (operand != APPROXMUL_OPERAND_A && operand != APPROXMUL_OPERAND_B)
+        fail(APPROXMUL_ERR_INVALID_ARGUMENT, "operand: %d is neither APPROXMUL_OPERAND_A (0) nor "
+             "APPROXMUL_OPERAND_B (1)", static_cast<int>(operand));
+    return operand == APPROXMUL_OPERAND_B;
+}
+
+void gradient_entries(const Multiplier &impl, const double *out, int64_t out_len, int exponent) {
+    require_pointer(out, "out");
+    if (impl.bits() > 12)
+        fail(APPROXMUL_ERR_UNSUPPORTED, "gradients tabulate every operand value: at most 12 bits, "
+             "this multiplier has %d", impl.bits());
+    const int64_t entries = int64_t{1} << (exponent * impl.bits());
+    if (out_len != entries)
+        fail(APPROXMUL_ERR_SHAPE, "out_len: %lld entries, the gradient has %lld",
+             static_cast<long long>(out_len), static_cast<long long>(entries));
+}
+}  // namespace
+
+approxmul_status approxmul_multiplier_gradient_table(const approxmul_multiplier *m,
+                                                     approxmul_operand operand, int half_window,
+                                                     double *out, int64_t out_len) {
+    return guarded([&] {
+        const Multiplier &impl = get(m);
+        const bool along_b = gradient_operand(operand);
+        if (half_window < 1)
+            fail(APPROXMUL_ERR_INVALID_ARGUMENT, "half_window: %d, must be at least 1", half_window);
+        gradient_entries(impl, out, out_len, 2);
+        std::vector<double> table(static_cast<size_t>(out_len));  // out untouched on failure
+        library::gradient_table(impl, along_b, half_window, table.data());
+        std::memcpy(out, table.data(), table.size() * sizeof(double));
+    });
+}
+
+approxmul_status approxmul_multiplier_gradient_slopes(const approxmul_multiplier *m,
+                                                      approxmul_operand operand, double *out,
+                                                      int64_t out_len) {
+    return guarded([&] {
+        const Multiplier &impl = get(m);
+        const bool along_b = gradient_operand(operand);
+        gradient_entries(impl, out, out_len, 1);
+        std::vector<double> slopes(static_cast<size_t>(out_len));
+        library::gradient_slopes(impl, along_b, slopes.data());
+        std::memcpy(out, slopes.data(), slopes.size() * sizeof(double));
+    });
+}
+
 }  // extern "C"

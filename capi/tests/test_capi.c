@@ -492,6 +492,49 @@ static void test_metrics(void) {
     approxmul_multiplier_destroy(m);
 }
 
+static double absolute(double v) { return v < 0 ? -v : v; }
+
+static void test_gradients(void) {
+    approxmul_multiplier *m = NULL;
+    static double grad[256 * 256];
+    double slopes[256];
+    int i, j, ok = 1;
+    CHECK(approxmul_multiplier_exact(8, 1, &m) == APPROXMUL_OK);
+    /* exact a*b: dM/da = b everywhere (the product is linear in a) */
+    CHECK(approxmul_multiplier_gradient_table(m, APPROXMUL_OPERAND_A, 3, grad, 65536) == APPROXMUL_OK);
+    for (i = 0; i < 256; ++i)
+        for (j = 0; j < 256; ++j)
+            ok &= grad[i * 256 + j] == (double)(signed char)j;
+    CHECK(ok);
+    CHECK(approxmul_multiplier_gradient_slopes(m, APPROXMUL_OPERAND_B, slopes, 256) == APPROXMUL_OK);
+    for (i = 0, ok = 1; i < 256; ++i)
+        ok &= absolute(slopes[i] - (double)(signed char)i) < 1e-9;
+    CHECK(ok);
+    approxmul_multiplier_destroy(m);
+
+    /* 2-bit unsigned table, operands 0..3, row a, column b */
+    {
+        const int32_t t[16] = {0, 0, 0, 0,  0, 1, 2, 3,  0, 2, 4, 7,  0, 3, 6, 9};
+        double g[16], s[4];
+        CHECK(approxmul_multiplier_from_table(t, 16, 2, 0, &m) == APPROXMUL_OK);
+        /* h = 1, operand B at (a=2): b=0: (M(2,1)-M(2,0))/1 = 2; b=1: (4-0)/2 = 2;
+         * b=2: (7-2)/2 = 2.5; b=3: (7-4)/1 = 3 */
+        CHECK(approxmul_multiplier_gradient_table(m, APPROXMUL_OPERAND_B, 1, g, 16) == APPROXMUL_OK);
+        CHECK(g[8] == 2.0 && g[9] == 2.0 && g[10] == 2.5 && g[11] == 3.0);
+        /* slope of column b=3 over a = 0..3: values 0,3,7,9, mean a 1.5:
+         * (-1.5*0 - 0.5*3 + 0.5*7 + 1.5*9) / 5 = 15.5 / 5 = 3.1 */
+        CHECK(approxmul_multiplier_gradient_slopes(m, APPROXMUL_OPERAND_A, s, 4) == APPROXMUL_OK);
+        CHECK(absolute(s[3] - 3.1) < 1e-12);
+        s[0] = 99;
+        CHECK(approxmul_multiplier_gradient_slopes(m, APPROXMUL_OPERAND_A, s, 3) == APPROXMUL_ERR_SHAPE && s[0] == 99);
+        CHECK(approxmul_multiplier_gradient_table(m, APPROXMUL_OPERAND_A, 0, g, 16) == APPROXMUL_ERR_INVALID_ARGUMENT);
+        CHECK(approxmul_multiplier_gradient_table(m, (approxmul_operand)7, 1, g, 16) == APPROXMUL_ERR_INVALID_ARGUMENT);
+        CHECK(approxmul_multiplier_gradient_table(m, APPROXMUL_OPERAND_A, 1, NULL, 16) == APPROXMUL_ERR_NULL_POINTER);
+        CHECK(approxmul_multiplier_gradient_slopes(NULL, APPROXMUL_OPERAND_A, s, 4) == APPROXMUL_ERR_NULL_POINTER);
+        approxmul_multiplier_destroy(m);
+    }
+}
+
 int main(void) {
     test_version();
     test_errors();
@@ -502,6 +545,7 @@ int main(void) {
     test_table_parse();
     test_foreign();
     test_metrics();
+    test_gradients();
     if (failures) {
         fprintf(stderr, "%d check(s) failed\n", failures);
         return 1;

@@ -46,4 +46,9 @@ std::shared_ptr<const Multiplier> from_callback(approxmul_product_callback callb
 approxmul_metrics metrics(const Multiplier &m);
 void error_map(const Multiplier &m, int64_t *out);  // 4^bits entries, bits <= 12
 
+// ---- gradients (gradients.cpp); definitions in approxmul.h
+
+void gradient_table(const Multiplier &m, bool along_b, int half_window, double *out);  // 4^bits
+void gradient_slopes(const Multiplier &m, bool along_b, double *out);                 // 2^bits
+
 }  // namespace approxmul::library

@@ -1,0 +1,64 @@
+"""What the PyTorch adapter's modules share: its error, input checks, calibration batches."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+
+import numpy as np
+import torch
+
+from .. import quant
+from ..errors import InvalidArgumentError
+
+_FLOATS = (torch.float32, torch.float64, torch.bfloat16, torch.float16)
+
+
+class ApproximationError(InvalidArgumentError):
+    """A model, layer, input or multiplier the adapter cannot approximate."""
+
+
+def batches(calibration):
+    out = []
+    try:
+        items = iter(calibration)
+    except TypeError:
+        raise ApproximationError("calibration must be an iterable of input batches "
+                                 "(a list of tensors or a DataLoader)") from None
+    if isinstance(calibration, (torch.Tensor, np.ndarray)):
+        items = iter([calibration])
+    for batch in items:
+        if isinstance(batch, (tuple, list)):
+            batch = batch[0]  # (inputs, labels) from a DataLoader
+        batch = torch.as_tensor(batch)
+        check_input(batch, "calibration batch")
+        out.append(batch)
+    if not out:
+        raise ApproximationError("calibration data is empty")
+    return out
+
+
+def check_input(x, what):
+    if x.device.type != "cpu":
+        raise ApproximationError(
+            f"{what} is on device {x.device}; approxmul's integer kernels run on the CPU: "
+            "move the model and its inputs there (model.cpu(), x.cpu())")
+    if x.dtype not in _FLOATS:
+        raise ApproximationError(f"{what} has dtype {x.dtype}; a floating-point tensor is needed")
+    # one reduction pass: NaN propagates through min/max, infinity shows in them
+    if x.numel() and not all(map(math.isfinite, (float(v) for v in torch.aminmax(x)))):
+        raise ApproximationError(f"{what} contains NaN or infinity; nothing is saturated "
+                                 "silently, clean the data first")
+
+
+def config_of(scheme):
+    if scheme is None:
+        return quant.QuantConfig()
+    if isinstance(scheme, quant.QuantConfig):
+        return scheme
+    if isinstance(scheme, Mapping):
+        return quant.QuantConfig(**scheme)
+    if scheme in ("minmax", "percentile"):
+        return quant.QuantConfig(calibration=scheme)
+    raise ApproximationError(f"scheme must be a quant.QuantConfig, a dict of its fields or "
+                             f"'minmax'/'percentile', got {scheme!r}")

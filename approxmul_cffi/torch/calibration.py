@@ -1,0 +1,111 @@
+"""Calibration of approximate layers: through the translated graph, or layer by layer.
+
+:func:`plan` gives each selected layer its integer node (an
+``nn.QuantizedLayer`` with the calibrated grids), the batch norm folded into
+it, and its per-sample input shape; through the graph, a ReLU that only
+follows a layer becomes its output clamp, as in ``approxmul evaluate``.
+
+>>> import torch
+>>> net = torch.nn.Sequential(torch.nn.Conv2d(1, 2, 3), torch.nn.ReLU(), torch.nn.Flatten(),
+...                           torch.nn.Linear(8, 2))
+>>> plans, how, why = plan(net, [torch.rand(4, 1, 4, 4)], quant.QuantConfig(), ["0", "3"])
+>>> how, sorted(plans), plans["0"]["sample_shape"], plans["0"]["node"].activation
+('graph', ['0', '3'], (1, 4, 4), 'relu')
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+
+from .. import nn, quant
+from ._common import ApproximationError
+from ._translate import Untranslatable, translate
+from .layer import ApproxLayer
+
+def _plan_from_graph(model, batches, config):
+    sample = batches[0]
+    graph = translate(model, sample.to(torch.float32))
+    data = np.concatenate([b.detach().to(torch.float32).numpy() for b in batches])
+    qmodel = nn.quantize(graph, data, config)
+    float_nodes = {n.name: n for n in graph.nodes}
+    plan = {}
+    for node in qmodel.nodes:
+        if not node.layer.takes_multiplier:
+            continue
+        fused_bn = None
+        readers = [n for n in graph.nodes if node.name in n.inputs]
+        if len(readers) == 1 and isinstance(readers[0].layer, nn.BatchNorm2d) \
+                and node.name != graph.output:
+            fused_bn = readers[0].name
+        plan[node.name] = dict(node=node.layer, bn=fused_bn,
+                               sample_shape=graph.shapes[float_nodes[node.name].inputs[0]])
+    return plan
+
+
+def _node_for(module, name, in_range, out_range, config):
+    weight = module.weight.detach().to(torch.float32).numpy().astype(np.float64)
+    has_bias = module.bias is not None
+    if isinstance(module, torch.nn.Linear):
+        layer = nn.Linear(module.in_features, module.out_features, has_bias)
+    else:
+        one = isinstance(module, torch.nn.Conv1d)
+        pair = (lambda v: (1, v[0])) if one else (lambda v: tuple(v))
+        if one:
+            weight = weight[:, :, None, :]
+        layer = nn.Conv2d(module.in_channels, module.out_channels, pair(module.kernel_size),
+                          pair(module.stride), pair(module.padding), pair(module.dilation),
+                          module.groups, has_bias)
+    bias = module.bias.detach().to(torch.float32).numpy() if has_bias else np.zeros(weight.shape[0])
+    qps = [quant.choose_qparams(lo, hi, signed=False, symmetric=config.activation_symmetric)
+           for lo, hi in (in_range, out_range)]
+    return nn.QuantizedLayer(layer, weight, bias, qps[0], qps[1], None, config)
+
+
+def _plan_by_layer(model, batches, config, selected):
+    observers, shapes, handles = {}, {}, []
+    modules = dict(model.named_modules())
+
+    def hook(name):
+        def record(module, inputs, output):
+            for key, value in (("in", inputs[0]), ("out", output)):
+                observers.setdefault((name, key), nn.RangeObserver(
+                    config.calibration, config.percentile)).update(
+                        value.detach().to(torch.float32).numpy())
+            shapes[name] = tuple(inputs[0].shape[1:])
+        return record
+
+    for name in selected:
+        handles.append(modules[name].register_forward_hook(hook(name)))
+    was_training = model.training
+    model.eval()
+    try:
+        with torch.no_grad():
+            for b in batches:
+                model(b)
+    finally:
+        model.train(was_training)
+        for h in handles:
+            h.remove()
+    plan = {}
+    for name in selected:
+        if name not in shapes:
+            raise ApproximationError(f"layer {name!r} never ran on the calibration data")
+        node = _node_for(modules[name], name, observers[(name, "in")].range(),
+                         observers[(name, "out")].range(), config)
+        plan[name] = dict(node=node, bn=None, sample_shape=shapes[name])
+    return plan
+
+
+def plan(model, batches, config, selected):
+    float_layers = [m for m in model.modules() if isinstance(m, ApproxLayer)]
+    for m in float_layers:
+        m._q_float = True
+    try:
+        try:
+            return _plan_from_graph(model, batches, config), "graph", None
+        except Untranslatable as e:
+            return _plan_by_layer(model, batches, config, selected), "per-layer", str(e)
+    finally:
+        for m in float_layers:
+            m._q_float = False

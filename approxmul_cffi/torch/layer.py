@@ -1,0 +1,208 @@
+"""The approximate layer: the swapped module's forward, weights and gradient tables.
+
+``approximate`` mixes :class:`ApproxLayer` into the class of each selected
+torch layer, so the module keeps its parameters, state_dict and class
+checks (``isinstance(layer, torch.nn.Linear)`` stays true).
+
+>>> import torch
+>>> from approxmul_cffi.torch import approximate
+>>> net = approximate(torch.nn.Sequential(torch.nn.Linear(3, 2)), "drum:k=4",
+...                   calibration=[torch.rand(8, 3)])
+>>> isinstance(net[0], ApproxLayer), isinstance(net[0], torch.nn.Linear), net[0].q_multiplier.spec
+(True, True, 'drum:bits=8,signed=0,k=4')
+"""
+
+from __future__ import annotations
+
+import copy
+
+import numpy as np
+import torch
+
+from .. import nn, quant
+from ..ops import conv2d_output_shape
+from . import _op
+from ._common import ApproximationError, check_input
+
+class ApproxLayer:
+    """Mixed into the swapped layer's own class (``ApproxConv2d`` etc.).
+
+    The module keeps its parameters (same state_dict keys as before); its
+    forward runs ``torch.ops.approxmul.layer``. ``q_node`` is the evaluator's
+    integer layer; ``q_bn`` a batch norm folded into it (its module in the
+    model became an identity that keeps its parameters).
+    """
+
+    def _setup(self, name, multiplier, node, bn, gradient, sample_shape):
+        self.q_name, self.q_multiplier, self.q_node, self.q_gradient = name, multiplier, node, gradient
+        self.q_sample_shape = sample_shape
+        object.__setattr__(self, "_q_bn", bn)  # not a submodule: the BN keeps its place
+        self.q_conv = not isinstance(self, torch.nn.Linear)
+        self.q_conv1d = isinstance(self, torch.nn.Conv1d)
+        if self.q_conv:
+            geom = node.layer.geometry
+            self.q_stride, self.q_padding = geom["stride"], geom["padding"]
+            self.q_dilation, self.q_groups = geom["dilation"], geom["groups"]
+        self.code_dtype = torch.int8 if multiplier.signed else torch.uint8
+        self._q_versions, self._q_cache, self._q_tables = None, {}, {}
+        self._q_float = False
+        if not hasattr(self, "q_key"):
+            self.q_key = _op.register(self)
+
+    def __deepcopy__(self, memo):
+        # a copy is a layer of its own (own registry key); the multiplier is
+        # immutable and shared (in-memory tables have no spec to rebuild from)
+        new = type(self).__new__(type(self))
+        memo[id(self)] = new
+        for key, value in self.__dict__.items():
+            new.__dict__[key] = value if key == "q_multiplier" else copy.deepcopy(value, memo)
+        new.q_key = _op.register(new)
+        return new
+
+    # ---- shapes
+    def conv_in_shape(self, shape):
+        return (shape[0], shape[1], 1, shape[2]) if self.q_conv1d else tuple(shape)
+
+    def conv_out_shape(self, shape):
+        return (shape[0], shape[1], 1, shape[2]) if self.q_conv1d else tuple(shape)
+
+    def output_shape(self, x_shape):
+        if not self.q_conv:
+            return (*x_shape[:-1], self.q_node.layer.out_features)
+        n, _, h, w = self.conv_in_shape(x_shape)
+        kh, kw = self.q_node.layer.kernel_size
+        layer = self.q_node.layer
+        _, o, oh, ow = conv2d_output_shape((n, layer.in_channels, h, w), layer.weight_shape,
+                                           **layer.geometry)
+        return (n, o, ow) if self.q_conv1d else (n, o, oh, ow)
+
+    # ---- weights: quantized once per parameter version
+    def _params(self):
+        bn = self._q_bn
+        ps = [self.weight, self.bias]
+        if bn is not None:
+            ps += [bn.weight, bn.bias, bn.running_mean, bn.running_var]
+        return ps
+
+    def _refresh(self):
+        versions = tuple((id(p), p._version) if p is not None else None for p in self._params())
+        if versions == self._q_versions:
+            return
+        as32 = lambda t: t.detach().to(torch.float32).numpy()  # noqa: E731
+        weight = as32(self.weight).astype(np.float64)
+        if self.q_conv1d:
+            weight = weight[:, :, None, :]
+        bias = as32(self.bias) if self.bias is not None else np.zeros(weight.shape[0])
+        bn = self._q_bn
+        if bn is not None:
+            weight, bias = quant.fold_batchnorm(weight, bias, as32(bn.weight), as32(bn.bias),
+                                                as32(bn.running_mean), as32(bn.running_var), bn.eps)
+        if not (np.isfinite(weight).all() and np.isfinite(bias).all()):
+            raise ApproximationError(f"layer {self.q_name!r}: parameters contain NaN or infinity")
+        self.q_node.set_parameters(weight, bias)
+        self._q_cache, self._q_versions = {}, versions
+
+    def quantized(self, signed):
+        """Integer weights and the scales the backward needs, as tensors (cached)."""
+        self._refresh()
+        if signed not in self._q_cache:
+            w = self.q_node.prepare(signed)
+            wqp, in_qp = w.qparams, self.q_node.in_qparams.to_domain(signed)
+            s_w = np.broadcast_to(wqp.scale, (w.codes.shape[0],))
+            self._q_cache[signed] = dict(
+                w_codes=torch.from_numpy(np.ascontiguousarray(w.codes)),
+                w_dq=torch.from_numpy(wqp.dequantize(w.codes)),
+                s_w=torch.from_numpy(np.array(s_w, dtype=np.float64)), z_w=int(w.zero_point),
+                s_x=float(in_qp.scale), z_x=int(in_qp.zero_point))
+        return self._q_cache[signed]
+
+    def gradient_tables(self, kind, dtype):
+        """(dM/da, dM/db) of the multiplier: 1-D slopes or 2-D tables, from the C library."""
+        from ..gradients import gradient_slopes, gradient_table
+        key = (kind, dtype)
+        if key not in self._q_tables:
+            m = self.q_multiplier
+            if kind == "slopes":  # dM/da as a function of b, dM/db as a function of a
+                pair = gradient_slopes(m, "a"), gradient_slopes(m, "b")
+            else:
+                pair = gradient_table(m, "a"), gradient_table(m, "b")
+            self._q_tables[key] = tuple(torch.from_numpy(t).to(dtype) for t in pair)
+        return self._q_tables[key]
+
+    # ---- forward
+    def integer_forward(self, x):
+        """(dequantized output, input codes) of the integer layer for float ``x``."""
+        check_input(x, f"input of layer {self.q_name!r}")
+        if tuple(x.shape[1:]) != self.q_sample_shape:
+            raise ApproximationError(
+                f"layer {self.q_name!r} was calibrated on per-sample inputs of shape "
+                f"{self.q_sample_shape}, got {tuple(x.shape[1:])}: calibrate again with "
+                "inputs shaped as in use")
+        self._refresh()
+        m, signed = self.q_multiplier, bool(self.q_multiplier.signed)
+        xs = x.detach()
+        if xs.dtype not in (torch.float32, torch.float64):
+            xs = xs.to(torch.float32)  # exact for bfloat16/float16
+        xn = xs.numpy()
+        if self.q_conv1d:
+            xn = xn[:, :, None, :]
+        in_qp = self.q_node.in_qparams
+        codes = nn.QTensor(in_qp.quantize(xn), in_qp)
+        out = self.q_node.forward([codes], m)
+        y = torch.from_numpy(out.dequantize()).to(x.dtype)
+        x_codes = torch.from_numpy(codes.to_domain(signed).codes)
+        if self.q_conv1d:
+            y, x_codes = y[:, :, 0], x_codes[:, :, 0]
+        return y, x_codes
+
+    def forward(self, x):
+        if self._q_float:  # calibration runs the float model
+            weight, bias = self._folded()
+            if self.q_conv:
+                return self._conv_forward(x, weight[:, :, 0] if self.q_conv1d else weight, bias)
+            return torch.nn.functional.linear(x, weight, bias)
+        if not isinstance(x, torch.Tensor):
+            raise ApproximationError(f"layer {self.q_name!r}: input must be a tensor")
+        if x.device.type != "cpu":  # before any op sees it
+            check_input(x, f"input of layer {self.q_name!r}")
+        if self.q_gradient == "none" or not torch.is_grad_enabled():
+            with torch.no_grad():
+                bias = self.bias if self.bias is not None else self.weight.new_zeros(self.weight.shape[0])
+                return _op.approx_layer(x, self.weight, bias, self.q_key, "none")[0]
+        weight, bias = self._folded()
+        return _op.approx_layer(x, weight, bias, self.q_key, self.q_gradient)[0]
+
+    def _folded(self):
+        """BN-folded float weight and bias, differentiable (the backward's inputs)."""
+        w = self.weight if not self.q_conv1d else self.weight.unsqueeze(2)
+        b = self.bias if self.bias is not None else w.new_zeros(w.shape[0])
+        bn = self._q_bn
+        if bn is not None:
+            factor = bn.weight / torch.sqrt(bn.running_var + bn.eps)
+            w = w * factor.reshape(-1, *([1] * (w.dim() - 1)))
+            b = (b - bn.running_mean) * factor + bn.bias
+        return w, b
+
+    def extra_repr(self):
+        spec = getattr(self.q_multiplier, "spec", None) or getattr(self.q_multiplier, "name", "")
+        return f"{super().extra_repr()}, multiplier={spec!r}, gradient={self.q_gradient!r}"
+
+
+class _FoldedBatchNorm:
+    """A batch norm folded into the approximate layer before it: identity here,
+    its parameters stay in place (state_dict unchanged)."""
+
+    def forward(self, x):
+        return x
+
+
+_CLASSES = {}
+
+
+def swap_class(module, mixin, prefix):
+    base = type(module)
+    key = (mixin, base)
+    if key not in _CLASSES:
+        _CLASSES[key] = type(prefix + base.__name__, (mixin, base),
+                             {"__module__": __name__, "_q_base": base})
+    module.__class__ = _CLASSES[key]

@@ -1,0 +1,161 @@
+"""The torch adapter's speed: approximate layers vs the same float torch model.
+
+    python benchmarks/bench_torch.py [--threads 2] [--repeat 5] [--json FILE]
+
+One run, one thread count for torch and approxmul, each engine timed in its
+own block after a short pause (best of --repeat):
+- forward of ResNet-20-shaped CIFAR-10 convolutions (batch 64, 3x3, 16/32/64
+  channels) and of the whole ResNet-20: float torch vs approximated with the
+  exact multiplier, DRUM(4) and an arbitrary random 8x8 table;
+- backward with gradient="ste" vs the float model's backward;
+- adapter overhead: one approximate Conv2d layer vs a raw approxmul_cffi.conv2d
+  of the same codes (the adapter adds quantize, requantize, dequantize);
+- interleaving: an approximate layer right after a float torch conv vs alone.
+Prints the ratios (>1: the approximate model is faster).
+"""
+
+import argparse
+import json
+import platform
+import time
+
+import numpy as np
+import torch
+
+import approxmul_cffi as am
+from approxmul_cffi.torch import approximate
+
+PAUSE = 0.2
+
+
+def best(fn, repeat):
+    fn()
+    times = []
+    for _ in range(repeat):
+        start = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - start)
+    time.sleep(PAUSE)
+    return min(times)
+
+
+class Block(torch.nn.Module):
+    def __init__(self, cin, cout, stride):
+        super().__init__()
+        self.conv1 = torch.nn.Conv2d(cin, cout, 3, stride, 1, bias=False)
+        self.bn1 = torch.nn.BatchNorm2d(cout)
+        self.relu1 = torch.nn.ReLU()
+        self.conv2 = torch.nn.Conv2d(cout, cout, 3, 1, 1, bias=False)
+        self.bn2 = torch.nn.BatchNorm2d(cout)
+        self.short = torch.nn.Sequential()
+        if stride != 1 or cin != cout:
+            self.short = torch.nn.Sequential(torch.nn.Conv2d(cin, cout, 1, stride, bias=False),
+                                             torch.nn.BatchNorm2d(cout))
+        self.relu2 = torch.nn.ReLU()
+
+    def forward(self, x):
+        y = self.bn2(self.conv2(self.relu1(self.bn1(self.conv1(x)))))
+        return self.relu2(y + self.short(x))
+
+
+def resnet20():
+    layers = [torch.nn.Conv2d(3, 16, 3, 1, 1, bias=False), torch.nn.BatchNorm2d(16), torch.nn.ReLU()]
+    cin = 16
+    for cout, stride in ((16, 1), (32, 2), (64, 2)):
+        for i in range(3):
+            layers.append(Block(cin, cout, stride if i == 0 else 1))
+            cin = cout
+    layers += [torch.nn.AdaptiveAvgPool2d(1), torch.nn.Flatten(), torch.nn.Linear(64, 10)]
+    return torch.nn.Sequential(*layers).eval()
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--threads", type=int, default=2)
+    p.add_argument("--repeat", type=int, default=5)
+    p.add_argument("--batch", type=int, default=64)
+    p.add_argument("--json")
+    args = p.parse_args()
+    torch.set_num_threads(args.threads)
+    am.set_num_threads(args.threads)
+    torch.manual_seed(0)
+    rng = np.random.default_rng(0)
+    table = am.Multiplier.from_table(rng.integers(0, 1 << 16, (256, 256)).astype(np.int32))
+    multipliers = {"exact": "exact", "drum:k=4": "drum:k=4", "random table": table}
+    results = {"machine": platform.processor() or platform.machine(), "threads": args.threads,
+               "torch": torch.__version__, "rows": []}
+
+    def row(name, float_s, approx_s, what):
+        ratio = float_s / approx_s
+        results["rows"].append(dict(name=name, float_ms=float_s * 1e3, approx_ms=approx_s * 1e3,
+                                    ratio=ratio, what=what))
+        print(f"{name:44s} float {float_s * 1e3:8.2f} ms  approx {approx_s * 1e3:8.2f} ms  "
+              f"{what} {ratio:5.2f}x", flush=True)
+
+    # ---- single ResNet-20-shaped layers
+    for c, size in ((16, 32), (32, 16), (64, 8)):
+        net = torch.nn.Sequential(torch.nn.Conv2d(c, c, 3, padding=1)).eval()
+        x = torch.randn(args.batch, c, size, size)
+        with torch.no_grad():
+            t_float = best(lambda: net(x), args.repeat)
+            for label, m in multipliers.items():
+                approx = approximate(net, m, calibration=[x], gradient="none")
+                row(f"conv {c}x{size}x{size} forward, {label}", t_float,
+                    best(lambda: approx(x), args.repeat), "speed vs float")
+    # ---- whole ResNet-20
+    net = resnet20()
+    x = torch.randn(args.batch, 3, 32, 32)
+    with torch.no_grad():
+        t_float = best(lambda: net(x), args.repeat)
+        for label, m in multipliers.items():
+            approx = approximate(net, m, calibration=[x], gradient="none")
+            row(f"ResNet-20 forward, {label}", t_float, best(lambda: approx(x), args.repeat),
+                "speed vs float")
+    # ---- backward (ste), the whole model
+    train_net = resnet20()
+    approx = approximate(train_net, "drum:k=4", calibration=[x], gradient="ste")
+    out_f = train_net(x)
+    t_float = best(lambda: out_f.sum().backward(retain_graph=True), args.repeat)
+    out_a = approx(x)
+    row("ResNet-20 backward (ste), drum:k=4", t_float,
+        best(lambda: out_a.sum().backward(retain_graph=True), args.repeat), "speed vs float")
+    # ---- adapter overhead: one layer vs the raw kernel on the same codes
+    c, size = 16, 32
+    net = torch.nn.Sequential(torch.nn.Conv2d(c, c, 3, padding=1)).eval()
+    x = torch.randn(args.batch, c, size, size)
+    approx = approximate(net, "drum:k=4", calibration=[x], gradient="none")
+    layer = approx[0]
+    m = layer.q_multiplier
+    q = layer.quantized(False)
+    codes = layer.integer_forward(x)[1].numpy()
+    w = q["w_codes"].numpy()
+    t_raw = best(lambda: am.conv2d(codes, w, m, padding=1, x_zero_point=q["z_x"],
+                                   w_zero_point=q["z_w"]), args.repeat)
+    with torch.no_grad():
+        t_layer = best(lambda: approx(x), args.repeat)
+    results["rows"].append(dict(name="adapter overhead", raw_ms=t_raw * 1e3, layer_ms=t_layer * 1e3,
+                                overhead=t_layer / t_raw - 1))
+    print(f"{'adapter overhead, conv 16x32x32, drum:k=4':44s} raw conv2d {t_raw * 1e3:8.2f} ms  "
+          f"layer {t_layer * 1e3:8.2f} ms  overhead {100 * (t_layer / t_raw - 1):6.1f} %")
+    # ---- interleaving: the approximate layer after a float torch conv
+    pre = torch.nn.Conv2d(c, c, 3, padding=1).eval()
+    with torch.no_grad():
+        t_alone = best(lambda: approx(x), args.repeat)
+        t_pre = best(lambda: pre(x), args.repeat)
+
+        def both():
+            pre(x)
+            approx(x)  # same data as alone: the float conv only wakes torch's pool
+        t_both = best(both, args.repeat)
+    inside = t_both - t_pre
+    results["rows"].append(dict(name="interleaving", alone_ms=t_alone * 1e3, inside_ms=inside * 1e3,
+                                ratio=t_alone / inside))
+    print(f"{'interleaved after a float conv, drum:k=4':44s} alone {t_alone * 1e3:8.2f} ms  "
+          f"inside {inside * 1e3:8.2f} ms  speed {t_alone / inside:5.2f}x of isolated")
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(results, f, indent=1)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,69 @@
+"""approxmul_cffi.torch refuses what it cannot approximate, with errors that say what to do."""
+
+import pytest
+import torch
+
+from approxmul_cffi.torch import ApproximationError, approximate
+
+
+def _net(**conv):
+    side = 4 + 2 * conv.get("padding", 0)
+    return torch.nn.Sequential(torch.nn.Conv2d(1, 2, 3, **conv), torch.nn.Flatten(),
+                               torch.nn.Linear(2 * side * side, 3))
+
+
+CAL = [torch.rand(4, 1, 6, 6)]
+
+
+def test_device_is_named():
+    approx = approximate(_net(), "drum:k=4", calibration=CAL)
+    with pytest.raises(ApproximationError, match=r"device meta.*CPU.*model.cpu\(\)"):
+        approx(torch.rand(2, 1, 6, 6, device="meta"))
+    with pytest.raises(ApproximationError, match="device meta"):
+        approximate(_net(), "drum:k=4", calibration=[torch.rand(2, 1, 6, 6, device="meta")])
+
+
+def test_unsupported_layer_is_named():
+    with pytest.raises(ApproximationError, match=r"layer '0'.*padding_mode='reflect'"):
+        approximate(_net(padding=1, padding_mode="reflect"), "drum:k=4", calibration=CAL)
+    # leaving it out of the mapping works
+    approx = approximate(_net(padding=1, padding_mode="reflect"), {"2": "drum:k=4"}, calibration=CAL)
+    assert type(approx[0]) is torch.nn.Conv2d
+    approx = approximate(_net(), "drum:k=4", calibration=CAL)
+    with pytest.raises(ApproximationError, match="layer '0'.*dtype torch.int32"):
+        approx(torch.zeros(2, 1, 6, 6, dtype=torch.int32))
+
+
+def test_wide_multiplier_and_unknown_names():
+    with pytest.raises(ApproximationError, match=r"layer '0'.*8-bit codes.*16-bit"):
+        approximate(_net(), "exact:bits=16", calibration=CAL)
+    with pytest.raises(ApproximationError, match=r"'features\.\*'.*layers: 0, 2"):
+        approximate(_net(), {"features.*": "drum:k=4"}, calibration=CAL)
+    with pytest.raises(ApproximationError, match="gradient"):
+        approximate(_net(), "exact", calibration=CAL, gradient="magic")
+
+
+def test_nan_and_inf_are_refused():
+    bad = torch.rand(4, 1, 6, 6)
+    bad[0, 0, 0, 0] = float("nan")
+    with pytest.raises(ApproximationError, match="calibration batch contains NaN"):
+        approximate(_net(), "exact", calibration=[bad])
+    approx = approximate(_net(), "exact", calibration=CAL)
+    bad[0, 0, 0, 0] = float("inf")
+    with pytest.raises(ApproximationError, match="layer '0'.*NaN or infinity"):
+        approx(bad)
+    with pytest.raises(ApproximationError, match="empty"):
+        approximate(_net(), "exact", calibration=[])
+
+
+def test_shape_change_after_calibration():
+    net = torch.nn.Sequential(torch.nn.Conv2d(1, 2, 3), torch.nn.AdaptiveAvgPool2d(1),
+                              torch.nn.Flatten(), torch.nn.Linear(2, 3))
+    approx = approximate(net, "drum:k=4", calibration=CAL)
+    with pytest.raises(ApproximationError, match=r"layer '0'.*\(1, 6, 6\).*\(1, 9, 9\)"):
+        approx(torch.rand(2, 1, 9, 9))
+
+
+def test_no_approximable_layer():
+    with pytest.raises(ApproximationError, match="no Conv1d, Conv2d or Linear"):
+        approximate(torch.nn.Sequential(torch.nn.ReLU()), "exact", calibration=CAL)

@@ -1,0 +1,176 @@
+"""approxmul_cffi.torch forward: bit-exact against an int64 reference and the evaluator."""
+
+import sys
+import pathlib
+
+import numpy as np
+import pytest
+import torch
+
+import approxmul_cffi as am
+from approxmul_cffi import nn, quant
+from approxmul_cffi.datasets import load_digits
+from approxmul_cffi.evaluation import bundled_model, evaluate
+from approxmul_cffi.torch import approximate, layers
+from approxmul_cffi.torch.graph import to_torch
+
+import torch_reference as ref
+
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent.parent / "scripts"))
+
+
+def codes_of_output(module, y):
+    """Output codes back from the dequantized output (exact for float32/64)."""
+    signed = bool(module.q_multiplier.signed)
+    qp = module.q_node.output_qparams(signed)
+    return ref.quantize(y.detach().to(torch.float64).numpy(), float(qp.scale), int(qp.zero_point),
+                        qp.qmin, qp.qmax), qp
+
+
+def reference_codes(module, x):
+    signed = bool(module.q_multiplier.signed)
+    q = module.quantized(signed)
+    lo, hi = (-128, 127) if signed else (0, 255)
+    x64 = x.detach().to(torch.float64).numpy()
+    if module.q_conv1d:
+        x64 = x64[:, :, None, :]
+    x_codes = ref.quantize(x64, q["s_x"], q["z_x"], lo, hi)
+    out_qp = module.q_node.output_qparams(signed)
+    table = np.asarray(module.q_multiplier.table(), np.int64).reshape(256, 256)
+    geometry = None
+    if module.q_conv:
+        geometry = dict(stride=module.q_stride, padding=module.q_padding,
+                        dilation=module.q_dilation, groups=module.q_groups)
+    out = ref.layer_codes(table, x_codes, q["w_codes"].numpy(), module.q_node.bias, q["s_x"],
+                          q["z_x"], q["s_w"].numpy(), q["z_w"], float(out_qp.scale),
+                          int(out_qp.zero_point), lo, hi, geometry)
+    return out[:, :, 0] if module.q_conv1d else out
+
+
+CONVS = {
+    "plain": dict(in_channels=3, out_channels=4, kernel_size=3, padding=1),
+    "stride-dilation": dict(in_channels=3, out_channels=4, kernel_size=3, stride=2, padding=2,
+                            dilation=2),
+    "groups": dict(in_channels=4, out_channels=6, kernel_size=(3, 2), groups=2, padding=(1, 0)),
+    "depthwise": dict(in_channels=4, out_channels=4, kernel_size=3, groups=4, padding=1),
+    "no-bias": dict(in_channels=2, out_channels=3, kernel_size=2, bias=False),
+}
+SPECS = ["exact", "drum:k=3", "drum:k=4,signed=1", "truncated:bits=8,cut=10"]
+
+
+@pytest.mark.parametrize("spec", SPECS)
+@pytest.mark.parametrize("case", sorted(CONVS))
+def test_conv2d_matches_int64_reference(spec, case):
+    torch.manual_seed(1)
+    layer = torch.nn.Conv2d(**CONVS[case])
+    c = CONVS[case]["in_channels"]
+    net = torch.nn.Sequential(layer)
+    approx = approximate(net, spec, calibration=[torch.randn(8, c, 7, 6)])
+    x = torch.randn(5, c, 7, 6) * 1.2  # a little outside the calibrated range: clamps
+    y = approx(x)
+    got, _ = codes_of_output(approx[0], y)
+    np.testing.assert_array_equal(got, reference_codes(approx[0], x))
+
+
+@pytest.mark.parametrize("spec", ["drum:k=3", "drum:k=4,signed=1"])
+def test_linear_and_conv1d_match_reference(spec):
+    torch.manual_seed(2)
+    net = torch.nn.Sequential(torch.nn.Conv1d(2, 3, 3, padding=1, stride=2), torch.nn.Flatten(),
+                              torch.nn.Linear(3 * 5, 4))
+    approx = approximate(net, spec, calibration=[torch.randn(16, 2, 9)])
+    assert approx.approxmul_plan["calibration"] == "per-layer"   # Conv1d is not in the graph
+    x = torch.randn(3, 2, 9)
+    h = approx[0](x)
+    np.testing.assert_array_equal(codes_of_output(approx[0], h)[0], reference_codes(approx[0], x))
+    f = approx[1](h)
+    np.testing.assert_array_equal(codes_of_output(approx[2], approx[2](f))[0],
+                                  reference_codes(approx[2], f))
+
+
+@pytest.mark.parametrize("dtype", [torch.float64, torch.bfloat16])
+def test_input_dtypes_and_layouts(dtype):
+    torch.manual_seed(3)
+    net = torch.nn.Sequential(torch.nn.Conv2d(3, 4, 3, padding=1))
+    approx = approximate(net, "drum:k=4", calibration=[torch.randn(8, 3, 6, 6)])
+    x = torch.randn(4, 3, 6, 6).to(dtype)
+    y = approx(x)
+    assert y.dtype == dtype
+    expected = reference_codes(approx[0], x.to(torch.float64))
+    if dtype == torch.float64:
+        np.testing.assert_array_equal(codes_of_output(approx[0], y)[0], expected)
+    else:  # bfloat16 holds 8 significant bits: dequantized outputs within one code
+        assert np.abs(codes_of_output(approx[0], y)[0] - expected).max() <= 1
+    x32 = torch.randn(4, 3, 6, 6)
+    cl = x32.to(memory_format=torch.channels_last)
+    assert not cl.is_contiguous()
+    with torch.no_grad():
+        np.testing.assert_array_equal(approx(cl).numpy(), approx(x32).numpy())
+        np.testing.assert_array_equal(approx(x32[:1]).numpy(), approx(x32)[:1].numpy())
+
+
+def test_per_tensor_signed_weights():
+    torch.manual_seed(4)
+    net = torch.nn.Sequential(torch.nn.Conv2d(2, 3, 3))
+    scheme = quant.QuantConfig(signed_per_channel=False)
+    approx = approximate(net, "exact:signed=1", calibration=[torch.randn(4, 2, 5, 5)], scheme=scheme)
+    assert approx[0].quantized(True)["s_w"].unique().numel() == 1
+    x = torch.randn(2, 2, 5, 5)
+    np.testing.assert_array_equal(codes_of_output(approx[0], approx(x))[0],
+                                  reference_codes(approx[0], x))
+
+
+def _torch_lenet():
+    from train_digits import LeNet
+    model = bundled_model()
+    net = LeNet()
+    params = {n.name: n.layer for n in model.nodes}
+    state = {}
+    for key, value in net.state_dict().items():
+        mod, p = key.rsplit(".", 1)
+        state[key] = value if p == "num_batches_tracked" else torch.from_numpy(getattr(params[mod], p))
+    net.load_state_dict(state)
+    return net.eval()
+
+
+@pytest.mark.parametrize("spec", ["exact", "drum:k=3", "drum:k=4,signed=1", "truncated:bits=8,cut=10"])
+def test_digits_lenet_bit_exact_with_the_evaluator(spec):
+    """The training script's torch LeNet, approximated, gives evaluate's integer outputs."""
+    net = _torch_lenet()
+    x_train = load_digits("train")[0]
+    x, y = load_digits("test")
+    approx = approximate(net, spec, calibration=[torch.from_numpy(x_train)])
+    assert approx.approxmul_plan["calibration"] == "graph"
+    with torch.no_grad():
+        out = approx(torch.from_numpy(x)).numpy()
+    m = am.multiplier(spec)
+    qmodel = nn.quantize(bundled_model(), x_train)
+    expected = qmodel.run_codes(x, m)
+    qp = expected.qparams
+    np.testing.assert_array_equal(ref.quantize(out, float(qp.scale), int(qp.zero_point), qp.qmin, qp.qmax),
+                                  expected.codes)
+    result = evaluate(bundled_model(), (x, y), [spec], calibration=x_train, progress=False)
+    assert float((out.argmax(1) == y).mean() * 100) == pytest.approx(result[-1].top1, abs=1e-9)
+
+
+def test_per_layer_mapping_and_graph_twin():
+    net = to_torch(bundled_model())
+    x_train = torch.from_numpy(load_digits("train")[0])
+    approx = approximate(net, {"conv*": "drum:k=3", "fc2": "exact"}, calibration=[x_train])
+    kinds = {name: type(m).__name__ for name, m in approx.named_modules()}
+    assert kinds["conv1"] == "ApproxConv2d" and kinds["fc2"] == "ApproxLinear"
+    assert kinds["fc1"] == "Linear" and kinds["bn1"] == "FoldedBatchNorm2d"
+    assert type(net.conv1) is torch.nn.Conv2d   # not in place: the original is untouched
+    info = layers(net, x_train[:1])
+    assert [(i.name, i.macs) for i in info] == [("conv1", 16 * 9 * 64), ("conv2", 32 * 16 * 9 * 16),
+                                                ("fc1", 128 * 64), ("fc2", 640)]
+
+
+def test_exact_multiplier_is_close_to_float():
+    torch.manual_seed(5)
+    net = torch.nn.Sequential(torch.nn.Conv2d(3, 8, 3), torch.nn.ReLU(), torch.nn.Flatten(),
+                              torch.nn.Linear(8 * 4 * 4, 5))
+    x = torch.randn(32, 3, 6, 6)
+    approx = approximate(net, "exact", calibration=[x])
+    with torch.no_grad():
+        err = (approx(x) - net(x)).abs().max() / net(x).abs().max()
+    assert err < 0.05
