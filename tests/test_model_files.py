@@ -70,7 +70,8 @@ def test_a_huge_declared_layer_is_refused_before_allocating(tmp_path, small_addr
                                             r"\(1000000, 1000000\); weights file .*m.npz holds"):
         nn.Model.load(path)
     edit(path, lambda d: d["nodes"][0]["config"].update(in_features=1e300))
-    with pytest.raises(nn.ModelError, match=r"m.json: layer 'fc' \(Linear\): needs weight"):
+    with pytest.raises(nn.ModelError, match=r"m.json: layer 'fc': bad config \(Linear.*"
+                                            r"in_features: expected an integer, got float"):
         nn.Model.load(path)
 
 
@@ -81,6 +82,11 @@ def test_a_huge_declared_layer_is_refused_before_allocating(tmp_path, small_addr
      ["m.json: layer name 'conv1' is used twice (nodes 0 and 1)"]),
     (lambda d: d["nodes"][0]["config"].update(stride=[1, "x"]),
      ["layer 'conv1': bad config (Conv2d"]),
+    # sizes are integers: 2.7 channels is a mistake to report, not to truncate to 2
+    (lambda d: d["nodes"][0]["config"].update(out_channels=2.7),
+     ["layer 'conv1': bad config (Conv2d", "out_channels: expected an integer, got float"]),
+    (lambda d: d["nodes"][0]["config"].update(groups=1.0),
+     ["layer 'conv1': bad config (Conv2d", "groups: expected an integer, got float"]),
 ])
 def test_config_mistakes_name_file_and_layer(tmp_path, change, words):
     path = bundled_model().save(tmp_path / "m")

@@ -17,7 +17,7 @@ from __future__ import annotations
 import numpy as np
 
 from .. import ops, quant
-from .._buffers import as_pair
+from .._buffers import as_int, as_pair
 from ..errors import ApproxmulError, ModelError
 from .integer import CodeOp, QuantizedLayer
 from .windows import conv_by_columns
@@ -38,6 +38,14 @@ def pair(value, what):
     """An int or a pair of ints as a pair of ints (ModelError otherwise)."""
     try:
         return as_pair(value, what)
+    except ApproxmulError as error:
+        raise ModelError(str(error)) from None
+
+
+def count(value, what):
+    """A size given as an integer (a model file's 2.7 or "3" is refused, not truncated)."""
+    try:
+        return as_int(value, what)
     except ApproxmulError as error:
         raise ModelError(str(error)) from None
 
@@ -167,12 +175,13 @@ class Conv2d(_Weighted):
 
     def __init__(self, in_channels, out_channels, kernel_size, stride=1, padding=0,
                  dilation=1, groups=1, bias=True, *, weight=None, bias_value=None):
-        self.in_channels, self.out_channels = int(in_channels), int(out_channels)
+        self.in_channels = count(in_channels, "in_channels")
+        self.out_channels = count(out_channels, "out_channels")
         self.kernel_size = pair(kernel_size, "kernel_size")
         self.stride = pair(stride, "stride")
         self.padding = pair(padding, "padding")
         self.dilation = pair(dilation, "dilation")
-        self.groups = int(groups)
+        self.groups = count(groups, "groups")
         if min(self.in_channels, self.out_channels) < 1:
             raise ModelError(f"Conv2d: invalid sizes in {self.config()}")
         # The C library checks the geometry, on any input large enough for the kernel.
@@ -224,7 +233,8 @@ class Linear(_Weighted):
     """
 
     def __init__(self, in_features, out_features, bias=True, *, weight=None, bias_value=None):
-        self.in_features, self.out_features = int(in_features), int(out_features)
+        self.in_features = count(in_features, "in_features")
+        self.out_features = count(out_features, "out_features")
         if min(self.in_features, self.out_features) < 1:
             raise ModelError(f"Linear: invalid sizes {self.config()}")
         self._init_weighted(bias, weight, bias_value)
@@ -261,7 +271,7 @@ class BatchNorm2d(Layer):
 
     def __init__(self, num_features, eps=1e-5, *, weight=None, bias=None,
                  running_mean=None, running_var=None):
-        self.num_features, self.eps = int(num_features), float(eps)
+        self.num_features, self.eps = count(num_features, "num_features"), float(eps)
         if running_var is None:
             running_var = np.ones(self.num_features)
         if weight is None:
