@@ -546,11 +546,14 @@ approxmul_status approxmul_family_verilog(const char *spec, char *out, int64_t o
 // ---- multiplier gradients
 
 namespace {
-bool gradient_operand(approxmul_operand operand) {
-    if (operand != APPROXMUL_OPERAND_A && operand != APPROXMUL_OPERAND_B)
+// By reference and through enum_bits: a caller's out-of-range value (7) must
+// not be loaded as the enum type, which is undefined behaviour in C++.
+bool gradient_operand(const approxmul_operand &operand) {
+    const int code = enum_bits(operand);
+    if (code != APPROXMUL_OPERAND_A && code != APPROXMUL_OPERAND_B)
         fail(APPROXMUL_ERR_INVALID_ARGUMENT, "operand: %d is neither APPROXMUL_OPERAND_A (0) nor "
-             "APPROXMUL_OPERAND_B (1)", static_cast<int>(operand));
-    return operand == APPROXMUL_OPERAND_B;
+             "APPROXMUL_OPERAND_B (1)", code);
+    return code == APPROXMUL_OPERAND_B;
 }
 
 void gradient_entries(const Multiplier &impl, const double *out, int64_t out_len, int exponent) {
