@@ -1,6 +1,7 @@
 """Retraining through approximate multipliers: ste vs table vs table2d over seeds.
 
-    python benchmarks/bench_retrain.py [--seeds 0 1 2] [--epochs 10] [--threads 2] [--out FILE.json]
+    python benchmarks/bench_retrain.py [--seeds 0 1 2] [--epochs 10] [--threads 2]
+                                       [--lr 3e-3] [--batch-size 16] [--out FILE.json]
 
 Runs ``approxmul retrain`` on the bundled digits LeNet (unsigned uint8
 codes, the evaluator's default scheme) for drum:k=3 and
@@ -22,18 +23,20 @@ MULTIPLIERS = ("drum:k=3", "truncated:bits=8,cut=10")
 GRADIENTS = ("ste", "table", "table2d")
 
 
-def run(multiplier, gradient, seed, epochs, threads):
+def run(multiplier, gradient, seed, epochs, threads, lr, batch_size):
     with tempfile.TemporaryDirectory() as tmp:
         out = os.path.join(tmp, "r.json")
         start = time.perf_counter()
         subprocess.run([sys.executable, "-m", "approxmul_cffi", "retrain", "-m", multiplier,
                         "--gradient", gradient, "--epochs", str(epochs), "--seed", str(seed),
-                        "--threads", str(threads), "--no-progress", "--json", out],
+                        "--threads", str(threads), "--lr", str(lr), "--batch-size",
+                        str(batch_size), "--no-progress", "--json", out],
                        check=True, stdout=subprocess.DEVNULL)
         seconds = time.perf_counter() - start
         with open(out) as f:
             result = json.load(f)
-    return dict(result, multiplier=multiplier, gradient=gradient, seed=seed, seconds=seconds)
+    return dict(result, multiplier=multiplier, gradient=gradient, seed=seed, seconds=seconds,
+                lr=lr, batch_size=batch_size)
 
 
 def main():
@@ -41,6 +44,8 @@ def main():
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
     parser.add_argument("--epochs", type=int, default=10)
     parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--lr", type=float, default=3e-3, help="Adam learning rate (retrain's default)")
+    parser.add_argument("--batch-size", type=int, default=16, help="(retrain's default)")
     parser.add_argument("--multipliers", nargs="+", default=list(MULTIPLIERS))
     parser.add_argument("--gradients", nargs="+", default=list(GRADIENTS))
     parser.add_argument("--out", help="write every run as JSON")
@@ -49,7 +54,8 @@ def main():
     for multiplier in args.multipliers:
         for gradient in args.gradients:
             for seed in args.seeds:
-                r = run(multiplier, gradient, seed, args.epochs, args.threads)
+                r = run(multiplier, gradient, seed, args.epochs, args.threads, args.lr,
+                        args.batch_size)
                 runs.append(r)
                 print(f"{multiplier:24s} {gradient:8s} seed {seed}: before {r['before']:6.2f}  "
                       f"after {r['after']:6.2f}  best {max(r['epochs']):6.2f}  "

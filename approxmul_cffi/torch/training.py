@@ -49,7 +49,7 @@ def accuracy(model, data, batch_size=256):
 
 
 def retrain(net, multipliers, train, test, *, epochs, gradient="ste", calibration=None,
-            scheme=None, lr=5e-3, batch_size=64, seed=0, progress=True, log=None,
+            scheme=None, lr=3e-3, batch_size=16, seed=0, progress=True, log=None,
             on_start=None):
     """Fine-tune ``net`` through approximate layers; accuracies in percent.
 
