@@ -33,23 +33,6 @@ const char *offset_ptr(const void *data, int64_t elements, approxmul_dtype dtype
 // compute into a scratch copy of the output, written out only on success.
 bool needs_staging(const Multiplier &m) { return m.plan() == Plan::Function; }
 
-// Images up to this many kernel taps x output pixels gather their im2col
-// rows through a precomputed offset table (one entry per tap and pixel).
-constexpr int64_t kMaxTapTable = 1 << 16;
-
-// dst[t] = plane[offsets[t]], or zero where the offset is -1 (a padded tap).
-// Marks a padded tap in the offset table: negative strides make negative
-// offsets ordinary, so only a value no view can reach will do.
-constexpr int64_t kPaddingTap = std::numeric_limits<int64_t>::min();
-
-template <typename T>
-void gather_codes(const T *plane, const int64_t *offsets, int64_t count, T zero, T *dst) {
-    for (int64_t t = 0; t < count; ++t) {
-        const int64_t off = offsets[t];
-        dst[t] = off == kPaddingTap ? zero : plane[off];
-    }
-}
-
 // One image's run of sums for one channel into the target tensor: base is
 // the (n, channel) offset; pixel >= 0 when the plane is contiguous (the run
 // starts there), else pixel_offsets gives each pixel's place.
@@ -212,7 +195,7 @@ public:
         set_zero_code();
         size_blocks();
         set_target();
-        if (KH * KW * P <= kMaxTapTable && p_.x.size() > 0) build_tap_table();
+        set_tap_columns();
     }
 
     int64_t jobs() const { return G * pixel_blocks_; }
@@ -227,10 +210,10 @@ public:
         ws.out.resize(static_cast<size_t>(block_ * Og));
         const int64_t g = job / pixel_blocks_;
         const int64_t r0 = job % pixel_blocks_ * block_, np = std::min(block_, N * P - r0);
-        if (!tap_offsets_.empty())
-            gather_by_table(g, r0, np, ws.col.data());
+        if (item_ == 1)
+            gather<uint8_t>(g, r0, np, ws.col.data());
         else
-            gather_by_rows(g, r0, np, ws.col.data());
+            gather<uint16_t>(g, r0, np, ws.col.data());
         multiply(g, np, ws, inner_threads);
         scatter(g, r0, np, ws.out.data());
     }
@@ -309,104 +292,67 @@ private:
         plane_contiguous_ = target_.strides[3] == 1 && target_.strides[2] == OW;
     }
 
-    // For small images, each kernel tap's input offset (within a channel
-    // plane) for every output pixel, kPaddingTap where the tap is padding.
-    // Not for an empty input (all padding): the row path then forms no
-    // pointer into x.
-    void build_tap_table() {
-        tap_offsets_.resize(static_cast<size_t>(KH * KW * P));
-        for (int64_t i = 0; i < KH; ++i)
-            for (int64_t j = 0; j < KW; ++j)
-                for (int64_t px = 0; px < P; ++px) {
-                    const int64_t y = px / OW * p_.stride[0] - p_.padding[0] + i * p_.dilation[0];
-                    const int64_t x = px % OW * p_.stride[1] - p_.padding[1] + j * p_.dilation[1];
-                    tap_offsets_[static_cast<size_t>((i * KW + j) * P + px)] =
-                        y < 0 || y >= H || x < 0 || x >= W
-                            ? kPaddingTap
-                            : y * p_.x.strides[2] + x * p_.x.strides[3];
-                }
+    // Per kernel column j: the output columns [lo, hi) whose tap lies
+    // inside the image (the rest read padding), and the input column of
+    // output column 0. A tap's horizontal validity does not depend on the
+    // output row, so a row segment needs no per-pixel test.
+    void set_tap_columns() {
+        tap_x0_.resize(static_cast<size_t>(KW));
+        tap_lo_.resize(static_cast<size_t>(KW));
+        tap_hi_.resize(static_cast<size_t>(KW));
+        const int64_t s1 = p_.stride[1];
+        for (int64_t j = 0; j < KW; ++j) {
+            // output columns ox with 0 <= x0 + ox * s1 < W
+            const int64_t x0 = j * p_.dilation[1] - p_.padding[1];
+            const int64_t lo = std::min(OW, x0 >= 0 ? 0 : (-x0 + s1 - 1) / s1);
+            const int64_t hi = std::max(lo, std::min(OW, x0 >= W ? 0 : (W - x0 + s1 - 1) / s1));
+            tap_x0_[static_cast<size_t>(j)] = x0;
+            tap_lo_[static_cast<size_t>(j)] = lo;
+            tap_hi_[static_cast<size_t>(j)] = hi;
+        }
     }
 
-    void fill_zero(char *dst, int64_t count) const {
-        if (item_ == 1)
-            std::memset(dst, static_cast<unsigned char>(zero_code_[0]), static_cast<size_t>(count));
-        else
-            for (int64_t t = 0; t < count; ++t) std::memcpy(dst + t * 2, zero_code_, 2);
-    }
-
-    // im2col by the tap table: image by image, every tap of the group's
-    // channels reads its pixels through one offset list.
-    void gather_by_table(int64_t g, int64_t r0, int64_t np, char *col) const {
+    // im2col of pixels r0 .. r0 + np: the block is cut into segments of one
+    // output row (one division pair per segment, not per tap or pixel), and
+    // each tap (c, i, j) of a segment is one copy between zero-point fills:
+    // contiguous (memcpy) when the input row is read with stride 1.
+    template <typename T>
+    void gather(int64_t g, int64_t r0, int64_t np, char *col_bytes) const {
+        T *col = reinterpret_cast<T *>(col_bytes);
+        T zero;
+        std::memcpy(&zero, zero_code_, sizeof(T));
+        const int64_t xs1 = p_.stride[1] * p_.x.strides[3];
+        const int64_t taps = KH * KW;
         for (int64_t q = 0; q < np;) {
             const int64_t r = r0 + q, n = r / P, pixel = r % P;
-            const int64_t run = std::min(P - pixel, np - q);
-            const char *image =
-                offset_ptr(p_.x.data, n * p_.x.strides[0] + g * Cg * p_.x.strides[1], p_.x.dtype);
-            for (int64_t c = 0; c < Cg; ++c) {
-                const char *plane = image + c * p_.x.strides[1] * item_;
-                for (int64_t t = 0; t < KH * KW; ++t) {
-                    const int64_t *off = tap_offsets_.data() + t * P + pixel;
-                    char *d = col + ((c * KH * KW + t) * block_ + q) * item_;
-                    if (item_ == 1) {
-                        gather_codes(reinterpret_cast<const uint8_t *>(plane), off, run,
-                                     static_cast<uint8_t>(zero_code_[0]),
-                                     reinterpret_cast<uint8_t *>(d));
-                    } else {
-                        uint16_t z;
-                        std::memcpy(&z, zero_code_, 2);
-                        gather_codes(reinterpret_cast<const uint16_t *>(plane), off, run, z,
-                                     reinterpret_cast<uint16_t *>(d));
+            const int64_t oy = pixel / OW, ox0 = pixel % OW;
+            const int64_t ox1 = std::min(OW, ox0 + np - q), run = ox1 - ox0;
+            const int64_t image = n * p_.x.strides[0] + g * Cg * p_.x.strides[1];
+            for (int64_t i = 0; i < KH; ++i) {
+                const int64_t y = oy * p_.stride[0] - p_.padding[0] + i * p_.dilation[0];
+                const bool row_inside = y >= 0 && y < H;
+                for (int64_t j = 0; j < KW; ++j) {
+                    const auto jj = static_cast<size_t>(j);
+                    const int64_t lo = row_inside ? std::clamp(tap_lo_[jj], ox0, ox1) : ox1;
+                    const int64_t hi = row_inside ? std::clamp(tap_hi_[jj], lo, ox1) : ox1;
+                    for (int64_t c = 0; c < Cg; ++c) {
+                        T *d = col + (c * taps + i * KW + j) * block_ + q - ox0;
+                        std::fill(d + ox0, d + lo, zero);
+                        std::fill(d + hi, d + ox1, zero);
+                        // no tap inside the image: form no pointer into x
+                        // (it may be empty, even NULL)
+                        if (hi == lo) continue;
+                        const T *src = static_cast<const T *>(p_.x.data) + image +
+                                       c * p_.x.strides[1] + y * p_.x.strides[2] +
+                                       (tap_x0_[jj] + lo * p_.stride[1]) * p_.x.strides[3];
+                        if (xs1 == 1)
+                            std::memcpy(d + lo, src, static_cast<size_t>(hi - lo) * sizeof(T));
+                        else
+                            for (int64_t t = lo; t < hi; ++t) d[t] = src[(t - lo) * xs1];
                     }
                 }
             }
             q += run;
-        }
-    }
-
-    // im2col, one tap (c, i, j) at a time over runs of pixels that share an
-    // image row: a run is a strided copy with zero-point fills at the edges.
-    void gather_by_rows(int64_t g, int64_t r0, int64_t np, char *col) const {
-        for (int64_t c = 0; c < Cg; ++c)
-            for (int64_t i = 0; i < KH; ++i)
-                for (int64_t j = 0; j < KW; ++j)
-                    gather_tap_rows(g, c, i, j, r0, np,
-                                    col + ((c * KH + i) * KW + j) * block_ * item_);
-    }
-
-    void gather_tap_rows(int64_t g, int64_t c, int64_t i, int64_t j, int64_t r0, int64_t np,
-                         char *dst) const {
-        for (int64_t q = 0; q < np;) {
-            const int64_t r = r0 + q, n = r / P, pixel = r % P;
-            const int64_t oy = pixel / OW, ox = pixel % OW;
-            const int64_t run = std::min(OW - ox, np - q);
-            char *d = dst + q * item_;
-            q += run;
-            const int64_t y = oy * p_.stride[0] - p_.padding[0] + i * p_.dilation[0];
-            if (y < 0 || y >= H) {
-                fill_zero(d, run);
-                continue;
-            }
-            // pixels ox + t with 0 <= x < W, x = (ox + t) * s - pad + j * dil
-            const int64_t s1 = p_.stride[1];
-            const int64_t x0 = ox * s1 - p_.padding[1] + j * p_.dilation[1];
-            const int64_t t_lo = std::min(run, x0 >= 0 ? 0 : (-x0 + s1 - 1) / s1);
-            const int64_t t_hi =
-                std::max(t_lo, std::min(run, x0 >= W ? 0 : (W - x0 + s1 - 1) / s1));
-            fill_zero(d, t_lo);
-            fill_zero(d + t_hi * item_, run - t_hi);
-            // no tap inside the row: form no pointer into x (it may be
-            // empty, even NULL, and the offset lies outside it)
-            if (t_hi == t_lo) continue;
-            const char *src = offset_ptr(p_.x.data,
-                                         n * p_.x.strides[0] + (g * Cg + c) * p_.x.strides[1] +
-                                             y * p_.x.strides[2] + (x0 + t_lo * s1) * p_.x.strides[3],
-                                         p_.x.dtype);
-            const int64_t step = s1 * p_.x.strides[3] * item_;
-            if (step == item_)
-                std::memcpy(d + t_lo * item_, src, static_cast<size_t>((t_hi - t_lo) * item_));
-            else
-                for (int64_t t = t_lo; t < t_hi; ++t)
-                    std::memcpy(d + t * item_, src + (t - t_lo) * step, static_cast<size_t>(item_));
         }
     }
 
@@ -456,7 +402,7 @@ private:
     TensorView target_{};
     std::vector<int64_t> pixel_offsets_;
     bool plane_contiguous_ = false;
-    std::vector<int64_t> tap_offsets_;
+    std::vector<int64_t> tap_x0_, tap_lo_, tap_hi_;  // per kernel column (set_tap_columns)
 };
 
 }  // namespace
