@@ -37,21 +37,36 @@ bool needs_staging(const Multiplier &m) { return m.plan() == Plan::Function; }
 // the (n, channel) offset; pixel >= 0 when the plane is contiguous (the run
 // starts there), else pixel_offsets gives each pixel's place.
 template <typename Sum>
-void scatter_run(const Sum *src, int64_t count, int64_t base, const int64_t *pixel_offsets,
-                 int64_t pixel, const TensorView &target) {
+void scatter_run(const Sum *src, const int64_t *term, int64_t count, int64_t base,
+                 const int64_t *pixel_offsets, int64_t pixel, const TensorView &target) {
     auto write = [&](auto *out) {
-        if (pixel >= 0) {
+        using Out = std::remove_reference_t<decltype(*out)>;
+        if (pixel >= 0 && term != nullptr) {
             auto *dst = out + base + pixel;
-            for (int64_t t = 0; t < count; ++t) dst[t] = static_cast<std::remove_reference_t<decltype(*dst)>>(src[t]);
+            for (int64_t t = 0; t < count; ++t) dst[t] = static_cast<Out>(src[t] + term[t]);
+        } else if (pixel >= 0) {
+            auto *dst = out + base + pixel;
+            for (int64_t t = 0; t < count; ++t) dst[t] = static_cast<Out>(src[t]);
         } else {
             for (int64_t t = 0; t < count; ++t)
-                out[base + pixel_offsets[t]] = static_cast<std::remove_reference_t<decltype(*out)>>(src[t]);
+                out[base + pixel_offsets[t]] =
+                    static_cast<Out>(src[t] + (term != nullptr ? term[t] : 0));
         }
     };
     if (target.dtype == APPROXMUL_INT32)
         write(static_cast<int32_t *>(const_cast<void *>(target.data)));
     else
         write(static_cast<int64_t *>(const_cast<void *>(target.data)));
+}
+
+// The type of the GEMM's sums in a conv2d: int64 for failing-capable
+// models (staged); else int32 when the partial sum the GEMM produces fits it
+// (with the x cross term folded out it is not the output value, so the
+// output's own type does not decide).
+approxmul_dtype sum_dtype(const Conv2dProblem &p, const Multiplier &m, int64_t inner,
+                          bool fold_x_sums) {
+    if (needs_staging(m) || p.out.dtype == APPROXMUL_INT64) return APPROXMUL_INT64;
+    return fold_x_sums ? accumulator_dtype(m, inner, p.x_zero_point, 0) : p.out.dtype;
 }
 
 }  // namespace
@@ -185,7 +200,8 @@ public:
           K(Cg * KH * KW), P(OH * OW),
           item_(static_cast<int64_t>(dtype_size(p.x.dtype))),
           w_item_(dtype_size(p.w.dtype)),
-          out_dtype_(needs_staging(m_) ? APPROXMUL_INT64 : p.out.dtype) {}
+          fold_x_sums_(p.w_zero_point != 0),
+          out_dtype_(sum_dtype(p, m_, K, fold_x_sums_)) {}
 
     bool empty() const { return N == 0 || O == 0 || P == 0; }
 
@@ -203,6 +219,9 @@ public:
     struct Workspace {
         std::vector<char> col;     // K x block codes, k-major (a block row per tap)
         std::vector<int64_t> out;  // Og x block sums, channel-major
+        std::vector<int64_t> pixel_term;  // per pixel of the block: its x cross term
+        std::vector<int64_t> plane;       // H x W channel sums of one image and group
+        int64_t plane_key = -1;           // n * G + g of the plane held
     };
 
     void run_job(int64_t job, Workspace &ws, int inner_threads) const {
@@ -214,8 +233,9 @@ public:
             gather<uint8_t>(g, r0, np, ws.col.data());
         else
             gather<uint16_t>(g, r0, np, ws.col.data());
+        if (fold_x_sums_) pixel_terms(g, r0, np, ws);
         multiply(g, np, ws, inner_threads);
-        scatter(g, r0, np, ws.out.data());
+        scatter(g, r0, np, ws.out.data(), fold_x_sums_ ? ws.pixel_term.data() : nullptr);
     }
 
     // Failing-capable models computed into the staging copy: now the output.
@@ -337,8 +357,9 @@ private:
                     const int64_t hi = row_inside ? std::clamp(tap_hi_[jj], lo, ox1) : ox1;
                     for (int64_t c = 0; c < Cg; ++c) {
                         T *d = col + (c * taps + i * KW + j) * block_ + q - ox0;
-                        std::fill(d + ox0, d + lo, zero);
-                        std::fill(d + hi, d + ox1, zero);
+                        // edges are a tap or two: no memset call for them
+                        for (int64_t t = ox0; t < lo; ++t) d[t] = zero;
+                        for (int64_t t = hi; t < ox1; ++t) d[t] = zero;
                         // no tap inside the image: form no pointer into x
                         // (it may be empty, even NULL)
                         if (hi == lo) continue;
@@ -356,6 +377,76 @@ private:
         }
     }
 
+    // The x-side cross term of each pixel of the block, K*zx*zw - zw * (sum of
+    // its receptive field, padded taps counting zx), from per-image channel
+    // sums: Cg adds per input pixel plus KH*KW per output pixel, where the
+    // GEMM's own row sums over the gathered block cost K per output pixel
+    // (a sixth of a 16->16 3x3 conv).
+    void pixel_terms(int64_t g, int64_t r0, int64_t np, Workspace &ws) const {
+        ws.pixel_term.resize(static_cast<size_t>(block_));
+        ws.plane.resize(static_cast<size_t>(H * W));
+        const int64_t zx = p_.x_zero_point, zw = p_.w_zero_point, pad_sum = Cg * zx;
+        const int64_t kw = KW, width = W, s1 = p_.stride[1], constant = K * zx * zw;
+        int64_t *acc = ws.pixel_term.data();
+        const int64_t *plane = ws.plane.data();
+        for (int64_t q = 0; q < np;) {
+            const int64_t r = r0 + q, n = r / P, pixel = r % P;
+            const int64_t oy = pixel / OW, ox0 = pixel % OW;
+            const int64_t ox1 = std::min(OW, ox0 + np - q), run = ox1 - ox0;
+            if (ws.plane_key != n * G + g) {
+                channel_sums(n, g, ws.plane.data());
+                ws.plane_key = n * G + g;
+            }
+            int64_t *a = acc + q - ox0;  // a[ox], ox0 <= ox < ox1
+            std::fill(a + ox0, a + ox1, 0);
+            for (int64_t i = 0; i < KH; ++i) {
+                const int64_t y = oy * p_.stride[0] - p_.padding[0] + i * p_.dilation[0];
+                if (y < 0 || y >= H) {
+                    for (int64_t ox = ox0; ox < ox1; ++ox) a[ox] += kw * pad_sum;
+                    continue;
+                }
+                for (int64_t j = 0; j < KW; ++j) {
+                    const auto jj = static_cast<size_t>(j);
+                    const int64_t lo = std::clamp(tap_lo_[jj], ox0, ox1);
+                    const int64_t hi = std::clamp(tap_hi_[jj], lo, ox1);
+                    for (int64_t ox = ox0; ox < lo; ++ox) a[ox] += pad_sum;
+                    for (int64_t ox = hi; ox < ox1; ++ox) a[ox] += pad_sum;
+                    const int64_t *row = plane + y * width + tap_x0_[jj];
+                    for (int64_t ox = lo; ox < hi; ++ox) a[ox] += row[ox * s1];
+                }
+            }
+            for (int64_t ox = ox0; ox < ox1; ++ox) a[ox] = constant - zw * a[ox];
+            q += run;
+        }
+    }
+
+    // plane[y * W + x] = sum over the group's channels of x[n, c, y, x]
+    void channel_sums(int64_t n, int64_t g, int64_t *plane) const {
+        // locals: the int64 stores could alias members, which blocks vectorising
+        const int64_t w = W, h = H, cg = Cg, sx = p_.x.strides[3];
+        const int64_t *strides = p_.x.strides;
+        std::fill(plane, plane + h * w, 0);
+        auto add = [&](const auto *data) {
+            for (int64_t c = 0; c < cg; ++c)
+                for (int64_t y = 0; y < h; ++y) {
+                    const auto *row = data + n * strides[0] + (g * cg + c) * strides[1] +
+                                      y * strides[2];
+                    int64_t *dst = plane + y * w;
+                    if (sx == 1)
+                        for (int64_t x = 0; x < w; ++x) dst[x] += row[x];
+                    else
+                        for (int64_t x = 0; x < w; ++x) dst[x] += row[x * sx];
+                }
+        };
+        if (Cg == 0 || H == 0 || W == 0) return;  // an empty x may be NULL
+        switch (p_.x.dtype) {
+        case APPROXMUL_INT8: add(static_cast<const int8_t *>(p_.x.data)); break;
+        case APPROXMUL_UINT8: add(static_cast<const uint8_t *>(p_.x.data)); break;
+        case APPROXMUL_INT16: add(static_cast<const int16_t *>(p_.x.data)); break;
+        default: add(static_cast<const uint16_t *>(p_.x.data)); break;
+        }
+    }
+
     // pixels x taps (column-major view of the k-major buffer) times the
     // group's taps x channels, into channels x pixels
     void multiply(int64_t g, int64_t np, Workspace &ws, int inner_threads) const {
@@ -365,13 +456,14 @@ private:
                                     weights_.data() + static_cast<size_t>(g * K * Og) * w_item_, K,
                                     Og, Og, 1},
                          MatrixView{"out", out_dtype_, ws.out.data(), np, Og, 1, block_},
-                         p_.x_zero_point, p_.w_zero_point, inner_threads};
+                         p_.x_zero_point, fold_x_sums_ ? 0 : p_.w_zero_point, inner_threads};
         matmul(mp);
     }
 
     // channels x pixels back to N O OH OW (or the staging copy), one image's
     // run of pixels at a time
-    void scatter(int64_t g, int64_t r0, int64_t np, const int64_t *sums) const {
+    void scatter(int64_t g, int64_t r0, int64_t np, const int64_t *sums,
+                 const int64_t *pixel_term) const {
         for (int64_t q = 0; q < np;) {
             const int64_t r = r0 + q, n = r / P, pixel = r % P;
             const int64_t run = std::min(P - pixel, np - q);
@@ -379,11 +471,13 @@ private:
                 const int64_t e = o * block_ + q;
                 const int64_t base = n * target_.strides[0] + (g * Og + o) * target_.strides[1];
                 const int64_t start = plane_contiguous_ ? pixel : -1;
+                const int64_t *term = pixel_term ? pixel_term + q : nullptr;
                 if (out_dtype_ == APPROXMUL_INT32)
-                    scatter_run(reinterpret_cast<const int32_t *>(sums) + e, run, base,
+                    scatter_run(reinterpret_cast<const int32_t *>(sums) + e, term, run, base,
                                 pixel_offsets_.data() + pixel, start, target_);
                 else
-                    scatter_run(sums + e, run, base, pixel_offsets_.data() + pixel, start, target_);
+                    scatter_run(sums + e, term, run, base, pixel_offsets_.data() + pixel, start,
+                                target_);
             }
             q += run;
         }
@@ -394,7 +488,8 @@ private:
     const int64_t N, C, H, W, O, KH, KW, OH, OW, G, Cg, Og, K, P;
     const int64_t item_;    // bytes per x element
     const size_t w_item_;   // bytes per w element
-    const approxmul_dtype out_dtype_;
+    const bool fold_x_sums_;  // the x cross term is added here, not by the GEMM
+    const approxmul_dtype out_dtype_;  // of the GEMM's sums
     std::vector<char> weights_;
     char zero_code_[2] = {0, 0};
     int64_t block_ = 0, pixel_blocks_ = 0;
