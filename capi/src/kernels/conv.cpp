@@ -36,6 +36,32 @@ bool needs_staging(const Multiplier &m) { return m.plan() == Plan::Function; }
 // One image's run of sums for one channel into the target tensor: base is
 // the (n, channel) offset; pixel >= 0 when the plane is contiguous (the run
 // starts there), else pixel_offsets gives each pixel's place.
+// Element loops for the short runs of small images: a library memcpy or
+// memset call per tap and output row cost more than the copy itself (8x8
+// images: two calls per 8 bytes, a third of a 64->64 conv), and GCC turns
+// plain copy loops back into such calls unless told not to.
+#if defined(__GNUC__) && !defined(__clang__)
+#define APPROXMUL_NO_LIBCALLS __attribute__((optimize("no-tree-loop-distribute-patterns")))
+#else
+#define APPROXMUL_NO_LIBCALLS
+#endif
+
+template <typename T>
+APPROXMUL_NO_LIBCALLS void copy_run(T *dst, const T *src, int64_t count, int64_t step) {
+    if (step == 1 && count >= 64) {
+        std::memcpy(dst, src, static_cast<size_t>(count) * sizeof(T));
+    } else if (step == 1) {
+        for (int64_t t = 0; t < count; ++t) dst[t] = src[t];
+    } else {
+        for (int64_t t = 0; t < count; ++t) dst[t] = src[t * step];
+    }
+}
+
+template <typename T>
+APPROXMUL_NO_LIBCALLS void fill_run(T *dst, int64_t count, T value) {
+    for (int64_t t = 0; t < count; ++t) dst[t] = value;
+}
+
 template <typename Sum>
 void scatter_run(const Sum *src, const int64_t *term, int64_t count, int64_t base,
                  const int64_t *pixel_offsets, int64_t pixel, const TensorView &target) {
@@ -201,6 +227,10 @@ public:
           item_(static_cast<int64_t>(dtype_size(p.x.dtype))),
           w_item_(dtype_size(p.w.dtype)),
           fold_x_sums_(p.w_zero_point != 0),
+          Wp(W + 2 * p.padding[1]), Hp(H + 2 * p.padding[0]),
+          wide_(p.stride[0] == 1 && p.stride[1] == 1 && OW * 4 >= Wp * 3),
+          row_len_(wide_ ? Wp : OW), Pr(OH * row_len_),
+          plane_len_(Hp * Wp + (KW - 1) * p.dilation[1]),
           out_dtype_(sum_dtype(p, m_, K, fold_x_sums_)) {}
 
     bool empty() const { return N == 0 || O == 0 || P == 0; }
@@ -220,20 +250,25 @@ public:
         std::vector<char> col;     // K x block codes, k-major (a block row per tap)
         std::vector<int64_t> out;  // Og x block sums, channel-major
         std::vector<int64_t> pixel_term;  // per pixel of the block: its x cross term
-        std::vector<int64_t> plane;       // H x W channel sums of one image and group
-        int64_t plane_key = -1;           // n * G + g of the plane held
+        std::vector<int64_t> plane;       // channel sums of one image and group
+        int64_t plane_key = -1;           // n * G + g of the plane (and padded image) held
+        std::vector<char> padded;         // wide path: the image and group, padded
     };
 
     void run_job(int64_t job, Workspace &ws, int inner_threads) const {
         ws.col.resize(static_cast<size_t>(block_ * K * item_));
         ws.out.resize(static_cast<size_t>(block_ * Og));
         const int64_t g = job / pixel_blocks_;
-        const int64_t r0 = job % pixel_blocks_ * block_, np = std::min(block_, N * P - r0);
-        if (item_ == 1)
-            gather<uint8_t>(g, r0, np, ws.col.data());
-        else
-            gather<uint16_t>(g, r0, np, ws.col.data());
-        if (fold_x_sums_) pixel_terms(g, r0, np, ws);
+        const int64_t r0 = job % pixel_blocks_ * block_, np = std::min(block_, N * Pr - r0);
+        if (wide_) {
+            with_x_type([&](auto zero) { gather_wide<decltype(zero)>(g, r0, np, ws); });
+        } else {
+            if (item_ == 1)
+                gather<uint8_t>(g, r0, np, ws.col.data());
+            else
+                gather<uint16_t>(g, r0, np, ws.col.data());
+            if (fold_x_sums_) pixel_terms(g, r0, np, ws);
+        }
         multiply(g, np, ws, inner_threads);
         scatter(g, r0, np, ws.out.data(), fold_x_sums_ ? ws.pixel_term.data() : nullptr);
     }
@@ -287,7 +322,7 @@ private:
     // vector width) and about 256 KiB of gathered codes: small images do not
     // become many tiny matmuls, and the workspace does not grow with N.
     void size_blocks() {
-        const int64_t R = N * P;
+        const int64_t R = N * Pr;
         block_ = std::clamp<int64_t>((int64_t{1} << 18) / std::max<int64_t>(K * item_, 1), 64,
                                      4096) / 64 * 64;
         if (R <= block_) block_ = R;
@@ -357,23 +392,105 @@ private:
                     const int64_t hi = row_inside ? std::clamp(tap_hi_[jj], lo, ox1) : ox1;
                     for (int64_t c = 0; c < Cg; ++c) {
                         T *d = col + (c * taps + i * KW + j) * block_ + q - ox0;
-                        // edges are a tap or two: no memset call for them
-                        for (int64_t t = ox0; t < lo; ++t) d[t] = zero;
-                        for (int64_t t = hi; t < ox1; ++t) d[t] = zero;
+                        fill_run(d + ox0, lo - ox0, zero);
+                        fill_run(d + hi, ox1 - hi, zero);
                         // no tap inside the image: form no pointer into x
                         // (it may be empty, even NULL)
                         if (hi == lo) continue;
                         const T *src = static_cast<const T *>(p_.x.data) + image +
                                        c * p_.x.strides[1] + y * p_.x.strides[2] +
                                        (tap_x0_[jj] + lo * p_.stride[1]) * p_.x.strides[3];
-                        if (xs1 == 1)
-                            std::memcpy(d + lo, src, static_cast<size_t>(hi - lo) * sizeof(T));
-                        else
-                            for (int64_t t = lo; t < hi; ++t) d[t] = src[(t - lo) * xs1];
+                        copy_run(d + lo, src, hi - lo, xs1);
                     }
                 }
             }
             q += run;
+        }
+    }
+
+    // Calls f(T{}) with x's element type (the wide path sums values).
+    template <typename F>
+    void with_x_type(const F &f) const {
+        switch (p_.x.dtype) {
+        case APPROXMUL_INT8: return f(int8_t{});
+        case APPROXMUL_UINT8: return f(uint8_t{});
+        case APPROXMUL_INT16: return f(int16_t{});
+        default: return f(uint16_t{});
+        }
+    }
+
+    // The wide path (stride 1, Wp = W + 2 * padding columns, at most a
+    // third more than OW): pixels are indexed u = oy * Wp + ox over the
+    // padded width, ox >= OW computing outputs that are dropped. Each image
+    // and group is copied once into a padded plane (zero codes around it),
+    // and then every tap's im2col row over a run of u is one contiguous
+    // copy from that plane at offset i * d0 * Wp + j * d1: no edge cases,
+    // one copy per tap and image, where the row path pays one per tap and
+    // output row (8x8 images: 8-byte copies). The x cross term likewise sums
+    // KH*KW entries of the padded plane's channel sums, with no edges.
+    template <typename T>
+    void gather_wide(int64_t g, int64_t r0, int64_t np, Workspace &ws) const {
+        T *col = reinterpret_cast<T *>(ws.col.data());
+        const int64_t taps = KH * KW;
+        if (fold_x_sums_) ws.pixel_term.resize(static_cast<size_t>(block_));
+        for (int64_t q = 0; q < np;) {
+            const int64_t r = r0 + q, n = r / Pr, u0 = r % Pr;
+            const int64_t run = std::min(Pr - u0, np - q);
+            if (ws.plane_key != n * G + g) {
+                pad_image<T>(n, g, ws);
+                ws.plane_key = n * G + g;
+            }
+            const T *padded = reinterpret_cast<const T *>(ws.padded.data());
+            for (int64_t c = 0; c < Cg; ++c)
+                for (int64_t i = 0; i < KH; ++i)
+                    for (int64_t j = 0; j < KW; ++j)
+                        copy_run(col + (c * taps + i * KW + j) * block_ + q,
+                                 padded + c * plane_len_ + u0 + i * p_.dilation[0] * Wp +
+                                     j * p_.dilation[1],
+                                 run, 1);
+            if (fold_x_sums_) {
+                int64_t *a = ws.pixel_term.data() + q;
+                const int64_t *sums = ws.plane.data() + u0;
+                const int64_t zw = p_.w_zero_point, constant = K * p_.x_zero_point * zw;
+                std::fill(a, a + run, 0);
+                for (int64_t i = 0; i < KH; ++i)
+                    for (int64_t j = 0; j < KW; ++j) {
+                        const int64_t *from = sums + i * p_.dilation[0] * Wp + j * p_.dilation[1];
+                        for (int64_t t = 0; t < run; ++t) a[t] += from[t];
+                    }
+                for (int64_t t = 0; t < run; ++t) a[t] = constant - zw * a[t];
+            }
+            q += run;
+        }
+    }
+
+    // Image n, group g into ws.padded: Cg planes of plane_len_ codes, the
+    // image at (padding0, padding1) of an Hp x Wp grid of zero codes (the
+    // tail beyond the grid is read only for dropped columns); and, when the
+    // x cross term is folded, their channel sums into ws.plane.
+    template <typename T>
+    void pad_image(int64_t n, int64_t g, Workspace &ws) const {
+        ws.padded.resize(static_cast<size_t>(Cg * plane_len_) * sizeof(T));
+        T *padded = reinterpret_cast<T *>(ws.padded.data());
+        T zero;
+        std::memcpy(&zero, zero_code_, sizeof(T));
+        fill_run(padded, Cg * plane_len_, zero);
+        const int64_t w = W, h = H, pad0 = p_.padding[0], pad1 = p_.padding[1], wp = Wp;
+        if (w > 0 && h > 0)  // an empty x may be NULL: form no pointer into it
+            for (int64_t c = 0; c < Cg; ++c)
+                for (int64_t y = 0; y < h; ++y)
+                    copy_run(padded + c * plane_len_ + (y + pad0) * wp + pad1,
+                             static_cast<const T *>(p_.x.data) + n * p_.x.strides[0] +
+                                 (g * Cg + c) * p_.x.strides[1] + y * p_.x.strides[2],
+                             w, p_.x.strides[3]);
+        if (!fold_x_sums_) return;
+        ws.plane.resize(static_cast<size_t>(plane_len_));
+        int64_t *sums = ws.plane.data();
+        const int64_t len = plane_len_;
+        std::fill(sums, sums + len, 0);
+        for (int64_t c = 0; c < Cg; ++c) {
+            const T *from = padded + c * len;
+            for (int64_t k = 0; k < len; ++k) sums[k] += from[k];
         }
     }
 
@@ -460,23 +577,26 @@ private:
         matmul(mp);
     }
 
-    // channels x pixels back to N O OH OW (or the staging copy), one image's
-    // run of pixels at a time
+    // channels x pixels back to N O OH OW (or the staging copy), one output
+    // row's run at a time (the wide path's dropped columns are skipped)
     void scatter(int64_t g, int64_t r0, int64_t np, const int64_t *sums,
                  const int64_t *pixel_term) const {
         for (int64_t q = 0; q < np;) {
-            const int64_t r = r0 + q, n = r / P, pixel = r % P;
-            const int64_t run = std::min(P - pixel, np - q);
-            for (int64_t o = 0; o < Og; ++o) {
+            const int64_t r = r0 + q, n = r / Pr, u = r % Pr;
+            const int64_t oy = u / row_len_, ox0 = u % row_len_;
+            const int64_t run = std::min(row_len_ - ox0, np - q);
+            const int64_t count = std::min(OW, ox0 + run) - ox0;  // real output columns
+            const int64_t pixel = oy * OW + ox0;
+            for (int64_t o = 0; o < Og && count > 0; ++o) {
                 const int64_t e = o * block_ + q;
                 const int64_t base = n * target_.strides[0] + (g * Og + o) * target_.strides[1];
                 const int64_t start = plane_contiguous_ ? pixel : -1;
                 const int64_t *term = pixel_term ? pixel_term + q : nullptr;
                 if (out_dtype_ == APPROXMUL_INT32)
-                    scatter_run(reinterpret_cast<const int32_t *>(sums) + e, term, run, base,
+                    scatter_run(reinterpret_cast<const int32_t *>(sums) + e, term, count, base,
                                 pixel_offsets_.data() + pixel, start, target_);
                 else
-                    scatter_run(sums + e, term, run, base, pixel_offsets_.data() + pixel, start,
+                    scatter_run(sums + e, term, count, base, pixel_offsets_.data() + pixel, start,
                                 target_);
             }
             q += run;
@@ -489,6 +609,10 @@ private:
     const int64_t item_;    // bytes per x element
     const size_t w_item_;   // bytes per w element
     const bool fold_x_sums_;  // the x cross term is added here, not by the GEMM
+    const int64_t Wp, Hp;       // the padded image
+    const bool wide_;           // pixels over the padded width (gather_wide)
+    const int64_t row_len_, Pr;  // pixels per output row and per image as indexed
+    const int64_t plane_len_;   // codes per padded channel plane
     const approxmul_dtype out_dtype_;  // of the GEMM's sums
     std::vector<char> weights_;
     char zero_code_[2] = {0, 0};
