@@ -114,7 +114,7 @@ def test_conv2d_strided_inputs_and_output():
 
 
 @pytest.mark.parametrize("flip", [(2,), (3,), (1, 3), (0, 2, 3)])
-@pytest.mark.parametrize("size", [5, 40])  # small images take the tap-table gather
+@pytest.mark.parametrize("size", [5, 40])  # reversed axes: negative strides into x
 def test_conv2d_reversed_axes(flip, size):
     # negative strides make negative element offsets ordinary; a reversed
     # width once read as padding in the tap table (found by fuzz_conv2d)
@@ -203,9 +203,8 @@ def test_conv2d_bad_operands_and_untouched_output():
 
 @pytest.mark.parametrize("spec", ["table", "drum:bits=16,k=4"])
 def test_conv2d_large_images_and_staged_outputs(spec):
-    # 3x3 taps x 90x90 pixels is past the tap-offset table (2^16 entries):
-    # the run-by-run im2col; a 16-bit function plan stages its sums. Both
-    # write into a strided output.
+    # large images and small ones through the wide-pixel path (stride 1); a
+    # 16-bit function plan stages its sums. Both write into a strided output.
     rng = np.random.default_rng(33)
     if spec == "table":
         table = rng.integers(0, 60000, (256, 256))

@@ -287,9 +287,11 @@ public:
     bool staged() const { return !staged_.empty(); }
 
 private:
-    // Weights per group as K x Og (inner x cols), copied once: B of every
-    // matmul (in w's own storage type, which may differ from x's: uint8 and
-    // uint16).
+    // Weights per group as K x Og (inner x cols) stored column-major (each
+    // output channel's taps contiguous), copied once: B of every matmul (in
+    // w's own storage type, which may differ from x's: uint8 and uint16).
+    // The GEMMs flip conv2d's problem so that the weights become A, whose
+    // rows they then pack contiguously instead of one strided code at a time.
     void group_weights() {
         weights_.resize(static_cast<size_t>(G * K * Og) * w_item_);
         for (int64_t g = 0; g < G; ++g)
@@ -300,7 +302,7 @@ private:
                             const int64_t src = (g * Og + o) * p_.w.strides[0] +
                                                 c * p_.w.strides[1] + i * p_.w.strides[2] +
                                                 j * p_.w.strides[3];
-                            const int64_t dst = (g * K + (c * KH + i) * KW + j) * Og + o;
+                            const int64_t dst = (g * Og + o) * K + (c * KH + i) * KW + j;
                             std::memcpy(weights_.data() + dst * w_item_,
                                         offset_ptr(p_.w.data, src, p_.w.dtype), w_item_);
                         }
@@ -571,7 +573,7 @@ private:
                          MatrixView{"x", p_.x.dtype, ws.col.data(), np, K, 1, block_},
                          MatrixView{"w", p_.w.dtype,
                                     weights_.data() + static_cast<size_t>(g * K * Og) * w_item_, K,
-                                    Og, Og, 1},
+                                    Og, 1, K},
                          MatrixView{"out", out_dtype_, ws.out.data(), np, Og, 1, block_},
                          p_.x_zero_point, fold_x_sums_ ? 0 : p_.w_zero_point, inner_threads};
         matmul(mp);
