@@ -7,8 +7,10 @@
 // padded taps holding the input zero point) and multiplied by the group's
 // weights, activations as the multiplier's first operand; the GEMM drivers
 // stream the long pixel dimension through their vector lanes. Workspace per
-// worker: one such block and its O/groups x pixels outputs, independent of
-// the batch size.
+// worker: one such block, its O/groups x pixels outputs and one padded
+// image of one group, independent of the batch size. Stride 1 indexes
+// pixels over the padded width (gather_wide: one copy per tap and image);
+// other strides gather per output-row segment (gather).
 #include <algorithm>
 #include <limits>
 #include <cstring>
@@ -62,21 +64,32 @@ APPROXMUL_NO_LIBCALLS void fill_run(T *dst, int64_t count, T value) {
     for (int64_t t = 0; t < count; ++t) dst[t] = value;
 }
 
-template <typename Sum>
-void scatter_run(const Sum *src, const int64_t *term, int64_t count, int64_t base,
+// sum + term; int32 pairs add modulo 2^32, which is exact whenever the
+// result fits int32 (conv2d's int32 outputs are checked to), and keeps the
+// scatter in 32-bit lanes
+template <typename Sum, typename Term>
+Sum add_term(Sum sum, Term term) {
+    if constexpr (std::is_same_v<Sum, int32_t> && std::is_same_v<Term, int32_t>)
+        return static_cast<int32_t>(static_cast<uint32_t>(sum) + static_cast<uint32_t>(term));
+    else
+        return sum + term;
+}
+
+template <typename Sum, typename Term>
+void scatter_run(const Sum *src, const Term *term, int64_t count, int64_t base,
                  const int64_t *pixel_offsets, int64_t pixel, const TensorView &target) {
     auto write = [&](auto *out) {
         using Out = std::remove_reference_t<decltype(*out)>;
         if (pixel >= 0 && term != nullptr) {
             auto *dst = out + base + pixel;
-            for (int64_t t = 0; t < count; ++t) dst[t] = static_cast<Out>(src[t] + term[t]);
+            for (int64_t t = 0; t < count; ++t) dst[t] = static_cast<Out>(add_term(src[t], term[t]));
         } else if (pixel >= 0) {
             auto *dst = out + base + pixel;
             for (int64_t t = 0; t < count; ++t) dst[t] = static_cast<Out>(src[t]);
         } else {
             for (int64_t t = 0; t < count; ++t)
                 out[base + pixel_offsets[t]] =
-                    static_cast<Out>(src[t] + (term != nullptr ? term[t] : 0));
+                    static_cast<Out>(add_term(src[t], term != nullptr ? term[t] : Term{0}));
         }
     };
     if (target.dtype == APPROXMUL_INT32)
@@ -250,6 +263,7 @@ public:
         std::vector<char> col;     // K x block codes, k-major (a block row per tap)
         std::vector<int64_t> out;  // Og x block sums, channel-major
         std::vector<int64_t> pixel_term;  // per pixel of the block: its x cross term
+        std::vector<int32_t> pixel_term32;  // the same modulo 2^32, for int32 sums
         std::vector<int64_t> plane;       // channel sums of one image and group
         int64_t plane_key = -1;           // n * G + g of the plane (and padded image) held
         std::vector<char> padded;         // wide path: the image and group, padded
@@ -270,7 +284,15 @@ public:
             if (fold_x_sums_) pixel_terms(g, r0, np, ws);
         }
         multiply(g, np, ws, inner_threads);
-        scatter(g, r0, np, ws.out.data(), fold_x_sums_ ? ws.pixel_term.data() : nullptr);
+        const bool narrow = fold_x_sums_ && out_dtype_ == APPROXMUL_INT32;
+        if (narrow) {
+            ws.pixel_term32.resize(static_cast<size_t>(block_));
+            for (int64_t t = 0; t < np; ++t)
+                ws.pixel_term32[static_cast<size_t>(t)] = static_cast<int32_t>(
+                    static_cast<uint32_t>(static_cast<uint64_t>(ws.pixel_term[static_cast<size_t>(t)])));
+        }
+        scatter(g, r0, np, ws.out.data(), fold_x_sums_ ? ws.pixel_term.data() : nullptr,
+                narrow ? ws.pixel_term32.data() : nullptr);
     }
 
     // Failing-capable models computed into the staging copy: now the output.
@@ -582,7 +604,7 @@ private:
     // channels x pixels back to N O OH OW (or the staging copy), one output
     // row's run at a time (the wide path's dropped columns are skipped)
     void scatter(int64_t g, int64_t r0, int64_t np, const int64_t *sums,
-                 const int64_t *pixel_term) const {
+                 const int64_t *pixel_term, const int32_t *pixel_term32) const {
         for (int64_t q = 0; q < np;) {
             const int64_t r = r0 + q, n = r / Pr, u = r % Pr;
             const int64_t oy = u / row_len_, ox0 = u % row_len_;
@@ -595,7 +617,8 @@ private:
                 const int64_t start = plane_contiguous_ ? pixel : -1;
                 const int64_t *term = pixel_term ? pixel_term + q : nullptr;
                 if (out_dtype_ == APPROXMUL_INT32)
-                    scatter_run(reinterpret_cast<const int32_t *>(sums) + e, term, count, base,
+                    scatter_run(reinterpret_cast<const int32_t *>(sums) + e,
+                                pixel_term32 ? pixel_term32 + q : nullptr, count, base,
                                 pixel_offsets_.data() + pixel, start, target_);
                 else
                     scatter_run(sums + e, term, count, base, pixel_offsets_.data() + pixel, start,
