@@ -400,13 +400,11 @@ private:
         T *col = reinterpret_cast<T *>(col_bytes);
         T zero;
         std::memcpy(&zero, zero_code_, sizeof(T));
-        const int64_t xs1 = p_.stride[1] * p_.x.strides[3];
         const int64_t taps = KH * KW;
         for (int64_t q = 0; q < np;) {
             const int64_t r = r0 + q, n = r / P, pixel = r % P;
             const int64_t oy = pixel / OW, ox0 = pixel % OW;
             const int64_t ox1 = std::min(OW, ox0 + np - q), run = ox1 - ox0;
-            const int64_t image = n * p_.x.strides[0] + g * Cg * p_.x.strides[1];
             for (int64_t i = 0; i < KH; ++i) {
                 const int64_t y = oy * p_.stride[0] - p_.padding[0] + i * p_.dilation[0];
                 const bool row_inside = y >= 0 && y < H;
@@ -421,10 +419,15 @@ private:
                         // no tap inside the image: form no pointer into x
                         // (it may be empty, even NULL)
                         if (hi == lo) continue;
-                        const T *src = static_cast<const T *>(p_.x.data) + image +
-                                       c * p_.x.strides[1] + y * p_.x.strides[2] +
+                        // offsets only for an element that exists: an empty
+                        // x may have any strides (and products overflowing)
+                        const T *src = static_cast<const T *>(p_.x.data) + n * p_.x.strides[0] +
+                                       (g * Cg + c) * p_.x.strides[1] + y * p_.x.strides[2] +
                                        (tap_x0_[jj] + lo * p_.stride[1]) * p_.x.strides[3];
-                        copy_run(d + lo, src, hi - lo, xs1);
+                        // the step only between two real elements: a size-1
+                        // axis may have any stride, and stride * it overflow
+                        copy_run(d + lo, src, hi - lo,
+                                 hi - lo > 1 ? p_.stride[1] * p_.x.strides[3] : 1);
                     }
                 }
             }
@@ -552,6 +555,7 @@ private:
                     const int64_t hi = std::clamp(tap_hi_[jj], lo, ox1);
                     for (int64_t ox = ox0; ox < lo; ++ox) a[ox] += pad_sum;
                     for (int64_t ox = hi; ox < ox1; ++ox) a[ox] += pad_sum;
+                    if (hi == lo) continue;  // an empty plane may be NULL: no pointer
                     const int64_t *row = plane + y * width + tap_x0_[jj];
                     for (int64_t ox = lo; ox < hi; ++ox) a[ox] += row[ox * s1];
                 }
