@@ -114,7 +114,7 @@ def test_conv2d_strided_inputs_and_output():
 
 
 @pytest.mark.parametrize("flip", [(2,), (3,), (1, 3), (0, 2, 3)])
-@pytest.mark.parametrize("size", [5, 40])  # small images take the tap-table gather
+@pytest.mark.parametrize("size", [5, 40])  # reversed axes: negative strides into x
 def test_conv2d_reversed_axes(flip, size):
     # negative strides make negative element offsets ordinary; a reversed
     # width once read as padding in the tap table (found by fuzz_conv2d)
@@ -203,9 +203,8 @@ def test_conv2d_bad_operands_and_untouched_output():
 
 @pytest.mark.parametrize("spec", ["table", "drum:bits=16,k=4"])
 def test_conv2d_large_images_and_staged_outputs(spec):
-    # 3x3 taps x 90x90 pixels is past the tap-offset table (2^16 entries):
-    # the run-by-run im2col; a 16-bit function plan stages its sums. Both
-    # write into a strided output.
+    # large images and small ones through the wide-pixel path (stride 1); a
+    # 16-bit function plan stages its sums. Both write into a strided output.
     rng = np.random.default_rng(33)
     if spec == "table":
         table = rng.integers(0, 60000, (256, 256))
@@ -254,3 +253,80 @@ def test_output_shape_is_the_shape_conv2d_gives(stride, padding, dilation, group
     torch = pytest.importorskip("torch")
     want = torch.nn.functional.conv2d(torch.ones(x.shape), torch.ones(w.shape), **geom).shape
     assert shape == tuple(want)
+
+
+def im2col_reference(table, x, w, padding, zx, zw, stride=(1, 1), groups=1):
+    """The same sum as reference_conv, vectorised over pixels (one output channel at a time)."""
+    table = np.asarray(table, np.int64)
+    n, c, h, width = x.shape
+    o, cg, kh, kw = w.shape
+    (ph, pw), (sh, sw) = padding, stride
+    padded = np.full((n, c, h + 2 * ph, width + 2 * pw), zx, np.int64)
+    padded[:, :, ph:ph + h, pw:pw + width] = x
+    win = np.lib.stride_tricks.sliding_window_view(padded, (kh, kw), axis=(2, 3))
+    win = win[:, :, ::sh, ::sw]  # n c oh ow kh kw
+    oh, ow = win.shape[2:4]
+    og = o // groups
+    out = np.zeros((n, o, oh, ow), np.int64)
+    w64 = w.astype(np.int64)
+    for oc in range(o):
+        g = oc // og
+        cols = win[:, g * cg:(g + 1) * cg].transpose(0, 2, 3, 1, 4, 5).reshape(n, oh, ow, -1)
+        wv = w64[oc].reshape(-1)
+        out[:, oc] = (table[cols & 0xff, wv & 0xff].sum(-1) - zw * cols.sum(-1)
+                      - zx * wv.sum() + wv.size * zx * zw)
+    return out
+
+
+RESNET20 = [(3, 16, 32), (16, 16, 32), (32, 32, 16), (64, 64, 8)]
+
+
+@pytest.mark.parametrize("cin, cout, size", RESNET20)
+@pytest.mark.parametrize("kind", ["exact-u8", "exact-s8", "drum-u8", "table-u8"])
+def test_conv2d_resnet20_shapes(cin, cout, size, kind):
+    # ResNet-20's CIFAR-10 layers take the wide-pixel path (stride 1, padding
+    # 1): padded planes, pixels over the padded width, dropped columns
+    rng = np.random.default_rng(cin * 100 + size)
+    signed = kind.endswith("s8")
+    if kind.startswith("exact"):
+        table = reference.exact_table(8, signed=signed)
+        m = am.Multiplier.exact(8, signed=signed)
+    else:
+        table = drum_table(k=4) if kind == "drum-u8" else rng.integers(0, 60000, (256, 256))
+        m = am.Multiplier.from_table(table)
+    low, high = (-128, 128) if signed else (0, 256)
+    dtype = np.int8 if signed else np.uint8
+    n = 3  # images split across pixel blocks
+    x = rng.integers(low, high, (n, cin, size, size)).astype(dtype)
+    wt = rng.integers(low, high, (cout, cin, 3, 3)).astype(dtype)
+    zx, zw = int(rng.integers(low, high)), int(rng.integers(low, high))
+    expected = im2col_reference(table, x, wt, (1, 1), zx, zw)
+    for threads in (1, 2):
+        am.set_num_threads(threads)
+        try:
+            got = am.conv2d(x, wt, m, padding=1, x_zero_point=zx, w_zero_point=zw)
+            got64 = am.conv2d(x, wt, m, padding=1, x_zero_point=zx, w_zero_point=zw,
+                              out=np.zeros(expected.shape, np.int64))
+            first = am.conv2d(x[:1], wt, m, padding=1, x_zero_point=zx, w_zero_point=zw)
+        finally:
+            am.set_num_threads(0)
+        np.testing.assert_array_equal(got, expected)
+        np.testing.assert_array_equal(got64, expected)
+        np.testing.assert_array_equal(first, expected[:1])
+
+
+@pytest.mark.parametrize("stride, groups, zero", [((2, 2), 1, True), ((1, 1), 4, True),
+                                                  ((1, 1), 1, False), ((2, 1), 2, True)])
+def test_conv2d_resnet20_batch64_variants(stride, groups, zero):
+    # batch 64 of 16 x 32 x 32 (exact, so the reference is a table lookup
+    # that stays small): stride 2 and grouped layers, with and without zero points
+    rng = np.random.default_rng(64)
+    m = am.Multiplier.exact(8)
+    x = rng.integers(0, 256, (64, 16, 32, 32)).astype(np.uint8)
+    wt = rng.integers(0, 256, (16, 16 // groups, 3, 3)).astype(np.uint8)
+    zx, zw = (5, 131) if zero else (0, 0)
+    got = am.conv2d(x, wt, m, stride=stride, padding=1, groups=groups, x_zero_point=zx,
+                    w_zero_point=zw)
+    expected = im2col_reference(reference.exact_table(8, signed=False), x, wt, (1, 1), zx, zw,
+                                stride=stride, groups=groups)
+    np.testing.assert_array_equal(got, expected)

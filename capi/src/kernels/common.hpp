@@ -2,6 +2,7 @@
 // terms, and writing one output element in the output's type.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <cstdlib>
 #include <type_traits>
@@ -32,9 +33,22 @@ template <typename T>
 inline void sum_lines(const T *data, int64_t n, int64_t len, int64_t n_stride, int64_t len_stride,
                       int64_t *sums) {
     if (std::llabs(n_stride) < std::llabs(len_stride)) {
-        for (int64_t y = 0; y < len; ++y) {
-            const T *line = data + y * len_stride;
-            for (int64_t x = 0; x < n; ++x) sums[x] += line[x * n_stride];
+        // int32 partial sums over up to 32767 lines (|element| <= 65535), so
+        // the add vectorises 16 wide instead of 8 (conv2d's pixel views: 2x)
+        constexpr int64_t kChunk = 32767;
+        std::vector<int32_t> part(static_cast<size_t>(n));
+        for (int64_t y0 = 0; y0 < len; y0 += kChunk) {
+            std::fill(part.begin(), part.end(), 0);
+            const int64_t y1 = std::min(len, y0 + kChunk);
+            for (int64_t y = y0; y < y1; ++y) {
+                const T *line = data + y * len_stride;
+                int32_t *ps = part.data();
+                if (n_stride == 1)
+                    for (int64_t x = 0; x < n; ++x) ps[x] += line[x];
+                else
+                    for (int64_t x = 0; x < n; ++x) ps[x] += line[x * n_stride];
+            }
+            for (int64_t x = 0; x < n; ++x) sums[x] += part[static_cast<size_t>(x)];
         }
     } else {
         for (int64_t x = 0; x < n; ++x) {

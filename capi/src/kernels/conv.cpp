@@ -7,8 +7,10 @@
 // padded taps holding the input zero point) and multiplied by the group's
 // weights, activations as the multiplier's first operand; the GEMM drivers
 // stream the long pixel dimension through their vector lanes. Workspace per
-// worker: one such block and its O/groups x pixels outputs, independent of
-// the batch size.
+// worker: one such block, its O/groups x pixels outputs and one padded
+// image of one group, independent of the batch size. Stride 1 indexes
+// pixels over the padded width (gather_wide: one copy per tap and image);
+// other strides gather per output-row segment (gather).
 #include <algorithm>
 #include <limits>
 #include <cstring>
@@ -33,42 +35,77 @@ const char *offset_ptr(const void *data, int64_t elements, approxmul_dtype dtype
 // compute into a scratch copy of the output, written out only on success.
 bool needs_staging(const Multiplier &m) { return m.plan() == Plan::Function; }
 
-// Images up to this many kernel taps x output pixels gather their im2col
-// rows through a precomputed offset table (one entry per tap and pixel).
-constexpr int64_t kMaxTapTable = 1 << 16;
-
-// dst[t] = plane[offsets[t]], or zero where the offset is -1 (a padded tap).
-// Marks a padded tap in the offset table: negative strides make negative
-// offsets ordinary, so only a value no view can reach will do.
-constexpr int64_t kPaddingTap = std::numeric_limits<int64_t>::min();
-
-template <typename T>
-void gather_codes(const T *plane, const int64_t *offsets, int64_t count, T zero, T *dst) {
-    for (int64_t t = 0; t < count; ++t) {
-        const int64_t off = offsets[t];
-        dst[t] = off == kPaddingTap ? zero : plane[off];
-    }
-}
-
 // One image's run of sums for one channel into the target tensor: base is
 // the (n, channel) offset; pixel >= 0 when the plane is contiguous (the run
 // starts there), else pixel_offsets gives each pixel's place.
-template <typename Sum>
-void scatter_run(const Sum *src, int64_t count, int64_t base, const int64_t *pixel_offsets,
-                 int64_t pixel, const TensorView &target) {
+// Element loops for the short runs of small images: a library memcpy or
+// memset call per tap and output row cost more than the copy itself (8x8
+// images: two calls per 8 bytes, a third of a 64->64 conv), and GCC turns
+// plain copy loops back into such calls unless told not to.
+#if defined(__GNUC__) && !defined(__clang__)
+#define APPROXMUL_NO_LIBCALLS __attribute__((optimize("no-tree-loop-distribute-patterns")))
+#else
+#define APPROXMUL_NO_LIBCALLS
+#endif
+
+template <typename T>
+APPROXMUL_NO_LIBCALLS void copy_run(T *dst, const T *src, int64_t count, int64_t step) {
+    if (step == 1 && count >= 64) {
+        std::memcpy(dst, src, static_cast<size_t>(count) * sizeof(T));
+    } else if (step == 1) {
+        for (int64_t t = 0; t < count; ++t) dst[t] = src[t];
+    } else {
+        for (int64_t t = 0; t < count; ++t) dst[t] = src[t * step];
+    }
+}
+
+template <typename T>
+APPROXMUL_NO_LIBCALLS void fill_run(T *dst, int64_t count, T value) {
+    for (int64_t t = 0; t < count; ++t) dst[t] = value;
+}
+
+// sum + term; int32 pairs add modulo 2^32, which is exact whenever the
+// result fits int32 (conv2d's int32 outputs are checked to), and keeps the
+// scatter in 32-bit lanes
+template <typename Sum, typename Term>
+Sum add_term(Sum sum, Term term) {
+    if constexpr (std::is_same_v<Sum, int32_t> && std::is_same_v<Term, int32_t>)
+        return static_cast<int32_t>(static_cast<uint32_t>(sum) + static_cast<uint32_t>(term));
+    else
+        return sum + term;
+}
+
+template <typename Sum, typename Term>
+void scatter_run(const Sum *src, const Term *term, int64_t count, int64_t base,
+                 const int64_t *pixel_offsets, int64_t pixel, const TensorView &target) {
     auto write = [&](auto *out) {
-        if (pixel >= 0) {
+        using Out = std::remove_reference_t<decltype(*out)>;
+        if (pixel >= 0 && term != nullptr) {
             auto *dst = out + base + pixel;
-            for (int64_t t = 0; t < count; ++t) dst[t] = static_cast<std::remove_reference_t<decltype(*dst)>>(src[t]);
+            for (int64_t t = 0; t < count; ++t) dst[t] = static_cast<Out>(add_term(src[t], term[t]));
+        } else if (pixel >= 0) {
+            auto *dst = out + base + pixel;
+            for (int64_t t = 0; t < count; ++t) dst[t] = static_cast<Out>(src[t]);
         } else {
             for (int64_t t = 0; t < count; ++t)
-                out[base + pixel_offsets[t]] = static_cast<std::remove_reference_t<decltype(*out)>>(src[t]);
+                out[base + pixel_offsets[t]] =
+                    static_cast<Out>(add_term(src[t], term != nullptr ? term[t] : Term{0}));
         }
     };
     if (target.dtype == APPROXMUL_INT32)
         write(static_cast<int32_t *>(const_cast<void *>(target.data)));
     else
         write(static_cast<int64_t *>(const_cast<void *>(target.data)));
+}
+
+// The type of the GEMM's sums in a conv2d: int64 for failing-capable
+// models (staged); else int32 when the partial sum the GEMM produces fits it
+// (with the x cross term folded out it is not the output value, so the
+// output's own type does not decide).
+approxmul_dtype sum_dtype(const Conv2dProblem &p, const Multiplier &m, int64_t inner,
+                          bool fold_x_sums) {
+    if (needs_staging(m) || p.out.dtype == APPROXMUL_INT64) return APPROXMUL_INT64;
+    return fold_x_sums ? accumulator_dtype(m, inner, p.x_zero_point, 0) : p.out.dtype;
 }
 
 }  // namespace
@@ -202,7 +239,12 @@ public:
           K(Cg * KH * KW), P(OH * OW),
           item_(static_cast<int64_t>(dtype_size(p.x.dtype))),
           w_item_(dtype_size(p.w.dtype)),
-          out_dtype_(needs_staging(m_) ? APPROXMUL_INT64 : p.out.dtype) {}
+          fold_x_sums_(p.w_zero_point != 0),
+          Wp(W + 2 * p.padding[1]), Hp(H + 2 * p.padding[0]),
+          wide_(p.stride[0] == 1 && p.stride[1] == 1 && OW * 4 >= Wp * 3),
+          row_len_(wide_ ? Wp : OW), Pr(OH * row_len_),
+          plane_len_(Hp * Wp + (KW - 1) * p.dilation[1]),
+          out_dtype_(sum_dtype(p, m_, K, fold_x_sums_)) {}
 
     bool empty() const { return N == 0 || O == 0 || P == 0; }
 
@@ -212,7 +254,7 @@ public:
         set_zero_code();
         size_blocks();
         set_target();
-        if (KH * KW * P <= kMaxTapTable && p_.x.size() > 0) build_tap_table();
+        set_tap_columns();
     }
 
     int64_t jobs() const { return G * pixel_blocks_; }
@@ -220,19 +262,37 @@ public:
     struct Workspace {
         std::vector<char> col;     // K x block codes, k-major (a block row per tap)
         std::vector<int64_t> out;  // Og x block sums, channel-major
+        std::vector<int64_t> pixel_term;  // per pixel of the block: its x cross term
+        std::vector<int32_t> pixel_term32;  // the same modulo 2^32, for int32 sums
+        std::vector<int64_t> plane;       // channel sums of one image and group
+        int64_t plane_key = -1;           // n * G + g of the plane (and padded image) held
+        std::vector<char> padded;         // wide path: the image and group, padded
     };
 
     void run_job(int64_t job, Workspace &ws, int inner_threads) const {
         ws.col.resize(static_cast<size_t>(block_ * K * item_));
         ws.out.resize(static_cast<size_t>(block_ * Og));
         const int64_t g = job / pixel_blocks_;
-        const int64_t r0 = job % pixel_blocks_ * block_, np = std::min(block_, N * P - r0);
-        if (!tap_offsets_.empty())
-            gather_by_table(g, r0, np, ws.col.data());
-        else
-            gather_by_rows(g, r0, np, ws.col.data());
+        const int64_t r0 = job % pixel_blocks_ * block_, np = std::min(block_, N * Pr - r0);
+        if (wide_) {
+            with_x_type([&](auto zero) { gather_wide<decltype(zero)>(g, r0, np, ws); });
+        } else {
+            if (item_ == 1)
+                gather<uint8_t>(g, r0, np, ws.col.data());
+            else
+                gather<uint16_t>(g, r0, np, ws.col.data());
+            if (fold_x_sums_) pixel_terms(g, r0, np, ws);
+        }
         multiply(g, np, ws, inner_threads);
-        scatter(g, r0, np, ws.out.data());
+        const bool narrow = fold_x_sums_ && out_dtype_ == APPROXMUL_INT32;
+        if (narrow) {
+            ws.pixel_term32.resize(static_cast<size_t>(block_));
+            for (int64_t t = 0; t < np; ++t)
+                ws.pixel_term32[static_cast<size_t>(t)] = static_cast<int32_t>(
+                    static_cast<uint32_t>(static_cast<uint64_t>(ws.pixel_term[static_cast<size_t>(t)])));
+        }
+        scatter(g, r0, np, ws.out.data(), fold_x_sums_ ? ws.pixel_term.data() : nullptr,
+                narrow ? ws.pixel_term32.data() : nullptr);
     }
 
     // Failing-capable models computed into the staging copy: now the output.
@@ -249,9 +309,11 @@ public:
     bool staged() const { return !staged_.empty(); }
 
 private:
-    // Weights per group as K x Og (inner x cols), copied once: B of every
-    // matmul (in w's own storage type, which may differ from x's: uint8 and
-    // uint16).
+    // Weights per group as K x Og (inner x cols) stored column-major (each
+    // output channel's taps contiguous), copied once: B of every matmul (in
+    // w's own storage type, which may differ from x's: uint8 and uint16).
+    // The GEMMs flip conv2d's problem so that the weights become A, whose
+    // rows they then pack contiguously instead of one strided code at a time.
     void group_weights() {
         weights_.resize(static_cast<size_t>(G * K * Og) * w_item_);
         for (int64_t g = 0; g < G; ++g)
@@ -262,7 +324,7 @@ private:
                             const int64_t src = (g * Og + o) * p_.w.strides[0] +
                                                 c * p_.w.strides[1] + i * p_.w.strides[2] +
                                                 j * p_.w.strides[3];
-                            const int64_t dst = (g * K + (c * KH + i) * KW + j) * Og + o;
+                            const int64_t dst = (g * Og + o) * K + (c * KH + i) * KW + j;
                             std::memcpy(weights_.data() + dst * w_item_,
                                         offset_ptr(p_.w.data, src, p_.w.dtype), w_item_);
                         }
@@ -284,7 +346,7 @@ private:
     // vector width) and about 256 KiB of gathered codes: small images do not
     // become many tiny matmuls, and the workspace does not grow with N.
     void size_blocks() {
-        const int64_t R = N * P;
+        const int64_t R = N * Pr;
         block_ = std::clamp<int64_t>((int64_t{1} << 18) / std::max<int64_t>(K * item_, 1), 64,
                                      4096) / 64 * 64;
         if (R <= block_) block_ = R;
@@ -309,53 +371,63 @@ private:
         plane_contiguous_ = target_.strides[3] == 1 && target_.strides[2] == OW;
     }
 
-    // For small images, each kernel tap's input offset (within a channel
-    // plane) for every output pixel, kPaddingTap where the tap is padding.
-    // Not for an empty input (all padding): the row path then forms no
-    // pointer into x.
-    void build_tap_table() {
-        tap_offsets_.resize(static_cast<size_t>(KH * KW * P));
-        for (int64_t i = 0; i < KH; ++i)
-            for (int64_t j = 0; j < KW; ++j)
-                for (int64_t px = 0; px < P; ++px) {
-                    const int64_t y = px / OW * p_.stride[0] - p_.padding[0] + i * p_.dilation[0];
-                    const int64_t x = px % OW * p_.stride[1] - p_.padding[1] + j * p_.dilation[1];
-                    tap_offsets_[static_cast<size_t>((i * KW + j) * P + px)] =
-                        y < 0 || y >= H || x < 0 || x >= W
-                            ? kPaddingTap
-                            : y * p_.x.strides[2] + x * p_.x.strides[3];
-                }
+    // Per kernel column j: the output columns [lo, hi) whose tap lies
+    // inside the image (the rest read padding), and the input column of
+    // output column 0. A tap's horizontal validity does not depend on the
+    // output row, so a row segment needs no per-pixel test.
+    void set_tap_columns() {
+        tap_x0_.resize(static_cast<size_t>(KW));
+        tap_lo_.resize(static_cast<size_t>(KW));
+        tap_hi_.resize(static_cast<size_t>(KW));
+        const int64_t s1 = p_.stride[1];
+        for (int64_t j = 0; j < KW; ++j) {
+            // output columns ox with 0 <= x0 + ox * s1 < W
+            const int64_t x0 = j * p_.dilation[1] - p_.padding[1];
+            const int64_t lo = std::min(OW, x0 >= 0 ? 0 : (-x0 + s1 - 1) / s1);
+            const int64_t hi = std::max(lo, std::min(OW, x0 >= W ? 0 : (W - x0 + s1 - 1) / s1));
+            tap_x0_[static_cast<size_t>(j)] = x0;
+            tap_lo_[static_cast<size_t>(j)] = lo;
+            tap_hi_[static_cast<size_t>(j)] = hi;
+        }
     }
 
-    void fill_zero(char *dst, int64_t count) const {
-        if (item_ == 1)
-            std::memset(dst, static_cast<unsigned char>(zero_code_[0]), static_cast<size_t>(count));
-        else
-            for (int64_t t = 0; t < count; ++t) std::memcpy(dst + t * 2, zero_code_, 2);
-    }
-
-    // im2col by the tap table: image by image, every tap of the group's
-    // channels reads its pixels through one offset list.
-    void gather_by_table(int64_t g, int64_t r0, int64_t np, char *col) const {
+    // im2col of pixels r0 .. r0 + np: the block is cut into segments of one
+    // output row (one division pair per segment, not per tap or pixel), and
+    // each tap (c, i, j) of a segment is one copy between zero-point fills:
+    // contiguous (memcpy) when the input row is read with stride 1.
+    template <typename T>
+    void gather(int64_t g, int64_t r0, int64_t np, char *col_bytes) const {
+        T *col = reinterpret_cast<T *>(col_bytes);
+        T zero;
+        std::memcpy(&zero, zero_code_, sizeof(T));
+        const int64_t taps = KH * KW;
         for (int64_t q = 0; q < np;) {
             const int64_t r = r0 + q, n = r / P, pixel = r % P;
-            const int64_t run = std::min(P - pixel, np - q);
-            const char *image =
-                offset_ptr(p_.x.data, n * p_.x.strides[0] + g * Cg * p_.x.strides[1], p_.x.dtype);
-            for (int64_t c = 0; c < Cg; ++c) {
-                const char *plane = image + c * p_.x.strides[1] * item_;
-                for (int64_t t = 0; t < KH * KW; ++t) {
-                    const int64_t *off = tap_offsets_.data() + t * P + pixel;
-                    char *d = col + ((c * KH * KW + t) * block_ + q) * item_;
-                    if (item_ == 1) {
-                        gather_codes(reinterpret_cast<const uint8_t *>(plane), off, run,
-                                     static_cast<uint8_t>(zero_code_[0]),
-                                     reinterpret_cast<uint8_t *>(d));
-                    } else {
-                        uint16_t z;
-                        std::memcpy(&z, zero_code_, 2);
-                        gather_codes(reinterpret_cast<const uint16_t *>(plane), off, run, z,
-                                     reinterpret_cast<uint16_t *>(d));
+            const int64_t oy = pixel / OW, ox0 = pixel % OW;
+            const int64_t ox1 = std::min(OW, ox0 + np - q), run = ox1 - ox0;
+            for (int64_t i = 0; i < KH; ++i) {
+                const int64_t y = oy * p_.stride[0] - p_.padding[0] + i * p_.dilation[0];
+                const bool row_inside = y >= 0 && y < H;
+                for (int64_t j = 0; j < KW; ++j) {
+                    const auto jj = static_cast<size_t>(j);
+                    const int64_t lo = row_inside ? std::clamp(tap_lo_[jj], ox0, ox1) : ox1;
+                    const int64_t hi = row_inside ? std::clamp(tap_hi_[jj], lo, ox1) : ox1;
+                    for (int64_t c = 0; c < Cg; ++c) {
+                        T *d = col + (c * taps + i * KW + j) * block_ + q - ox0;
+                        fill_run(d + ox0, lo - ox0, zero);
+                        fill_run(d + hi, ox1 - hi, zero);
+                        // no tap inside the image: form no pointer into x
+                        // (it may be empty, even NULL)
+                        if (hi == lo) continue;
+                        // offsets only for an element that exists: an empty
+                        // x may have any strides (and products overflowing)
+                        const T *src = static_cast<const T *>(p_.x.data) + n * p_.x.strides[0] +
+                                       (g * Cg + c) * p_.x.strides[1] + y * p_.x.strides[2] +
+                                       (tap_x0_[jj] + lo * p_.stride[1]) * p_.x.strides[3];
+                        // the step only between two real elements: a size-1
+                        // axis may have any stride, and stride * it overflow
+                        copy_run(d + lo, src, hi - lo,
+                                 hi - lo > 1 ? p_.stride[1] * p_.x.strides[3] : 1);
                     }
                 }
             }
@@ -363,50 +435,160 @@ private:
         }
     }
 
-    // im2col, one tap (c, i, j) at a time over runs of pixels that share an
-    // image row: a run is a strided copy with zero-point fills at the edges.
-    void gather_by_rows(int64_t g, int64_t r0, int64_t np, char *col) const {
-        for (int64_t c = 0; c < Cg; ++c)
-            for (int64_t i = 0; i < KH; ++i)
-                for (int64_t j = 0; j < KW; ++j)
-                    gather_tap_rows(g, c, i, j, r0, np,
-                                    col + ((c * KH + i) * KW + j) * block_ * item_);
+    // Calls f(T{}) with x's element type (the wide path sums values).
+    template <typename F>
+    void with_x_type(const F &f) const {
+        switch (p_.x.dtype) {
+        case APPROXMUL_INT8: return f(int8_t{});
+        case APPROXMUL_UINT8: return f(uint8_t{});
+        case APPROXMUL_INT16: return f(int16_t{});
+        default: return f(uint16_t{});
+        }
     }
 
-    void gather_tap_rows(int64_t g, int64_t c, int64_t i, int64_t j, int64_t r0, int64_t np,
-                         char *dst) const {
+    // The wide path (stride 1, Wp = W + 2 * padding columns, at most a
+    // third more than OW): pixels are indexed u = oy * Wp + ox over the
+    // padded width, ox >= OW computing outputs that are dropped. Each image
+    // and group is copied once into a padded plane (zero codes around it),
+    // and then every tap's im2col row over a run of u is one contiguous
+    // copy from that plane at offset i * d0 * Wp + j * d1: no edge cases,
+    // one copy per tap and image, where the row path pays one per tap and
+    // output row (8x8 images: 8-byte copies). The x cross term likewise sums
+    // KH*KW entries of the padded plane's channel sums, with no edges.
+    template <typename T>
+    void gather_wide(int64_t g, int64_t r0, int64_t np, Workspace &ws) const {
+        T *col = reinterpret_cast<T *>(ws.col.data());
+        const int64_t taps = KH * KW;
+        if (fold_x_sums_) ws.pixel_term.resize(static_cast<size_t>(block_));
+        for (int64_t q = 0; q < np;) {
+            const int64_t r = r0 + q, n = r / Pr, u0 = r % Pr;
+            const int64_t run = std::min(Pr - u0, np - q);
+            if (ws.plane_key != n * G + g) {
+                pad_image<T>(n, g, ws);
+                ws.plane_key = n * G + g;
+            }
+            const T *padded = reinterpret_cast<const T *>(ws.padded.data());
+            for (int64_t c = 0; c < Cg; ++c)
+                for (int64_t i = 0; i < KH; ++i)
+                    for (int64_t j = 0; j < KW; ++j)
+                        copy_run(col + (c * taps + i * KW + j) * block_ + q,
+                                 padded + c * plane_len_ + u0 + i * p_.dilation[0] * Wp +
+                                     j * p_.dilation[1],
+                                 run, 1);
+            if (fold_x_sums_) {
+                int64_t *a = ws.pixel_term.data() + q;
+                const int64_t *sums = ws.plane.data() + u0;
+                const int64_t zw = p_.w_zero_point, constant = K * p_.x_zero_point * zw;
+                std::fill(a, a + run, 0);
+                for (int64_t i = 0; i < KH; ++i)
+                    for (int64_t j = 0; j < KW; ++j) {
+                        const int64_t *from = sums + i * p_.dilation[0] * Wp + j * p_.dilation[1];
+                        for (int64_t t = 0; t < run; ++t) a[t] += from[t];
+                    }
+                for (int64_t t = 0; t < run; ++t) a[t] = constant - zw * a[t];
+            }
+            q += run;
+        }
+    }
+
+    // Image n, group g into ws.padded: Cg planes of plane_len_ codes, the
+    // image at (padding0, padding1) of an Hp x Wp grid of zero codes (the
+    // tail beyond the grid is read only for dropped columns); and, when the
+    // x cross term is folded, their channel sums into ws.plane.
+    template <typename T>
+    void pad_image(int64_t n, int64_t g, Workspace &ws) const {
+        ws.padded.resize(static_cast<size_t>(Cg * plane_len_) * sizeof(T));
+        T *padded = reinterpret_cast<T *>(ws.padded.data());
+        T zero;
+        std::memcpy(&zero, zero_code_, sizeof(T));
+        fill_run(padded, Cg * plane_len_, zero);
+        const int64_t w = W, h = H, pad0 = p_.padding[0], pad1 = p_.padding[1], wp = Wp;
+        if (w > 0 && h > 0)  // an empty x may be NULL: form no pointer into it
+            for (int64_t c = 0; c < Cg; ++c)
+                for (int64_t y = 0; y < h; ++y)
+                    copy_run(padded + c * plane_len_ + (y + pad0) * wp + pad1,
+                             static_cast<const T *>(p_.x.data) + n * p_.x.strides[0] +
+                                 (g * Cg + c) * p_.x.strides[1] + y * p_.x.strides[2],
+                             w, p_.x.strides[3]);
+        if (!fold_x_sums_) return;
+        ws.plane.resize(static_cast<size_t>(plane_len_));
+        int64_t *sums = ws.plane.data();
+        const int64_t len = plane_len_;
+        std::fill(sums, sums + len, 0);
+        for (int64_t c = 0; c < Cg; ++c) {
+            const T *from = padded + c * len;
+            for (int64_t k = 0; k < len; ++k) sums[k] += from[k];
+        }
+    }
+
+    // The x-side cross term of each pixel of the block, K*zx*zw - zw * (sum of
+    // its receptive field, padded taps counting zx), from per-image channel
+    // sums: Cg adds per input pixel plus KH*KW per output pixel, where the
+    // GEMM's own row sums over the gathered block cost K per output pixel
+    // (a sixth of a 16->16 3x3 conv).
+    void pixel_terms(int64_t g, int64_t r0, int64_t np, Workspace &ws) const {
+        ws.pixel_term.resize(static_cast<size_t>(block_));
+        ws.plane.resize(static_cast<size_t>(H * W));
+        const int64_t zx = p_.x_zero_point, zw = p_.w_zero_point, pad_sum = Cg * zx;
+        const int64_t kw = KW, width = W, s1 = p_.stride[1], constant = K * zx * zw;
+        int64_t *acc = ws.pixel_term.data();
+        const int64_t *plane = ws.plane.data();
         for (int64_t q = 0; q < np;) {
             const int64_t r = r0 + q, n = r / P, pixel = r % P;
-            const int64_t oy = pixel / OW, ox = pixel % OW;
-            const int64_t run = std::min(OW - ox, np - q);
-            char *d = dst + q * item_;
-            q += run;
-            const int64_t y = oy * p_.stride[0] - p_.padding[0] + i * p_.dilation[0];
-            if (y < 0 || y >= H) {
-                fill_zero(d, run);
-                continue;
+            const int64_t oy = pixel / OW, ox0 = pixel % OW;
+            const int64_t ox1 = std::min(OW, ox0 + np - q), run = ox1 - ox0;
+            if (ws.plane_key != n * G + g) {
+                channel_sums(n, g, ws.plane.data());
+                ws.plane_key = n * G + g;
             }
-            // pixels ox + t with 0 <= x < W, x = (ox + t) * s - pad + j * dil
-            const int64_t s1 = p_.stride[1];
-            const int64_t x0 = ox * s1 - p_.padding[1] + j * p_.dilation[1];
-            const int64_t t_lo = std::min(run, x0 >= 0 ? 0 : (-x0 + s1 - 1) / s1);
-            const int64_t t_hi =
-                std::max(t_lo, std::min(run, x0 >= W ? 0 : (W - x0 + s1 - 1) / s1));
-            fill_zero(d, t_lo);
-            fill_zero(d + t_hi * item_, run - t_hi);
-            // no tap inside the row: form no pointer into x (it may be
-            // empty, even NULL, and the offset lies outside it)
-            if (t_hi == t_lo) continue;
-            const char *src = offset_ptr(p_.x.data,
-                                         n * p_.x.strides[0] + (g * Cg + c) * p_.x.strides[1] +
-                                             y * p_.x.strides[2] + (x0 + t_lo * s1) * p_.x.strides[3],
-                                         p_.x.dtype);
-            const int64_t step = s1 * p_.x.strides[3] * item_;
-            if (step == item_)
-                std::memcpy(d + t_lo * item_, src, static_cast<size_t>((t_hi - t_lo) * item_));
-            else
-                for (int64_t t = t_lo; t < t_hi; ++t)
-                    std::memcpy(d + t * item_, src + (t - t_lo) * step, static_cast<size_t>(item_));
+            int64_t *a = acc + q - ox0;  // a[ox], ox0 <= ox < ox1
+            std::fill(a + ox0, a + ox1, 0);
+            for (int64_t i = 0; i < KH; ++i) {
+                const int64_t y = oy * p_.stride[0] - p_.padding[0] + i * p_.dilation[0];
+                if (y < 0 || y >= H) {
+                    for (int64_t ox = ox0; ox < ox1; ++ox) a[ox] += kw * pad_sum;
+                    continue;
+                }
+                for (int64_t j = 0; j < KW; ++j) {
+                    const auto jj = static_cast<size_t>(j);
+                    const int64_t lo = std::clamp(tap_lo_[jj], ox0, ox1);
+                    const int64_t hi = std::clamp(tap_hi_[jj], lo, ox1);
+                    for (int64_t ox = ox0; ox < lo; ++ox) a[ox] += pad_sum;
+                    for (int64_t ox = hi; ox < ox1; ++ox) a[ox] += pad_sum;
+                    if (hi == lo) continue;  // an empty plane may be NULL: no pointer
+                    const int64_t *row = plane + y * width + tap_x0_[jj];
+                    for (int64_t ox = lo; ox < hi; ++ox) a[ox] += row[ox * s1];
+                }
+            }
+            for (int64_t ox = ox0; ox < ox1; ++ox) a[ox] = constant - zw * a[ox];
+            q += run;
+        }
+    }
+
+    // plane[y * W + x] = sum over the group's channels of x[n, c, y, x]
+    void channel_sums(int64_t n, int64_t g, int64_t *plane) const {
+        // locals: the int64 stores could alias members, which blocks vectorising
+        const int64_t w = W, h = H, cg = Cg, sx = p_.x.strides[3];
+        const int64_t *strides = p_.x.strides;
+        std::fill(plane, plane + h * w, 0);
+        auto add = [&](const auto *data) {
+            for (int64_t c = 0; c < cg; ++c)
+                for (int64_t y = 0; y < h; ++y) {
+                    const auto *row = data + n * strides[0] + (g * cg + c) * strides[1] +
+                                      y * strides[2];
+                    int64_t *dst = plane + y * w;
+                    if (sx == 1)
+                        for (int64_t x = 0; x < w; ++x) dst[x] += row[x];
+                    else
+                        for (int64_t x = 0; x < w; ++x) dst[x] += row[x * sx];
+                }
+        };
+        if (Cg == 0 || H == 0 || W == 0) return;  // an empty x may be NULL
+        switch (p_.x.dtype) {
+        case APPROXMUL_INT8: add(static_cast<const int8_t *>(p_.x.data)); break;
+        case APPROXMUL_UINT8: add(static_cast<const uint8_t *>(p_.x.data)); break;
+        case APPROXMUL_INT16: add(static_cast<const int16_t *>(p_.x.data)); break;
+        default: add(static_cast<const uint16_t *>(p_.x.data)); break;
         }
     }
 
@@ -417,27 +599,34 @@ private:
                          MatrixView{"x", p_.x.dtype, ws.col.data(), np, K, 1, block_},
                          MatrixView{"w", p_.w.dtype,
                                     weights_.data() + static_cast<size_t>(g * K * Og) * w_item_, K,
-                                    Og, Og, 1},
+                                    Og, 1, K},
                          MatrixView{"out", out_dtype_, ws.out.data(), np, Og, 1, block_},
-                         p_.x_zero_point, p_.w_zero_point, inner_threads};
+                         p_.x_zero_point, fold_x_sums_ ? 0 : p_.w_zero_point, inner_threads};
         matmul(mp);
     }
 
-    // channels x pixels back to N O OH OW (or the staging copy), one image's
-    // run of pixels at a time
-    void scatter(int64_t g, int64_t r0, int64_t np, const int64_t *sums) const {
+    // channels x pixels back to N O OH OW (or the staging copy), one output
+    // row's run at a time (the wide path's dropped columns are skipped)
+    void scatter(int64_t g, int64_t r0, int64_t np, const int64_t *sums,
+                 const int64_t *pixel_term, const int32_t *pixel_term32) const {
         for (int64_t q = 0; q < np;) {
-            const int64_t r = r0 + q, n = r / P, pixel = r % P;
-            const int64_t run = std::min(P - pixel, np - q);
-            for (int64_t o = 0; o < Og; ++o) {
+            const int64_t r = r0 + q, n = r / Pr, u = r % Pr;
+            const int64_t oy = u / row_len_, ox0 = u % row_len_;
+            const int64_t run = std::min(row_len_ - ox0, np - q);
+            const int64_t count = std::min(OW, ox0 + run) - ox0;  // real output columns
+            const int64_t pixel = oy * OW + ox0;
+            for (int64_t o = 0; o < Og && count > 0; ++o) {
                 const int64_t e = o * block_ + q;
                 const int64_t base = n * target_.strides[0] + (g * Og + o) * target_.strides[1];
                 const int64_t start = plane_contiguous_ ? pixel : -1;
+                const int64_t *term = pixel_term ? pixel_term + q : nullptr;
                 if (out_dtype_ == APPROXMUL_INT32)
-                    scatter_run(reinterpret_cast<const int32_t *>(sums) + e, run, base,
+                    scatter_run(reinterpret_cast<const int32_t *>(sums) + e,
+                                pixel_term32 ? pixel_term32 + q : nullptr, count, base,
                                 pixel_offsets_.data() + pixel, start, target_);
                 else
-                    scatter_run(sums + e, run, base, pixel_offsets_.data() + pixel, start, target_);
+                    scatter_run(sums + e, term, count, base, pixel_offsets_.data() + pixel, start,
+                                target_);
             }
             q += run;
         }
@@ -448,7 +637,12 @@ private:
     const int64_t N, C, H, W, O, KH, KW, OH, OW, G, Cg, Og, K, P;
     const int64_t item_;    // bytes per x element
     const size_t w_item_;   // bytes per w element
-    const approxmul_dtype out_dtype_;
+    const bool fold_x_sums_;  // the x cross term is added here, not by the GEMM
+    const int64_t Wp, Hp;       // the padded image
+    const bool wide_;           // pixels over the padded width (gather_wide)
+    const int64_t row_len_, Pr;  // pixels per output row and per image as indexed
+    const int64_t plane_len_;   // codes per padded channel plane
+    const approxmul_dtype out_dtype_;  // of the GEMM's sums
     std::vector<char> weights_;
     char zero_code_[2] = {0, 0};
     int64_t block_ = 0, pixel_blocks_ = 0;
@@ -456,7 +650,7 @@ private:
     TensorView target_{};
     std::vector<int64_t> pixel_offsets_;
     bool plane_contiguous_ = false;
-    std::vector<int64_t> tap_offsets_;
+    std::vector<int64_t> tap_x0_, tap_lo_, tap_hi_;  // per kernel column (set_tap_columns)
 };
 
 }  // namespace

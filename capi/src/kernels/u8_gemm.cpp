@@ -128,7 +128,13 @@ bool fit_problem(const KernelTable &kt, const MatmulProblem &p0, U8Plan &plan) {
     auto padded = [&](int64_t rows, int64_t cols) {
         return ceil_div(rows, plan.MR) * plan.MR * ceil_div(cols, plan.NR) * plan.NR;
     };
-    const bool prefer_flip = padded(p0.cols, p0.rows) * 5 < padded(p0.rows, p0.cols) * 4;
+    // On a tie, flip a column-major A (conv2d's pixels x taps view): its
+    // transpose is B with contiguous byte rows, which the kernel set packs by
+    // vector lookups, where A's panels would gather one strided byte at a time
+    // (a third of a 32->32 16x16 conv).
+    const int64_t as_is = padded(p0.rows, p0.cols), flipped = padded(p0.cols, p0.rows);
+    const bool a_column_major = p0.a.col_stride != 1 && p0.a.row_stride == 1;
+    const bool prefer_flip = flipped * 5 < as_is * 4 || (a_column_major && flipped <= as_is);
     bool flip = false, found = false;
     for (int attempt = 0; attempt < 2 && !found; ++attempt) {
         flip = attempt == 0 ? prefer_flip : !prefer_flip;

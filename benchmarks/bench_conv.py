@@ -1,0 +1,79 @@
+"""approxmul_cffi.conv2d at ResNet-20's CIFAR-10 layer shapes vs torch's float conv2d.
+
+    python benchmarks/bench_conv.py [--threads 2] [--repeat 5] [--batch 64] [--json FILE]
+
+One run, the same thread count for torch and approxmul; each engine is timed
+in its own block after a short pause (interleaving them measures contention
+for the cores, not the kernels), best of --repeat. Layers: 3x3, padding 1,
+uint8 activation and weight codes, zero points 3 and 128. Prints
+float ms / approxmul ms (> 1: approxmul is faster).
+"""
+
+import argparse
+import json
+import os
+import platform
+import time
+
+import numpy as np
+import torch
+
+import approxmul_cffi as am
+
+PAUSE = 0.2
+# (in channels, out channels, height = width)
+SHAPES = [(3, 16, 32), (16, 16, 32), (32, 32, 16), (64, 64, 8)]
+
+
+def best(fn, repeat):
+    fn()
+    times = []
+    for _ in range(repeat):
+        start = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - start)
+    time.sleep(PAUSE)
+    return min(times)
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--threads", type=int, default=2)
+    p.add_argument("--repeat", type=int, default=5)
+    p.add_argument("--batch", type=int, default=64)
+    p.add_argument("--json")
+    args = p.parse_args()
+    torch.set_num_threads(args.threads)
+    am.set_num_threads(args.threads)
+    rng = np.random.default_rng(0)
+    table = am.Multiplier.from_table(rng.integers(0, 1 << 16, (256, 256)).astype(np.int32))
+    multipliers = {"exact": am.Multiplier.exact(bits=8), "drum:k=4": am.Multiplier.from_spec("drum:k=4"),
+                   "table": table}
+    load = os.getloadavg()[0]
+    results = {"machine": platform.processor() or platform.machine(), "threads": args.threads,
+               "batch": args.batch, "load_before": load, "rows": []}
+    print(f"threads {args.threads}, batch {args.batch}, load average {load:.2f}")
+    for cin, cout, hw in SHAPES:
+        xf = torch.randn(args.batch, cin, hw, hw)
+        wf = torch.randn(cout, cin, 3, 3)
+        with torch.no_grad():
+            t_float = best(lambda: torch.nn.functional.conv2d(xf, wf, padding=1), args.repeat)
+        x = rng.integers(0, 256, (args.batch, cin, hw, hw), dtype=np.uint8)
+        w = rng.integers(0, 256, (cout, cin, 3, 3), dtype=np.uint8)
+        for label, m in multipliers.items():
+            t = best(lambda: am.conv2d(x, w, m, padding=1, x_zero_point=3, w_zero_point=128),
+                     args.repeat)
+            name = f"conv {cin}->{cout} {hw}x{hw}, {label}"
+            print(f"{name:32s} float {t_float * 1e3:7.2f} ms  approxmul {t * 1e3:7.2f} ms  "
+                  f"ratio {t_float / t:5.2f}x")
+            results["rows"].append({"shape": [args.batch, cin, cout, hw], "multiplier": label,
+                                    "float_s": t_float, "approxmul_s": t,
+                                    "ratio": t_float / t})
+    results["load_after"] = os.getloadavg()[0]
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(results, f, indent=1)
+
+
+if __name__ == "__main__":
+    main()
