@@ -36,7 +36,7 @@ def _layout(shape, scale, zero_point, axis):
     """(outer, channels, inner, scale, zero_point) of the C calls' [outer, channels, inner]."""
     scale = np.asarray(scale, dtype=np.float64)
     zero_point = np.asarray(zero_point)
-    if zero_point.dtype.kind not in "iu":
+    if zero_point.dtype.kind not in "iu" and zero_point.size:
         raise DTypeError(f"zero_point: dtype {zero_point.dtype}; expected integers")
     if scale.shape != zero_point.shape or scale.ndim > 1:
         raise ShapeError(f"scale {scale.shape} and zero_point {zero_point.shape} must be "
@@ -61,6 +61,11 @@ def _layout(shape, scale, zero_point, axis):
             np.ascontiguousarray(zero_point.reshape(-1), dtype=np.int32))
 
 
+def _contiguous(a):
+    # np.ascontiguousarray would turn a 0-d array into a 1-d one
+    return a if a.flags.c_contiguous else np.ascontiguousarray(a)
+
+
 def quantize(x, scale, zero_point, qmin, qmax, *, axis=None, dtype=np.int8):
     """Codes of real values: round half away from zero, add the zero point, clamp.
 
@@ -77,7 +82,7 @@ def quantize(x, scale, zero_point, qmin, qmax, *, axis=None, dtype=np.int8):
     x = np.asarray(x)
     if x.dtype.name not in REAL_TYPES or not x.dtype.isnative:
         x = x.astype(np.float64)
-    x = np.ascontiguousarray(x)
+    x = _contiguous(x)
     dtype = np.dtype(dtype)
     if dtype.name not in CODE_TYPES:
         raise DTypeError(f"codes: dtype {dtype}; expected one of {', '.join(CODE_TYPES)}")
@@ -124,7 +129,7 @@ def dequantize(codes, scale, zero_point, *, axis=None, dtype=np.float64, out=Non
             return np.asarray(values, dtype=dtype)
         out[...] = values
         return out
-    codes = np.ascontiguousarray(codes)
+    codes = _contiguous(codes)
     if out is None:
         out = np.empty(codes.shape, dtype=dtype)
     with ffi.from_buffer(codes) as codes_p, ffi.from_buffer("double[]", scale) as scale_p, \
