@@ -17,6 +17,8 @@ arithmetic in NumPy; the two are tested to agree bit for bit.
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from ._library import check, ffi, lib
@@ -32,33 +34,92 @@ CODE_TYPES = ("int8", "uint8", "int16", "uint16")
 DEQUANTIZE_CODE_TYPES = CODE_TYPES + ("int32",)
 
 
-def _layout(shape, scale, zero_point, axis):
-    """(outer, channels, inner, scale, zero_point) of the C calls' [outer, channels, inner]."""
-    scale = np.asarray(scale, dtype=np.float64)
-    zero_point = np.asarray(zero_point)
-    if zero_point.dtype.kind not in "iu" and zero_point.size:
-        raise DTypeError(f"zero_point: dtype {zero_point.dtype}; expected integers")
-    if scale.shape != zero_point.shape or scale.ndim > 1:
-        raise ShapeError(f"scale {scale.shape} and zero_point {zero_point.shape} must be "
-                         "equal 0-d or 1-d shapes")
-    if (scale.ndim == 1) != (axis is not None):
-        raise InvalidArgumentError("per-channel parameters need an axis, per-tensor ones none")
-    if np.any(zero_point < -2**31) or np.any(zero_point >= 2**31):
-        raise InvalidArgumentError(f"zero points must fit int32, got {zero_point}")
-    size = int(np.prod(shape, dtype=np.int64))
-    if axis is None:
-        outer, channels, inner = 1, 1, size
-    else:
-        if not -len(shape) <= axis < len(shape):
-            raise ShapeError(f"axis {axis} is outside an array of {len(shape)} dimensions")
-        axis %= len(shape)
+class CParams:
+    """Scales and zero points as the C calls take them: validated once, kept.
+
+    ``QParams`` holds one, so that a layer's repeated calls skip the checks
+    and conversions (tiny tensors would otherwise cost more in Python than
+    in C).
+    """
+
+    def __init__(self, scale, zero_point, axis):
+        scale = np.asarray(scale, dtype=np.float64)
+        zero_point = np.asarray(zero_point)
+        if zero_point.dtype.kind not in "iu" and zero_point.size:
+            raise DTypeError(f"zero_point: dtype {zero_point.dtype}; expected integers")
+        if scale.shape != zero_point.shape or scale.ndim > 1:
+            raise ShapeError(f"scale {scale.shape} and zero_point {zero_point.shape} must be "
+                             "equal 0-d or 1-d shapes")
+        if (scale.ndim == 1) != (axis is not None):
+            raise InvalidArgumentError("per-channel parameters need an axis, per-tensor ones none")
+        if np.any(zero_point < -2**31) or np.any(zero_point >= 2**31):
+            raise InvalidArgumentError(f"zero points must fit int32, got {zero_point}")
+        self.axis = axis
+        self.scale = np.array(scale.reshape(-1), dtype=np.float64)  # own copies
+        self.zero_point = np.array(zero_point.reshape(-1), dtype=np.int32)
+        # exported for the object's life: the arrays are private and never change
+        self.scale_p = ffi.from_buffer("double[]", self.scale)
+        self.zero_point_p = ffi.from_buffer("int32_t[]", self.zero_point)
+
+    def sizes(self, shape):
+        """(outer, channels, inner) of an array of this shape, as the C calls lay it out."""
+        if self.axis is None:
+            return 1, 1, math.prod(shape)
+        if not -len(shape) <= self.axis < len(shape):
+            raise ShapeError(f"axis {self.axis} is outside an array of {len(shape)} dimensions")
+        axis = self.axis % len(shape)
         channels = shape[axis]
-        if scale.shape != (channels,):
-            raise ShapeError(f"{scale.size} scales for {channels} channels along axis {axis}")
-        outer = int(np.prod(shape[:axis], dtype=np.int64))
-        inner = int(np.prod(shape[axis + 1:], dtype=np.int64))
-    return (outer, channels, inner, np.ascontiguousarray(scale.reshape(-1)),
-            np.ascontiguousarray(zero_point.reshape(-1), dtype=np.int32))
+        if self.scale.size != channels:
+            raise ShapeError(f"{self.scale.size} scales for {channels} channels along axis {axis}")
+        return math.prod(shape[:axis]), channels, math.prod(shape[axis + 1:])
+
+    def quantize(self, x, qmin, qmax, dtype):
+        x = np.asarray(x)
+        if x.dtype.name not in REAL_TYPES or not x.dtype.isnative:
+            x = x.astype(np.float64)
+        x = _contiguous(x)
+        dtype = np.dtype(dtype)
+        if dtype.name not in CODE_TYPES:
+            raise DTypeError(f"codes: dtype {dtype}; expected one of {', '.join(CODE_TYPES)}")
+        outer, channels, inner = self.sizes(x.shape)
+        out = np.empty(x.shape, dtype=dtype)
+        # exports released right after the call (see _buffers.Tensor)
+        with ffi.from_buffer(x) as x_p, ffi.from_buffer(out, require_writable=True) as out_p:
+            check(lib.approxmul_quantize(outer, channels, inner, REAL_TYPES[x.dtype.name], x_p,
+                                         self.scale_p, self.zero_point_p, int(qmin), int(qmax),
+                                         DTYPES[dtype.name], out_p))
+        return out
+
+    def dequantize(self, codes, dtype, out):
+        codes = np.asarray(codes)
+        if codes.dtype.kind not in "iub":
+            raise DTypeError(f"codes: dtype {codes.dtype}; expected integer codes")
+        dtype = np.dtype(dtype if out is None else out.dtype)
+        if dtype.name not in REAL_TYPES:
+            raise DTypeError(f"dequantized values: dtype {dtype}; expected float32 or float64")
+        if out is not None and (not isinstance(out, np.ndarray) or out.shape != codes.shape
+                                or not out.flags.c_contiguous or not out.flags.writeable
+                                or not out.dtype.isnative):
+            raise ShapeError(f"out must be a writable C-contiguous array of shape {codes.shape}")
+        outer, channels, inner = self.sizes(codes.shape)
+        if codes.dtype.name not in DEQUANTIZE_CODE_TYPES or not codes.dtype.isnative:
+            per_tensor = self.axis is None
+            values = dequantize_reference(
+                codes, self.scale.reshape(()) if per_tensor else self.scale,
+                self.zero_point.reshape(()) if per_tensor else self.zero_point, axis=self.axis)
+            if out is None:
+                return np.asarray(values, dtype=dtype)
+            out[...] = values
+            return out
+        codes = _contiguous(codes)
+        if out is None:
+            out = np.empty(codes.shape, dtype=dtype)
+        with ffi.from_buffer(codes) as codes_p, \
+                ffi.from_buffer(out, require_writable=True) as out_p:
+            check(lib.approxmul_dequantize(outer, channels, inner, DTYPES[codes.dtype.name],
+                                           codes_p, self.scale_p, self.zero_point_p,
+                                           REAL_TYPES[dtype.name], out_p))
+        return out
 
 
 def _contiguous(a):
@@ -79,23 +140,7 @@ def quantize(x, scale, zero_point, qmin, qmax, *, axis=None, dtype=np.int8):
     ...          0, 255, axis=0, dtype=np.uint8).tolist()
     [[1, 0], [8, 203]]
     """
-    x = np.asarray(x)
-    if x.dtype.name not in REAL_TYPES or not x.dtype.isnative:
-        x = x.astype(np.float64)
-    x = _contiguous(x)
-    dtype = np.dtype(dtype)
-    if dtype.name not in CODE_TYPES:
-        raise DTypeError(f"codes: dtype {dtype}; expected one of {', '.join(CODE_TYPES)}")
-    outer, channels, inner, scale, zero_point = _layout(x.shape, scale, zero_point, axis)
-    out = np.empty(x.shape, dtype=dtype)
-    # exports released right after the call (see _buffers.Tensor)
-    with ffi.from_buffer(x) as x_p, ffi.from_buffer("double[]", scale) as scale_p, \
-            ffi.from_buffer("int32_t[]", zero_point) as zp_p, \
-            ffi.from_buffer(out, require_writable=True) as out_p:
-        check(lib.approxmul_quantize(outer, channels, inner, REAL_TYPES[x.dtype.name], x_p,
-                                     scale_p, zp_p, int(qmin), int(qmax),
-                                     DTYPES[dtype.name], out_p))
-    return out
+    return CParams(scale, zero_point, axis).quantize(x, qmin, qmax, dtype)
 
 
 def dequantize(codes, scale, zero_point, *, axis=None, dtype=np.float64, out=None):
@@ -110,34 +155,7 @@ def dequantize(codes, scale, zero_point, *, axis=None, dtype=np.float64, out=Non
     >>> dequantize(np.array([0, 255], np.uint8), 0.1, 128, dtype=np.float32).tolist()
     [-12.800000190734863, 12.699999809265137]
     """
-    codes = np.asarray(codes)
-    if codes.dtype.kind not in "iub":
-        raise DTypeError(f"codes: dtype {codes.dtype}; expected integer codes")
-    dtype = np.dtype(dtype if out is None else out.dtype)
-    if dtype.name not in REAL_TYPES:
-        raise DTypeError(f"dequantized values: dtype {dtype}; expected float32 or float64")
-    if out is not None and (not isinstance(out, np.ndarray) or out.shape != codes.shape
-                            or not out.flags.c_contiguous or not out.flags.writeable
-                            or not out.dtype.isnative):
-        raise ShapeError(f"out must be a writable C-contiguous array of shape {codes.shape}")
-    outer, channels, inner, scale, zero_point = _layout(codes.shape, scale, zero_point, axis)
-    if codes.dtype.name not in DEQUANTIZE_CODE_TYPES or not codes.dtype.isnative:
-        values = dequantize_reference(codes, scale.reshape(()) if axis is None else scale,
-                                      zero_point.reshape(()) if axis is None else zero_point,
-                                      axis=axis)
-        if out is None:
-            return np.asarray(values, dtype=dtype)
-        out[...] = values
-        return out
-    codes = _contiguous(codes)
-    if out is None:
-        out = np.empty(codes.shape, dtype=dtype)
-    with ffi.from_buffer(codes) as codes_p, ffi.from_buffer("double[]", scale) as scale_p, \
-            ffi.from_buffer("int32_t[]", zero_point) as zp_p, \
-            ffi.from_buffer(out, require_writable=True) as out_p:
-        check(lib.approxmul_dequantize(outer, channels, inner, DTYPES[codes.dtype.name],
-                                       codes_p, scale_p, zp_p, REAL_TYPES[dtype.name], out_p))
-    return out
+    return CParams(scale, zero_point, axis).dequantize(codes, dtype, out)
 
 
 def _broadcast(ndim, scale, zero_point, axis):

@@ -107,8 +107,12 @@ class QParams:
         qmin, qmax = code_range(self.signed, self.narrow)
         if np.any(zp < qmin) or np.any(zp > qmax):
             raise InvalidArgumentError(f"zero point {zp} outside the code range {qmin}..{qmax}")
+        # private read-only copies: the C parameters below are taken from them once
+        scale, zp = np.array(scale), np.array(zp)
+        scale.flags.writeable = zp.flags.writeable = False
         object.__setattr__(self, "scale", scale)
         object.__setattr__(self, "zero_point", zp)
+        object.__setattr__(self, "_c", affine.CParams(scale, zp, self.axis))
 
     @property
     def dtype(self):
@@ -133,8 +137,7 @@ class QParams:
         for bit as :meth:`quantize_reference`; a NaN raises
         :class:`~approxmul_cffi.errors.InvalidArgumentError`.
         """
-        return affine.quantize(x, self.scale, self.zero_point, self.qmin, self.qmax,
-                               axis=self.axis, dtype=self.dtype)
+        return self._c.quantize(x, self.qmin, self.qmax, self.dtype)
 
     def quantize_reference(self, x):
         """NumPy statement of :meth:`quantize` (the tests' oracle)."""
@@ -147,8 +150,7 @@ class QParams:
         ``out`` receives them instead of a new array
         (:func:`approxmul_cffi.affine.dequantize`).
         """
-        return affine.dequantize(codes, self.scale, self.zero_point, axis=self.axis,
-                                 dtype=dtype, out=out)
+        return self._c.dequantize(codes, dtype, out)
 
     def dequantize_reference(self, codes):
         """NumPy statement of :meth:`dequantize` (float64)."""
