@@ -1,20 +1,13 @@
 #include "affine.hpp"
 
-// The loops below select with comparisons (clamps, the cap); GCC if-converts
-// them into vector code only when FP compares may not trap. Values are
-// unchanged by this: it only drops the promise of exact FP exception flags.
-#if defined(__GNUC__) && !defined(__clang__)
-#pragma GCC optimize("no-trapping-math")
-#endif
-
 #include <algorithm>
 #include <cmath>
-#include <type_traits>
 #include <vector>
 
 #include "../core/error.hpp"
 #include "../core/operands.hpp"
 #include "../core/threads.hpp"
+#include "../kernels/isa.hpp"
 #include "../kernels/parallel.hpp"
 
 namespace approxmul::quant {
@@ -28,11 +21,8 @@ namespace {
 
 constexpr int64_t kBlock = 16384;  // elements per task: scheduling costs nothing next to it
 constexpr int64_t kRowRun = 64;    // shorter rows take per-element parameters (see Params)
-// floor(|v| + 0.5) is taken by truncating to int32, which vectorizes on any
-// x86-64 (floor itself needs SSE4.1). |v| is capped first: any |v| >= 2^30
-// gives a code beyond qmin..qmax (|q| <= 65535) whatever the zero point
-// (|z| <= 2^24), exactly as the uncapped value would.
-constexpr double kCap = 1073741824.0;  // 2^30
+// The kernel sets cap |v| at 2^30 (kernels/isa_kernels.cpp), which leaves every
+// code unchanged only while |zero point| <= 2^24.
 constexpr int32_t kMaxZeroPoint = 1 << 24;
 
 // Parameters as the loops read them: one per channel, used as scalars over
@@ -59,7 +49,7 @@ Params expand(const AffineLayout &l) {
     return p;
 }
 
-// Calls run(i, n, scale, zero, per_element) for consecutive runs covering
+// Calls run(i, n, scale, zero, step) for consecutive runs covering
 // elements [begin, end); a run's parameters start at scale[0], zero[0].
 template <typename Run>
 void for_runs(const AffineLayout &l, const Params &p, int64_t begin, int64_t end, Run &&run) {
@@ -68,76 +58,22 @@ void for_runs(const AffineLayout &l, const Params &p, int64_t begin, int64_t end
         if (p.per_element) {
             const int64_t j = i % p.period;
             n = std::min(end - i, p.period - j);
-            run(i, n, p.scale.data() + j, p.zero.data() + j, std::true_type{});
+            run(i, n, p.scale.data() + j, p.zero.data() + j, 1);
         } else {
             const int64_t row = i / l.inner;
             const int64_t c = row % l.channels;
             n = std::min(end - i, (row + 1) * l.inner - i);
-            run(i, n, p.scale.data() + c, p.zero.data() + c, std::false_type{});
+            run(i, n, p.scale.data() + c, p.zero.data() + c, 0);
         }
         i += n;
     }
 }
 
-template <bool PerElement, typename In, typename Out>
-void quantize_run(int64_t n, const In *__restrict x, const double *__restrict scale,
-                  const double *__restrict zero, double lo, double hi, Out *__restrict out) {
-    double s = scale[0], z = zero[0];
-    for (int64_t i = 0; i < n; ++i) {
-        if constexpr (PerElement) {
-            s = scale[i];
-            z = zero[i];
-        }
-        const double v = static_cast<double>(x[i]) / s;
-        double a = std::fabs(v);
-        a = a < kCap ? a : kCap;
-        const double r = std::copysign(static_cast<double>(static_cast<int32_t>(a + 0.5)), v);
-        double q = r + z;
-        q = q < lo ? lo : q;
-        q = q > hi ? hi : q;
-        out[i] = static_cast<Out>(static_cast<int32_t>(q));
-    }
-}
-
-template <bool PerElement, typename In, typename Out>
-void dequantize_run(int64_t n, const In *__restrict codes, const double *__restrict scale,
-                    const double *__restrict zero, Out *__restrict out) {
-    double s = scale[0], z = zero[0];
-    for (int64_t i = 0; i < n; ++i) {
-        if constexpr (PerElement) {
-            s = scale[i];
-            z = zero[i];
-        }
-        // code - z is exact in double (|code|, |z| < 2^31), as NumPy's int64 difference is
-        out[i] = static_cast<Out>(s * (static_cast<double>(codes[i]) - z));
-    }
-}
-
-template <typename In>
-bool any_nan(const In *x, int64_t n) {
-    int bad = 0;
-    for (int64_t i = 0; i < n; ++i) bad |= x[i] != x[i];
-    return bad != 0;
-}
-
-// Calls f with a value of the C type an enum names.
-template <typename F>
-void with_real(approxmul_real_type type, F &&f) {
-    if (type == APPROXMUL_FLOAT32)
-        f(float{});
-    else
-        f(double{});
-}
-
-template <typename F>
-void with_code(approxmul_dtype type, F &&f) {
-    switch (type) {
-    case APPROXMUL_INT8: return f(int8_t{});
-    case APPROXMUL_UINT8: return f(uint8_t{});
-    case APPROXMUL_INT16: return f(int16_t{});
-    case APPROXMUL_UINT16: return f(uint16_t{});
-    case APPROXMUL_INT32: return f(int32_t{});
-    default: fail(APPROXMUL_ERR_INTERNAL, "code type %s reached the loop", dtype_name(type));
+const kernels::KernelTable &affine_kernels() {
+    try {
+        return kernels::selected_kernels();
+    } catch (const Error &) {  // a forced, unavailable set: these loops need none
+        return *kernels::generic_kernel_table();
     }
 }
 
@@ -213,19 +149,21 @@ void check(const QuantizeProblem &p) {
     check_apart(p.x, count * static_cast<int64_t>(real_size(p.x_type)), p.out,
                 count * static_cast<int64_t>(dtype_size(p.out_dtype)), "x");
     // NaN has no code: refused before anything is written, so a read-only pass
-    with_real(p.x_type, [&](auto real) {
-        using In = decltype(real);
-        const auto *x = static_cast<const In *>(p.x);
-        std::vector<char> bad(static_cast<size_t>((count + kBlock - 1) / kBlock), 0);
-        for_blocks(count, [&](int64_t begin, int64_t end) {
-            bad[static_cast<size_t>(begin / kBlock)] = any_nan(x + begin, end - begin);
-        });
-        if (std::find(bad.begin(), bad.end(), 1) == bad.end()) return;
-        int64_t i = 0;
-        while (!std::isnan(x[i])) ++i;
-        fail(APPROXMUL_ERR_INVALID_ARGUMENT, "x[%lld] is NaN, which has no code",
-             static_cast<long long>(i));
+    const kernels::KernelTable &kt = affine_kernels();
+    const int x64 = p.x_type == APPROXMUL_FLOAT64;
+    const auto *x = static_cast<const char *>(p.x);
+    const int64_t item = static_cast<int64_t>(real_size(p.x_type));
+    std::vector<char> bad(static_cast<size_t>((count + kBlock - 1) / kBlock), 0);
+    for_blocks(count, [&](int64_t begin, int64_t end) {
+        bad[static_cast<size_t>(begin / kBlock)] =
+            static_cast<char>(kt.any_nan(end - begin, x + begin * item, x64));
     });
+    const auto first_bad = std::find(bad.begin(), bad.end(), 1);
+    if (first_bad == bad.end()) return;
+    int64_t i = (first_bad - bad.begin()) * kBlock;
+    while (!kt.any_nan(1, x + i * item, x64)) ++i;
+    fail(APPROXMUL_ERR_INVALID_ARGUMENT, "x[%lld] is NaN, which has no code",
+         static_cast<long long>(i));
 }
 
 void quantize(const QuantizeProblem &p) {
@@ -233,20 +171,17 @@ void quantize(const QuantizeProblem &p) {
     const int64_t count = l.outer * l.channels * l.inner;
     if (count == 0) return;
     const Params params = expand(l);
-    const double lo = p.qmin, hi = p.qmax;
-    with_real(p.x_type, [&](auto real) {
-        with_code(p.out_dtype, [&](auto code) {
-            using In = decltype(real);
-            using Out = decltype(code);
-            const auto *x = static_cast<const In *>(p.x);
-            auto *out = static_cast<Out *>(p.out);
-            for_blocks(count, [&](int64_t begin, int64_t end) {
-                for_runs(l, params, begin, end,
-                         [&](int64_t i, int64_t n, const double *s, const double *z, auto each) {
-                             quantize_run<decltype(each)::value>(n, x + i, s, z, lo, hi,
-                                                                 out + i);
-                         });
-            });
+    const kernels::KernelTable &kt = affine_kernels();
+    const int x64 = p.x_type == APPROXMUL_FLOAT64;
+    const auto *x = static_cast<const char *>(p.x);
+    auto *out = static_cast<char *>(p.out);
+    const int64_t in_item = static_cast<int64_t>(real_size(p.x_type));
+    const int64_t out_item = static_cast<int64_t>(dtype_size(p.out_dtype));
+    for_blocks(count, [&](int64_t begin, int64_t end) {
+        for_runs(l, params, begin, end, [&](int64_t i, int64_t n, const double *s, const double *z,
+                                            int step) {
+            kt.quantize(n, x + i * in_item, x64, s, z, step, p.qmin, p.qmax, p.out_dtype,
+                        out + i * out_item);
         });
     });
 }
@@ -272,18 +207,17 @@ void dequantize(const DequantizeProblem &p) {
     const int64_t count = l.outer * l.channels * l.inner;
     if (count == 0) return;
     const Params params = expand(l);
-    with_code(p.codes_dtype, [&](auto code) {
-        with_real(p.out_type, [&](auto real) {
-            using In = decltype(code);
-            using Out = decltype(real);
-            const auto *codes = static_cast<const In *>(p.codes);
-            auto *out = static_cast<Out *>(p.out);
-            for_blocks(count, [&](int64_t begin, int64_t end) {
-                for_runs(l, params, begin, end,
-                         [&](int64_t i, int64_t n, const double *s, const double *z, auto each) {
-                             dequantize_run<decltype(each)::value>(n, codes + i, s, z, out + i);
-                         });
-            });
+    const kernels::KernelTable &kt = affine_kernels();
+    const int out64 = p.out_type == APPROXMUL_FLOAT64;
+    const auto *codes = static_cast<const char *>(p.codes);
+    auto *out = static_cast<char *>(p.out);
+    const int64_t in_item = static_cast<int64_t>(dtype_size(p.codes_dtype));
+    const int64_t out_item = static_cast<int64_t>(real_size(p.out_type));
+    for_blocks(count, [&](int64_t begin, int64_t end) {
+        for_runs(l, params, begin, end, [&](int64_t i, int64_t n, const double *s, const double *z,
+                                            int step) {
+            kt.dequantize(n, codes + i * in_item, p.codes_dtype, s, z, step, out64,
+                          out + i * out_item);
         });
     });
 }
