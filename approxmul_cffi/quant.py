@@ -114,6 +114,10 @@ class QParams:
         object.__setattr__(self, "zero_point", zp)
         object.__setattr__(self, "_c", affine.CParams(scale, zp, self.axis))
 
+    def __reduce__(self):
+        # rebuilt from the fields: the C parameters hold buffer exports, which do not pickle
+        return QParams, (self.scale, self.zero_point, self.signed, self.axis, self.narrow)
+
     @property
     def dtype(self):
         return np.dtype(np.int8 if self.signed else np.uint8)
