@@ -156,6 +156,17 @@ def test_qparams_pickle_copy_and_stay_read_only():
     scale[0] = 2.0  # the caller's own array stays writable
 
 
+def test_wider_codes_take_the_numpy_statement():
+    # int64, uint32 and bool codes are outside the C call's types: same values, same dtypes
+    for codes in (np.array([1, 2, -3], np.int64), np.array([1, 2, 3], np.uint32),
+                  np.array([True, False, True])):
+        want = affine.dequantize_reference(codes, 0.5, 1)
+        np.testing.assert_array_equal(affine.dequantize(codes, 0.5, 1), want)
+        out = np.zeros(3, np.float32)
+        assert affine.dequantize(codes, 0.5, 1, out=out) is out
+        np.testing.assert_array_equal(out, want.astype(np.float32))
+
+
 def test_empty_arrays():
     for shape, axis, scale, zp in [((0,), None, 1.0, 0), ((3, 0), 0, [1.0] * 3, [0] * 3),
                                    ((0, 4), 1, [1.0] * 4, [0] * 4)]:
