@@ -34,6 +34,7 @@ import dataclasses
 
 import numpy as np
 
+from . import affine
 from .errors import AccumulatorOverflowError, DTypeError, InvalidArgumentError, ShapeError
 # requantization lives in its own module; its names are part of quant's API
 from .requant import (INT32_MAX, INT32_MIN, ROUNDINGS, _channel_shape,
@@ -106,8 +107,16 @@ class QParams:
         qmin, qmax = code_range(self.signed, self.narrow)
         if np.any(zp < qmin) or np.any(zp > qmax):
             raise InvalidArgumentError(f"zero point {zp} outside the code range {qmin}..{qmax}")
+        # private read-only copies: the C parameters below are taken from them once
+        scale, zp = np.array(scale), np.array(zp)
+        scale.flags.writeable = zp.flags.writeable = False
         object.__setattr__(self, "scale", scale)
         object.__setattr__(self, "zero_point", zp)
+        object.__setattr__(self, "_c", affine.CParams(scale, zp, self.axis))
+
+    def __reduce__(self):
+        # rebuilt from the fields: the C parameters hold buffer exports, which do not pickle
+        return QParams, (self.scale, self.zero_point, self.signed, self.axis, self.narrow)
 
     @property
     def dtype(self):
@@ -125,23 +134,31 @@ class QParams:
     def per_channel(self):
         return self.axis is not None
 
-    def _broadcast(self, ndim):
-        if self.axis is None:
-            return self.scale, self.zero_point
-        shape = _channel_shape(ndim, self.axis)
-        return self.scale.reshape(shape), self.zero_point.reshape(shape)
-
     def quantize(self, x):
-        """Codes for real values: round half away from zero, then clamp."""
-        x = np.asarray(x, dtype=np.float64)
-        scale, zp = self._broadcast(x.ndim)
-        q = round_half_away(x / scale) + zp
-        return np.clip(q, self.qmin, self.qmax).astype(self.dtype)
+        """Codes for real values: round half away from zero, then clamp.
 
-    def dequantize(self, codes):
-        """Real values (float64) of codes."""
-        scale, zp = self._broadcast(np.ndim(codes))
-        return scale * (np.asarray(codes, dtype=np.int64) - zp)
+        Runs in the C library (:func:`approxmul_cffi.affine.quantize`), bit
+        for bit as :meth:`quantize_reference`; a NaN raises
+        :class:`~approxmul_cffi.errors.InvalidArgumentError`.
+        """
+        return self._c.quantize(x, self.qmin, self.qmax, self.dtype)
+
+    def quantize_reference(self, x):
+        """NumPy statement of :meth:`quantize` (the tests' oracle)."""
+        return affine.quantize_reference(x, self.scale, self.zero_point, self.qmin, self.qmax,
+                                         axis=self.axis, dtype=self.dtype)
+
+    def dequantize(self, codes, *, dtype=np.float64, out=None):
+        """Real values of codes: float64, or float32 (``dtype``) rounded once from them.
+
+        ``out`` receives them instead of a new array
+        (:func:`approxmul_cffi.affine.dequantize`).
+        """
+        return self._c.dequantize(codes, dtype, out)
+
+    def dequantize_reference(self, codes):
+        """NumPy statement of :meth:`dequantize` (float64)."""
+        return affine.dequantize_reference(codes, self.scale, self.zero_point, axis=self.axis)
 
     def to_domain(self, signed):
         """The same real grid in the other code domain (zero point +-128)."""

@@ -157,3 +157,39 @@ def requantize_cases():
                                 (acc, int(bias[0]), mantissa[0], shift[0], zp, lo, hi),
                                 dict(signed=signed, rounding=rounding)))
     return out
+
+
+def affine_cases():
+    """(name, kind, args, kwargs) of affine.quantize / affine.dequantize: float32 and
+    float64 values with exact ties, +-inf and huge values, 8/16-bit codes, per tensor and
+    per channel with long rows (scalar parameters) and short ones (per element),
+    lengths that leave vector remainders."""
+    rng = np.random.default_rng(78)
+    ranges = {"int8": (-128, 127), "uint8": (0, 255), "int16": (-2**15, 2**15 - 1),
+              "uint16": (0, 2**16 - 1)}
+    out = []
+    for shape, axis in [((1000,), None), ((3, 5, 67), 1), ((7, 13), 1), ((4, 3, 9), 0)]:
+        channels = 1 if axis is None else shape[axis]
+        scale = np.exp2(rng.integers(-12, 12, size=channels).astype(float))
+        scale[::2] *= 0.37  # not only powers of two
+        zero_point = rng.integers(-40, 40, size=channels)
+        if axis is None:
+            scale, zero_point = scale[0], zero_point[0]
+        along = np.resize(np.max(scale), int(np.prod(shape)))
+        k = rng.integers(-40000, 40000, size=along.size)
+        x = np.where(rng.random(along.size) < 0.3, (k + 0.5) * along,
+                     rng.normal(0, 300, size=along.size) * along)
+        x[:4] = [np.inf, -np.inf, 1e300, -0.0]
+        x = x.reshape(shape)
+        for code, (lo, hi) in ranges.items():
+            for real in ("float32", "float64"):
+                name = f"quantize {shape} axis={axis} {real} {code}"
+                with np.errstate(over="ignore"):  # 1e300 is inf in float32, on purpose
+                    values = x.astype(real)
+                out.append((name, "quantize", (values, scale, zero_point, lo, hi),
+                            dict(axis=axis, dtype=code)))
+            codes = rng.integers(lo, hi + 1, size=shape).astype(code)
+            for real in ("float32", "float64"):
+                out.append((f"dequantize {shape} axis={axis} {code} {real}", "dequantize",
+                            (codes, scale, zero_point), dict(axis=axis, dtype=real)))
+    return out

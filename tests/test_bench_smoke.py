@@ -47,3 +47,14 @@ def test_bench_gemm_interleaved_quick_runs(tmp_path):
     assert {r["situation"] for r in timed} >= {"isolated", "after numpy f32 matmul 512"}
     assert all(r["ms"] > 0 for r in timed)
     assert any(r["situation"].endswith("in threads.exclusive()") for r in rows)
+
+
+def test_bench_quantize_quick_runs(tmp_path):
+    out = tmp_path / "bench.json"
+    result = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "bench_quantize.py"),
+                             "--quick", "--repeats", "2", "--pause", "0", "--json", str(out)],
+                            capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stderr
+    data = json.loads(out.read_text())
+    assert len(data["results"]) == 5 and data["conv2d_ms"] > 0
+    assert all(r["numpy_ms"] > 0 and r["c_ms"] > 0 for r in data["results"])

@@ -31,6 +31,11 @@ from kernel_cases import requantize_cases
 from approxmul_cffi import quant
 for name, args, kw in ([] if only else requantize_cases()):
     out[name] = ["requantize", quant.requantize(*args, **kw).tolist()]
+from kernel_cases import affine_cases
+from approxmul_cffi import affine
+for name, kind, args, kw in ([] if only else affine_cases()):
+    # repr keeps float32 values exact and tells -0.0 from 0.0
+    out[name] = ["affine", repr(getattr(affine, kind)(*args, **kw).tolist())]
 print(json.dumps({{"isa": am.info()["isa"], "results": out}}))
 """
 
@@ -72,6 +77,15 @@ def test_every_isa_matches_generic_and_numpy(battery_results):
         want = plain_requantize(*args, **kw)
         np.testing.assert_array_equal(np.array(generic[name][1]).reshape(want.shape), want,
                                       err_msg=name)
+    from kernel_cases import affine_cases
+    from approxmul_cffi import affine
+    for name, kind, args, kw in affine_cases():
+        reference = getattr(affine, kind + "_reference")
+        if kind == "dequantize":
+            want = np.asarray(reference(*args, axis=kw["axis"])).astype(kw["dtype"])
+        else:
+            want = reference(*args, **kw)
+        assert generic[name][1] == repr(want.tolist()), name
     for name, (product, a, b, za, zb) in expected.items():
         reference = product_matmul(product, a, b, za, zb)
         np.testing.assert_array_equal(np.array(generic[name][1]).reshape(reference.shape),
@@ -94,7 +108,8 @@ def test_table_orders_match_generic(battery_results, order):
 
 def test_battery_covers_every_plan(battery_results):
     plans = {plan for plan, _ in battery_results["generic"].values()}
-    assert plans == {"exact-gemm", "factorized-gemm", "table", "function", "requantize"}
+    assert plans == {"exact-gemm", "factorized-gemm", "table", "function", "requantize",
+                     "affine"}
 
 
 def test_forced_isa_reported(python_runner):

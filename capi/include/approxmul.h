@@ -477,6 +477,40 @@ APPROXMUL_API approxmul_status approxmul_requantize(
     int32_t zero_point, int32_t qmin, int32_t qmax, approxmul_rounding rounding,
     approxmul_dtype out_dtype, void *out);
 
+/* Real element types of the affine quantization below (kept apart from
+ * approxmul_dtype, whose values are the kernels' integer operand types). */
+typedef enum approxmul_real_type {
+    APPROXMUL_FLOAT32 = 1,
+    APPROXMUL_FLOAT64 = 2
+} approxmul_real_type;
+
+/* Real values to integer codes (affine quantization), computed in double:
+ *   v = (double)x[o,c,i] / scale[c]
+ *   out[o,c,i] = clamp(sign(v) * floor(|v| + 0.5) + zero_point[c], qmin, qmax)
+ * (round half away from zero, then clamp; +-infinity clamps to qmin/qmax).
+ * x is float32 or float64, out int8, uint8, int16 or uint16, both contiguous
+ * [outer, channels, inner] (per tensor: channels = 1; per channel along an
+ * axis: outer and inner are the products of the sizes before and after
+ * it). scale[c] finite and > 0; zero_point[c] in -2^24..2^24; qmin <= qmax
+ * within out's type. A NaN in x is APPROXMUL_ERR_INVALID_ARGUMENT (the
+ * message names its index) and nothing is written. out must not overlap x. */
+APPROXMUL_API approxmul_status approxmul_quantize(
+    int64_t outer, int64_t channels, int64_t inner,
+    approxmul_real_type x_type, const void *x,
+    const double *scale, const int32_t *zero_point, int32_t qmin, int32_t qmax,
+    approxmul_dtype out_dtype, void *out);
+
+/* Integer codes to real values: out[o,c,i] = scale[c] * (codes[o,c,i] -
+ * zero_point[c]), computed in double and rounded once to float32 when out
+ * is float32. codes are int8, uint8, int16, uint16 or int32, out float32 or
+ * float64, both contiguous [outer, channels, inner] as for
+ * approxmul_quantize; scale[c] finite and > 0. out must not overlap codes. */
+APPROXMUL_API approxmul_status approxmul_dequantize(
+    int64_t outer, int64_t channels, int64_t inner,
+    approxmul_dtype codes_dtype, const void *codes,
+    const double *scale, const int32_t *zero_point,
+    approxmul_real_type out_type, void *out);
+
 #ifdef __cplusplus
 }
 #endif

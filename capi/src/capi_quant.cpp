@@ -2,7 +2,21 @@
 // exception-to-status boundary as the core (core/boundary.hpp).
 #include "approxmul.h"
 #include "core/boundary.hpp"
+#include "quant/affine.hpp"
 #include "quant/requantize.hpp"
+
+namespace {
+
+// An approxmul_real_type argument, validated like dtype_argument.
+approxmul_real_type real_type_argument(const approxmul_real_type &raw, const char *name) {
+    const int code = approxmul::enum_bits(raw);
+    if (code != APPROXMUL_FLOAT32 && code != APPROXMUL_FLOAT64)
+        approxmul::fail(APPROXMUL_ERR_DTYPE, "%s: %d is not an approxmul_real_type value", name,
+                        code);
+    return static_cast<approxmul_real_type>(code);
+}
+
+}  // namespace
 
 extern "C" {
 
@@ -24,6 +38,34 @@ approxmul_status approxmul_requantize(int64_t outer, int64_t channels, int64_t i
             approxmul::dtype_argument(out_dtype, "out"), out};
         approxmul::quant::check(problem);
         approxmul::quant::requantize(problem);
+    });
+}
+
+approxmul_status approxmul_quantize(int64_t outer, int64_t channels, int64_t inner,
+                                    approxmul_real_type x_type, const void *x,
+                                    const double *scale, const int32_t *zero_point,
+                                    int32_t qmin, int32_t qmax, approxmul_dtype out_dtype,
+                                    void *out) {
+    return approxmul::guarded([&] {
+        const approxmul::quant::QuantizeProblem problem{
+            {outer, channels, inner, scale, zero_point}, real_type_argument(x_type, "x"), x,
+            qmin, qmax, approxmul::dtype_argument(out_dtype, "out"), out};
+        approxmul::quant::check(problem);
+        approxmul::quant::quantize(problem);
+    });
+}
+
+approxmul_status approxmul_dequantize(int64_t outer, int64_t channels, int64_t inner,
+                                      approxmul_dtype codes_dtype, const void *codes,
+                                      const double *scale, const int32_t *zero_point,
+                                      approxmul_real_type out_type, void *out) {
+    return approxmul::guarded([&] {
+        const approxmul::quant::DequantizeProblem problem{
+            {outer, channels, inner, scale, zero_point},
+            approxmul::dtype_argument(codes_dtype, "codes"), codes,
+            real_type_argument(out_type, "out"), out};
+        approxmul::quant::check(problem);
+        approxmul::quant::dequantize(problem);
     });
 }
 

@@ -79,6 +79,21 @@ struct KernelTable {
     void (*requantize)(int64_t n, const void *acc, int acc64, const int32_t *bias,
                        const int32_t *mantissa, const int32_t *shift, int step,
                        int32_t zero_point, int32_t qmin, int32_t qmax, int single, uint8_t *out);
+
+    // Affine quantization of n values (double if x64, else float) into codes
+    // of type out_code (an approxmul_dtype value: int8, uint8, int16, uint16):
+    // out[i] = clamp(sign(v) * floor(|v| + 0.5) + zero[i * step], lo, hi),
+    // v = x[i] / scale[i * step], step 0 (one channel) or 1 (per element);
+    // quant/affine.cpp states it. No NaN in x; lo, hi within the code type.
+    void (*quantize)(int64_t n, const void *x, int x64, const double *scale, const double *zero,
+                     int step, double lo, double hi, int out_code, void *out);
+    // out[i] = scale[i * step] * (codes[i] - zero[i * step]) in double, stored
+    // as double if out64, else rounded to float; codes of type code (int8,
+    // uint8, int16, uint16 or int32 as approxmul_dtype values).
+    void (*dequantize)(int64_t n, const void *codes, int code, const double *scale,
+                       const double *zero, int step, int out64, void *out);
+    // Whether any of n values (double if x64, else float) is NaN.
+    int (*any_nan)(int64_t n, const void *x, int x64);
 };
 
 const KernelTable *generic_kernel_table();

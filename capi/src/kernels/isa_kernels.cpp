@@ -7,6 +7,7 @@
 // linkage, and no C++ standard library template is instantiated here (see
 // isa.hpp for why).
 #include <cstring>
+#include <type_traits>
 
 
 #include "isa.hpp"
@@ -589,6 +590,107 @@ void requantize(int64_t n, const void *acc, int acc64, const int32_t *bias,
             n, acc, bias, mantissa, shift, step, zero_point, qmin, qmax, out);
 }
 
+// ------------------------------------------------- affine quantization
+// The loops of quant/affine.cpp (which states the arithmetic and splits the
+// work), compiled here so that each set divides and converts with its own
+// vector width. Compiler builtins only: no <cmath> inline function gets an
+// out-of-line copy per set (see isa.hpp). GCC if-converts the clamps into
+// vector code only when FP compares may not trap; that changes no value.
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC push_options
+#pragma GCC optimize("no-trapping-math")
+#endif
+
+// floor(|v| + 0.5) is taken by truncating to int32, which vectorizes where
+// floor may not. |v| is capped first: any |v| >= 2^30 gives a code beyond
+// qmin..qmax (|q| <= 65535) whatever the zero point (|z| <= 2^24), exactly
+// as the uncapped value would.
+constexpr double kQuantizeCap = 1073741824.0;  // 2^30
+
+template <int Step, typename In, typename Out>
+void quantize_loop(int64_t n, const In *__restrict x, const double *__restrict scale,
+                   const double *__restrict zero, double lo, double hi, Out *__restrict out) {
+    for (int64_t i = 0; i < n; ++i) {
+        const double v = static_cast<double>(x[i]) / scale[i * Step];
+        double a = __builtin_fabs(v);
+        a = a < kQuantizeCap ? a : kQuantizeCap;
+        const double r = __builtin_copysign(static_cast<double>(static_cast<int32_t>(a + 0.5)), v);
+        double q = r + zero[i * Step];
+        q = q < lo ? lo : q;
+        q = q > hi ? hi : q;
+        out[i] = static_cast<Out>(static_cast<int32_t>(q));
+    }
+}
+
+template <int Step, typename In, typename Out>
+void dequantize_loop(int64_t n, const In *__restrict codes, const double *__restrict scale,
+                     const double *__restrict zero, Out *__restrict out) {
+    // code - zero is exact in double (|code|, |zero| < 2^31), as NumPy's int64 difference is
+    for (int64_t i = 0; i < n; ++i)
+        out[i] = static_cast<Out>(scale[i * Step] * (static_cast<double>(codes[i]) - zero[i * Step]));
+}
+
+template <typename In>
+int nan_loop(int64_t n, const In *x) {
+    int bad = 0;
+    for (int64_t i = 0; i < n; ++i) bad |= x[i] != x[i];
+    return bad;
+}
+
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC pop_options
+#endif
+
+// Calls f with a null pointer of the C type a code names: approxmul_dtype
+// values 1..5 (int8, uint8, int16, uint16, int32), validated by the caller.
+template <typename F>
+void with_code_type(int code, F &&f) {
+    switch (code) {
+    case 1: f(static_cast<int8_t *>(nullptr)); break;
+    case 2: f(static_cast<uint8_t *>(nullptr)); break;
+    case 3: f(static_cast<int16_t *>(nullptr)); break;
+    case 4: f(static_cast<uint16_t *>(nullptr)); break;
+    default: f(static_cast<int32_t *>(nullptr)); break;
+    }
+}
+
+template <typename F>
+void with_real_type(int is64, F &&f) {
+    if (is64)
+        f(static_cast<double *>(nullptr));
+    else
+        f(static_cast<float *>(nullptr));
+}
+
+void quantize(int64_t n, const void *x, int x64, const double *scale, const double *zero,
+              int step, double lo, double hi, int out_code, void *out) {
+    with_real_type(x64, [&](auto in_type) {
+        with_code_type(out_code, [&](auto out_type) {
+            using In = std::remove_pointer_t<decltype(in_type)>;
+            using Out = std::remove_pointer_t<decltype(out_type)>;
+            (step ? quantize_loop<1, In, Out> : quantize_loop<0, In, Out>)(
+                n, static_cast<const In *>(x), scale, zero, lo, hi, static_cast<Out *>(out));
+        });
+    });
+}
+
+void dequantize(int64_t n, const void *codes, int code, const double *scale,
+                const double *zero, int step, int out64, void *out) {
+    with_code_type(code, [&](auto in_type) {
+        with_real_type(out64, [&](auto out_type) {
+            using In = std::remove_pointer_t<decltype(in_type)>;
+            using Out = std::remove_pointer_t<decltype(out_type)>;
+            (step ? dequantize_loop<1, In, Out> : dequantize_loop<0, In, Out>)(
+                n, static_cast<const In *>(codes), scale, zero, static_cast<Out *>(out));
+        });
+    });
+}
+
+int any_nan(int64_t n, const void *x, int x64) {
+    return x64 ? nan_loop(n, static_cast<const double *>(x))
+               : nan_loop(n, static_cast<const float *>(x));
+}
+
 #define APPROXMUL_STRINGIFY2(x) #x
 #define APPROXMUL_STRINGIFY(x) APPROXMUL_STRINGIFY2(x)
 
@@ -612,6 +714,9 @@ const KernelTable kTable = {
     kU8Lut,
     kU8Pack,
     requantize,
+    quantize,
+    dequantize,
+    any_nan,
 };
 
 }  // namespace
