@@ -51,9 +51,9 @@ class QTensor:
             return self
         return QTensor(quant.convert_codes(self.codes, signed), self.qparams.to_domain(signed))
 
-    def dequantize(self):
-        """The real values (float64)."""
-        return self.qparams.dequantize(self.codes)
+    def dequantize(self, dtype=np.float64):
+        """The real values: float64, or float32 rounded once from them."""
+        return self.qparams.dequantize(self.codes, dtype=dtype)
 
 
 @dataclasses.dataclass(frozen=True)

@@ -149,7 +149,10 @@ class ApproxLayer:
         in_qp = self.q_node.in_qparams
         codes = nn.QTensor(in_qp.quantize(xn), in_qp)
         out = self.q_node.forward([codes], m)
-        y = torch.from_numpy(out.dequantize()).to(x.dtype)
+        # float32 straight from C: the same bits as float64 then .to(float32);
+        # half types round once from float64, as before
+        real = np.float32 if x.dtype == torch.float32 else np.float64
+        y = torch.from_numpy(out.dequantize(real)).to(x.dtype)
         x_codes = torch.from_numpy(codes.to_domain(signed).codes)
         if self.q_conv1d:
             y, x_codes = y[:, :, 0], x_codes[:, :, 0]
