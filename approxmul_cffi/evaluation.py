@@ -32,6 +32,7 @@ import numpy as np
 
 from . import nn
 from .multipliers import Multiplier, multiplier
+from .onnx import load_model, source_files
 from .runtime import get_num_threads, info, set_num_threads
 
 __all__ = ["DEFAULT_MULTIPLIERS", "EvalResult", "EvalRow", "bundled_model", "evaluate",
@@ -249,7 +250,7 @@ def evaluate(model, data, multipliers=None, *, layers=None, limit=None, threads=
 
     model: an ``nn.Model`` (quantized here, calibrated on ``calibration``
         inputs, by default the evaluation inputs), an ``nn.QuantizedModel``,
-        or the path of a saved model.
+        or the path of a saved model (JSON, or an ONNX file: docs/onnx.md).
     data: ``(images, labels)``.
     multipliers: Multiplier objects or spec strings (a list, or a dict
         label -> multiplier); each row runs one of them in every layer.
@@ -269,7 +270,7 @@ def evaluate(model, data, multipliers=None, *, layers=None, limit=None, threads=
     model_source = os.path.abspath(os.fspath(model)) if isinstance(model, (str, os.PathLike)) \
         else None
     if isinstance(model, (str, os.PathLike)):
-        model = nn.Model.load(model)
+        model = load_model(model)
     qmodel = model if isinstance(model, nn.QuantizedModel) else None
     float_model = qmodel.model if qmodel else model
     x, y = _check_data(float_model, data, limit)
@@ -376,10 +377,7 @@ def run_identity(model_path, model, x, y, data_source=None):
     thread count.
     """
     if model_path is not None:
-        with open(model_path) as f:
-            weights = json.load(f).get("weights", "")
-        model_hash = _sha256_of_files([model_path, os.path.join(os.path.dirname(model_path),
-                                                                weights)])
+        model_hash = _sha256_of_files(source_files(model_path))
     else:
         digest = hashlib.sha256()
         for node in model.nodes:

@@ -27,7 +27,7 @@ from ..errors import ModelError
 from ._reader import check_graph, check_initializers, check_opsets, import_onnx, node_order, parse
 from ._translate import Translator
 
-__all__ = ["load_onnx", "is_onnx_path"]
+__all__ = ["is_onnx_path", "load_model", "load_onnx", "source_files"]
 
 FLOAT_TYPES = (1, 10, 11, 16)  # FLOAT, FLOAT16, DOUBLE, BFLOAT16
 
@@ -39,6 +39,34 @@ def is_onnx_path(path):
     (True, False)
     """
     return isinstance(path, (str, os.PathLike)) and os.fspath(path).lower().endswith(".onnx")
+
+
+def load_model(path):
+    """An ``nn.Model`` from a model JSON (``nn.Model.load``) or an ONNX file (by extension).
+
+    >>> from approxmul_cffi.evaluation import BUNDLED_MODEL
+    >>> load_model(BUNDLED_MODEL).output
+    'fc2'
+    """
+    from .. import nn
+
+    return load_onnx(path) if is_onnx_path(path) else nn.Model.load(path)
+
+
+def source_files(path):
+    """The files a saved model is made of: an ONNX file, or a JSON and its weights.
+
+    >>> from approxmul_cffi.evaluation import BUNDLED_MODEL
+    >>> [os.path.basename(p) for p in source_files(BUNDLED_MODEL)]
+    ['digits_lenet.json', 'digits_lenet.npz']
+    """
+    if is_onnx_path(path):
+        return [path]
+    import json
+
+    with open(path) as f:
+        weights = json.load(f).get("weights", "")
+    return [path, os.path.join(os.path.dirname(path), weights)]
 
 
 def _input_shape(value_info, name, override):
@@ -107,8 +135,10 @@ def load_onnx(source, *, input_shape=None):
                 continue
         except ModelError as error:
             raise ModelError(f"{name}: {node.op_type} node {tr.base(node)!r}: {error}") from None
-        if any(s not in tr.source for s in live):
-            continue  # reads an unsupported node's output: reported with that node
+        if any(s not in tr.source for s in live):  # downstream of an unsupported node
+            if not tr.supports(node):
+                tr.unsupported.append(node)
+            continue
         try:
             tr.translate(node)
         except ModelError as error:

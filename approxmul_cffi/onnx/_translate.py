@@ -128,13 +128,15 @@ class Translator:
                 self.constants[name] = np.asarray(value)
 
     # ---- translation ----
+    def supports(self, node):
+        return node.domain in ("", "ai.onnx") and hasattr(self, "op_" + node.op_type)
+
     def translate(self, node):
-        handler = getattr(self, "op_" + node.op_type, None)
-        if node.domain not in ("", "ai.onnx") or handler is None:
+        if not self.supports(node):
             self.unsupported.append(node)
             return
         try:
-            handler(node, attributes(node))
+            getattr(self, "op_" + node.op_type)(node, attributes(node))
         except ModelError as error:
             raise ModelError(f"{node.op_type} node {self.base(node)!r}: {error}") from None
 
