@@ -93,7 +93,7 @@ CASES = {
     "add_self_and_mul": ([helper.make_node("Relu", ["x"], ["r"], name="r"),
                           helper.make_node("Mul", ["x", "r"], ["m"], name="m"),
                           helper.make_node("Add", ["m", "x"], ["s"], name="s"),
-                          node("Div", ["s", "m"])], X4, {}),
+                          node("Sub", ["s", "m"])], X4, {}),
     "sum": ([helper.make_node("Relu", ["x"], ["r"], name="r"), node("Sum", ["x", "r", "x"])],
             X4, {}),
     "concat": ([helper.make_node("Relu", ["x"], ["r"], name="r"),
