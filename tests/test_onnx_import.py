@@ -68,6 +68,13 @@ CASES = {
                      "c": np.float32(0.5)}),
     "matmul_2d": ([node("MatMul", ["x", "w"])], X2,
                   {"w": RNG.normal(size=(12, 3)).astype(np.float32)}),
+    "matmul_batched_weight": ([node("MatMul", ["x", "w"])], X3,
+                              {"w": RNG.normal(size=(5, 4)).astype(np.float32)}),
+    "matmul_two_activations_bmm": ([helper.make_node("Transpose", ["x"], ["t"], name="t",
+                                                     perm=[0, 2, 1]),
+                                    node("MatMul", ["x", "t"])], X3, {}),
+    "matmul_broadcast_4d": ([helper.make_node("Relu", ["x"], ["r"], name="r"),
+                             node("MatMul", ["x", "r"])], ("x", [2, 3, 4, 4]), {}),
     "relu": ([node("Relu", ["x"])], X4, {}),
     "clip": ([node("Clip", ["x", "lo", "hi"])], X4, {"lo": np.float32(-0.5), "hi": np.float32(1)}),
     "clip_relu6": ([node("Clip", ["x", "lo", "hi"])], X4, {"lo": np.float32(0), "hi": np.float32(6)}),
@@ -143,7 +150,7 @@ def test_op_matches_onnxruntime(case):
 
 
 @pytest.mark.parametrize("case", ["conv_groups_dilation_stride", "gemm_transB", "matmul_2d",
-                                  "sum", "concat", "pad_reflect"])
+                                  "matmul_batched_weight", "matmul_two_activations_bmm", "sum", "concat", "pad_reflect"])
 def test_imported_graph_runs_quantized_through_a_multiplier(case):
     nodes, (name, shape), init, *opset = CASES[case]
     model = load_onnx(make_model(nodes, [(name, shape)], [("y", None)], init,
@@ -170,8 +177,9 @@ def test_unsupported_ops_are_all_named():
 @pytest.mark.parametrize("nodes, message", [
     ([node("Transpose", ["x"], perm=[1, 0, 2, 3])], "moves the batch"),
     ([node("Concat", ["x", "x"], axis=0)], "along the batch"),
-    ([node("MatMul", ["x", "x"])], "two activations"),
+    ([node("MatMul", ["c", "x"])], "constant left operand"),
 ])
 def test_ops_that_mix_the_batch_or_lack_weights_are_refused(nodes, message):
+    model = make_model(nodes, [X4], [("y", None)], {"c": np.ones((9, 2, 9), np.float32)})
     with pytest.raises(nn.ModelError, match=message):
-        load_onnx(make_model(nodes, [X4], [("y", None)]).SerializeToString())
+        load_onnx(model.SerializeToString())

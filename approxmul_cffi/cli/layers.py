@@ -49,7 +49,9 @@ def layer_rows(model):
             "inputs": list(node.inputs),
             "output_shape": out_shape,
             "parameters": sum(math.prod(s) for s in shapes.values()),
-            "macs": math.prod(out_shape) * math.prod(weight[1:]) if multiplies else 0,
+            "macs": math.prod(out_shape) * (math.prod(weight[1:]) if multiplies else
+                                             model.shapes[node.inputs[0]][-1] if
+                                             type(node.layer).__name__ == "MatMul" else 0),
         })
     return rows
 

@@ -27,10 +27,10 @@ import dataclasses
 
 import numpy as np
 
-from .. import quant
+from .. import ops, quant
 from ..errors import ModelError
 
-__all__ = ["CodeOp", "PreparedWeights", "QTensor", "QuantizedLayer"]
+__all__ = ["CodeOp", "PreparedWeights", "QTensor", "QuantizedLayer", "QuantizedMatMul"]
 
 
 @dataclasses.dataclass
@@ -133,13 +133,50 @@ class QuantizedLayer:
         acc = self.layer.accumulate(codes, prepared.codes, multiplier, x_zero_point,
                                     prepared.zero_point)
         return quant.requantize(acc, prepared.bias, prepared.mantissa, prepared.shift,
-                                int(out_qp.zero_point), lo, hi, axis=1, signed=signed,
+                                int(out_qp.zero_point), lo, hi,
+                                axis=getattr(self.layer, "channel_axis", 1), signed=signed,
                                 rounding=self.config.rounding)
 
     def forward(self, inputs, multiplier):
         """Graph form: one input QTensor -> output QTensor."""
         codes = self.forward_codes(inputs[0].codes, multiplier)
         return QTensor(codes, self.output_qparams(multiplier.signed))
+
+
+class QuantizedMatMul:
+    """Integer ``a @ b`` of two activations: products through the multiplier, per-tensor scale.
+
+    Leading (batch) dimensions broadcast as in NumPy; the accumulators pass
+    the same requantization as :class:`QuantizedLayer`'s.
+    """
+
+    takes_multiplier = True
+
+    def __init__(self, in_qparams, out_qparams, config=None):
+        self.in_qparams, self.out_qparams = list(in_qparams), out_qparams
+        self.config = quant.QuantConfig() if config is None else config
+        scale = float(in_qparams[0].scale) * float(in_qparams[1].scale) / float(out_qparams.scale)
+        self.mantissa, self.shift = quant.quantize_multiplier(scale)
+
+    def prepare(self, signed):
+        """Nothing to prepare: both operands arrive as codes."""
+
+    def output_qparams(self, signed):
+        return self.out_qparams.to_domain(bool(signed))
+
+    def forward(self, inputs, multiplier):
+        signed = bool(multiplier.signed)
+        a, b = (x.to_domain(signed) for x in inputs)
+        lead = np.broadcast_shapes(a.codes.shape[:-2], b.codes.shape[:-2])
+        av, bv = (np.broadcast_to(c, (*lead, *c.shape[-2:])).reshape(-1, *c.shape[-2:])
+                  for c in (a.codes, b.codes))
+        acc = ops.bmm(av, bv, multiplier, a_zero_point=int(a.qparams.zero_point),
+                  b_zero_point=int(b.qparams.zero_point))
+        out_qp = self.output_qparams(signed)
+        codes = quant.requantize(acc, 0, self.mantissa, self.shift, int(out_qp.zero_point),
+                                 out_qp.qmin, out_qp.qmax, signed=signed,
+                                 rounding=self.config.rounding)
+        return QTensor(codes.reshape(*lead, acc.shape[-2], acc.shape[-1]), out_qp)
 
 
 class CodeOp:

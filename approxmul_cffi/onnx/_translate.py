@@ -203,15 +203,17 @@ class Translator:
         self.add(self.base(node), layer, [self.source[node.input[0]]], node.output[0])
 
     def op_MatMul(self, node, a):
-        if not self.is_const(node.input[1]):
-            raise ModelError("a product of two activations (no constant weight) is not "
-                             "supported yet")
+        left, right = node.input
+        if self.is_const(left):
+            raise ModelError("a constant left operand (weight @ activation) is not supported")
+        if not self.is_const(right):  # two activations: both operands through the multiplier
+            return self.add(self.base(node), nn.MatMul(), [self.source[left], self.source[right]],
+                            node.output[0])
         w = self.const(node, 1)
-        if w.ndim != 2 or len(self.shape_of(node.input[0])) != 1:
-            raise ModelError(f"needs a 2-D input and a 2-D weight, got per-sample "
-                             f"{self.shape_of(node.input[0])} and {w.shape}")
+        if w.ndim != 2:
+            raise ModelError(f"a constant weight must be 2-D, got {w.shape}")
         layer = nn.Linear(w.shape[0], w.shape[1], False, weight=w.T)
-        self.add(self.base(node), layer, [self.source[node.input[0]]], node.output[0])
+        self.add(self.base(node), layer, [self.source[left]], node.output[0])
 
     def op_Relu(self, node, a):
         self.add(self.base(node), nn.ReLU(), [self.source[node.input[0]]], node.output[0])
