@@ -101,7 +101,7 @@ def load_onnx(source, *, input_shape=None):
     >>> try:
     ...     load_onnx(b"not a model")
     ... except FormatError as error:
-    ...     print(str(error)[:39])
+    ...     print(str(error)[:37])
     ONNX bytes: not a readable ONNX model
     """
     onnx = import_onnx()
