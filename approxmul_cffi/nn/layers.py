@@ -147,12 +147,16 @@ class _Weighted(Layer):
         return shapes
 
     def lower(self, in_qparams, out_qparams, config, *, weight=None, bias=None,
-              activation=None):
-        """A :class:`QuantizedLayer`; ``weight``/``bias`` replace this layer's (folded BN)."""
+              activation=None, given=None):
+        """A :class:`QuantizedLayer`; ``weight``/``bias`` replace this layer's (folded BN).
+
+        ``given``: (weight codes, QParams, int32 bias) of a pre-quantized model.
+        """
         if weight is None:
             weight = self.weight
             bias = self.bias if self.has_bias else None
-        return QuantizedLayer(self, weight, bias, in_qparams[0], out_qparams, activation, config)
+        return QuantizedLayer(self, weight, bias, in_qparams[0], out_qparams, activation, config,
+                              given)
 
 
 @register

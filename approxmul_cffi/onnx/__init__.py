@@ -160,4 +160,11 @@ def load_onnx(source, *, input_shape=None):
             "producer": f"{model.producer_name} {model.producer_version}".strip(),
             "onnx_input": inputs[0].name, "onnx_output": out}
     del onnx
-    return nn.Model(shape, tr.nodes, output=tr.source[out], metadata=meta)
+    result = nn.Model(shape, tr.nodes, output=tr.source[out], metadata=meta)
+    if tr.quantized:  # QDQ/QOperator: nn.quantize keeps the model's own grids and codes
+        try:
+            result.quantization = tr.given_quantization(result)
+        except ModelError as error:
+            raise ModelError(f"{name}: {error}") from None
+        meta["quantized"] = True
+    return result

@@ -14,6 +14,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..errors import ModelError
+from ..quant import quantize_values
 from ..nn.integer import CodeOp, QTensor
 from ..nn.layers import Layer
 from ..nn.windows import pool
@@ -45,7 +46,7 @@ class OnnxFloatOp(Layer):
         return np.asarray(self.fn(*xs)).astype(dtype, copy=False)
 
     def lower(self, in_qparams, out_qparams, config):
-        return _FloatNode(self, out_qparams)
+        return _FloatNode(self, out_qparams, config)
 
 
 class _FloatNode:
@@ -53,13 +54,14 @@ class _FloatNode:
 
     takes_multiplier = False
 
-    def __init__(self, layer, out_qparams):
-        self.layer, self.out_qparams = layer, out_qparams
+    def __init__(self, layer, out_qparams, config):
+        self.layer, self.out_qparams, self.config = layer, out_qparams, config
 
     def forward(self, inputs, multiplier=None):
         out_qp = self.out_qparams.to_domain(inputs[0].qparams.signed)
-        y = self.layer.forward(*(x.dequantize() for x in inputs))
-        return QTensor(out_qp.quantize(y), out_qp)
+        # float32, as ONNX Runtime's DequantizeLinear -> op -> QuantizeLinear
+        y = self.layer.forward(*(x.dequantize().astype(np.float32) for x in inputs))
+        return QTensor(quantize_values(y, out_qp, self.config), out_qp)
 
 
 class ShapeOp(OnnxFloatOp):
@@ -70,6 +72,18 @@ class ShapeOp(OnnxFloatOp):
 
     def forward_codes(self, x):
         return QTensor(np.asarray(self.fn(x.codes)), x.qparams)
+
+
+class ZeroPad(ShapeOp):
+    """A convolution's asymmetric zero padding: on codes it pads with the zero point."""
+
+    def __init__(self, widths):
+        super().__init__("Pad", lambda x: np.pad(x, widths), 1, "conv padding")
+        self.widths = widths
+
+    def forward_codes(self, x):
+        zp = int(x.qparams.zero_point)
+        return QTensor(np.pad(x.codes, self.widths, constant_values=zp), x.qparams)
 
 
 def bind(fn, slots):

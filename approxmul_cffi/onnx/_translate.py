@@ -15,6 +15,7 @@ import numpy as np
 from .. import nn
 from ..errors import ModelError
 from . import _float_ops as F
+from ._quantized import QuantizedOps
 from ._reader import MAX_TENSOR_BYTES, import_onnx
 
 #: ops that only produce constants once their inputs are constant
@@ -35,7 +36,11 @@ def attributes(node):
     return {a.name: onnx.helper.get_attribute_value(a) for a in node.attribute}
 
 
-class Translator:
+#: ops of the com.microsoft domain that ONNX Runtime's quantizer emits and we map
+MICROSOFT_OPS = {"QGemm"}
+
+
+class Translator(QuantizedOps):
     """Builds the (name, layer, inputs) list of an nn.Model from ONNX nodes in order."""
 
     def __init__(self, constants, input_name, input_shape, opset, batch):
@@ -45,6 +50,7 @@ class Translator:
         self.opset, self.batch = opset, batch
         self.nodes, self.unsupported = [], []
         self._names = {nn.INPUT}
+        self._q_init()
 
     # ---- helpers ----
     def is_const(self, name):
@@ -112,6 +118,8 @@ class Translator:
             shape = np.asarray(self.const(node, 0)).astype(np.int64)
             if np.any(shape < 0) or int(np.prod(shape)) * 8 > MAX_TENSOR_BYTES:
                 raise ModelError(f"ConstantOfShape declares shape {shape.tolist()}, too large")
+        if node.op_type == "DequantizeLinear":  # the codes are kept too
+            return self.note_folded_dq(node)
         feeds = {s: self.constants[s] for s in node.input if s}
         helper = onnx.helper
         graph = helper.make_graph(
@@ -129,7 +137,9 @@ class Translator:
 
     # ---- translation ----
     def supports(self, node):
-        return node.domain in ("", "ai.onnx") and hasattr(self, "op_" + node.op_type)
+        ours = node.domain in ("", "ai.onnx") or (node.domain == "com.microsoft" and
+                                                  node.op_type in MICROSOFT_OPS)
+        return ours and hasattr(self, "op_" + node.op_type)
 
     def translate(self, node):
         if not self.supports(node):
@@ -146,26 +156,31 @@ class Translator:
     op_Identity = op_Dropout = lambda self, node, a: self.alias(node)
 
     def op_Conv(self, node, a):
-        w = self.const(node, 1)
+        src = self.source[node.input[0]]
+        name = self.conv_layer(node, a, src, self.const(node, 1), self.const(node, 2))
+        weight = self.given_weight(node.input[1])
+        if weight is not None:  # QDQ: the weight's own codes
+            self.record_given(name, src, weight, node.input[2] if len(node.input) > 2 else "",
+                              self.const(node, 2))
+
+    def conv_layer(self, node, a, src, w, b):
+        """The nn.Conv2d of an ONNX Conv (after a zero Pad if its pads are asymmetric)."""
         if w.ndim != 4:
             raise ModelError(f"only 2-D convolutions are supported (weight {w.shape})")
-        b = self.const(node, 2)
-        shape = self.shape_of(node.input[0])
+        shape = self.shapes[src]
         k = w.shape[2:]
         strides = a.get("strides", [1, 1])
         dil = a.get("dilations", [1, 1])
         pads = self.pads(a, shape[1:], k, strides, dil)
-        src = self.source[node.input[0]]
         if pads[:2] != pads[2:]:  # asymmetric: an explicit zero Pad first
             widths = ((0, 0), (0, 0), (pads[0], pads[2]), (pads[1], pads[3]))
-            layer = F.ShapeOp("Pad", lambda x: np.pad(x, widths), 1, "conv padding")
-            src = self.add(self.base(node) + "_pad", layer, [src])
+            src = self.add(self.base(node) + "_pad", F.ZeroPad(widths), [src])
             pads = [0, 0, 0, 0]
         group = int(a.get("group", 1))
         conv = nn.Conv2d(w.shape[1] * group, w.shape[0], k, stride=strides,
                          padding=pads[:2], dilation=dil, groups=group, bias=b is not None,
                          weight=w, bias_value=b)
-        self.add(self.base(node), conv, [src], node.output[0])
+        return self.add(self.base(node), conv, [src], node.output[0])
 
     @staticmethod
     def pads(a, hw, kernel, strides, dilations):
@@ -200,7 +215,14 @@ class Translator:
             bias = np.broadcast_to(c.reshape(-1) if c.ndim else c, (weight.shape[0],))
         layer = nn.Linear(weight.shape[1], weight.shape[0], bias is not None,
                           weight=weight, bias_value=bias)
-        self.add(self.base(node), layer, [self.source[node.input[0]]], node.output[0])
+        src = self.source[node.input[0]]
+        name = self.add(self.base(node), layer, [src], node.output[0])
+        given = self.given_weight(node.input[1], not a.get("transB", 0), a.get("alpha", 1.0))
+        if given is not None:
+            if a.get("beta", 1.0) != 1.0:
+                raise ModelError("beta != 1 with a quantized bias is not supported")
+            self.record_given(name, src, given, node.input[2] if len(node.input) > 2 else "",
+                              bias)
 
     def op_MatMul(self, node, a):
         left, right = node.input
@@ -213,7 +235,10 @@ class Translator:
         if w.ndim != 2:
             raise ModelError(f"a constant weight must be 2-D, got {w.shape}")
         layer = nn.Linear(w.shape[0], w.shape[1], False, weight=w.T)
-        self.add(self.base(node), layer, [self.source[left]], node.output[0])
+        name = self.add(self.base(node), layer, [self.source[left]], node.output[0])
+        given = self.given_weight(right, True)
+        if given is not None:
+            self.record_given(name, self.source[left], given)
 
     def op_Relu(self, node, a):
         self.add(self.base(node), nn.ReLU(), [self.source[node.input[0]]], node.output[0])
