@@ -166,5 +166,5 @@ def load_onnx(source, *, input_shape=None):
             result.quantization = tr.given_quantization(result)
         except ModelError as error:
             raise ModelError(f"{name}: {error}") from None
-        meta["quantized"] = True
+        result.metadata["quantized"] = True
     return result
