@@ -67,6 +67,10 @@ class Translator(QuantizedOps):
     def shape_of(self, tensor):
         return self.shapes[self.source[tensor]]
 
+    def layer_of(self, tensor):
+        name = self.source[tensor]
+        return next((layer for n, layer, _ in self.nodes if n == name), None)
+
     def unique(self, base):
         name, k = base, 1
         while name in self._names:
@@ -322,7 +326,8 @@ class Translator(QuantizedOps):
         gamma, beta, mean, var = (self.const(node, i) for i in range(1, 5))
         shape = self.shape_of(node.input[0])
         eps = float(a.get("epsilon", 1e-5))
-        if len(shape) == 3:
+        after_conv = isinstance(self.layer_of(node.input[0]), nn.Conv2d)
+        if len(shape) == 3 and after_conv:  # folded into the convolution when quantized
             layer = nn.BatchNorm2d(shape[0], eps, weight=gamma, bias=beta, running_mean=mean,
                                    running_var=var)
             return self.add(self.base(node), layer, [self.source[node.input[0]]], node.output[0])
