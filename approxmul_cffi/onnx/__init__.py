@@ -121,10 +121,12 @@ def load_onnx(source, *, input_shape=None):
             constants[t.name] = numpy_helper.to_array(t)
         except Exception as error:  # onnx raises several types for bad tensors
             raise ModelError(f"{name}: initializer {t.name!r}: {error}") from None
-    inputs = [i for i in graph.input if i.name not in constants]
+    read = {s for node in graph.node for s in node.input}
+    inputs = [i for i in graph.input if i.name not in constants and i.name in read]
     if len(inputs) != 1:
-        raise ModelError(f"{name}: needs exactly one non-constant input, has "
-                         f"{[i.name for i in inputs]}")
+        names = [i.name for i in inputs]
+        raise ModelError(f"{name}: needs exactly one non-constant input that nodes read, has "
+                         f"{len(names)}: {names[:5]}{' ...' if len(names) > 5 else ''}")
     batch, shape = _input_shape(inputs[0], name, input_shape)
     tr = Translator(constants, inputs[0].name, shape, opset, batch)
     for node in order:

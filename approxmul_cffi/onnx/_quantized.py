@@ -188,17 +188,24 @@ class QuantizedOps:
     # ---- the grids of every node ----
     def given_quantization(self, model):
         """Complete the grids (shape-only nodes keep their input's) for ``nn.quantize``."""
-        keeps_grid = (F.ShapeOp, nn.MaxPool2d, nn.Flatten)
+        # layers whose integer form keeps the input's grid (CodeOp)
+        keeps_grid = (F.ShapeOp, nn.MaxPool2d, nn.Flatten, nn.AvgPool2d, nn.GlobalAvgPool,
+                      nn.ReLU)
         grids = {nn.INPUT: self.grids.get(nn.INPUT)}
         if grids[nn.INPUT] is None:
             raise ModelError("the input is never quantized (no QuantizeLinear on it)")
+        layers = model.layers
         for node in model.nodes:
             given = self.grids.get(node.name)
-            if isinstance(node.layer, keeps_grid):
+            fused = isinstance(node.layer, nn.ReLU) and \
+                getattr(layers.get(node.inputs[0]), "takes_multiplier", False)
+            if isinstance(node.layer, keeps_grid) and not fused:
                 inherited = grids[node.inputs[0]]
-                if given is not None and given.to_dict() != inherited.to_dict():
-                    raise ModelError(f"{node.name!r} requantizes a shape-only op's output")
-                given = inherited
+                if given is None or given.to_dict() == inherited.to_dict():
+                    given = inherited
+                else:  # DQ -> op -> Q onto another grid: ONNX Runtime's float path, as is
+                    node.layer = F.OnnxFloatOp(type(node.layer).__name__, node.layer.forward,
+                                               node.layer.arity, "requantized")
             if given is None and node.name != model.output:
                 raise ModelError(f"node {node.name!r} ({type(node.layer).__name__}) has no "
                                  "quantization grid: a quantized graph needs QuantizeLinear "
