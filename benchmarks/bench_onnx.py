@@ -84,6 +84,16 @@ def main():
     del saved.graph.input[:]
     saved.graph.input.extend(kept)
     feed = next(i.name for i in kept if i.name not in {t.name for t in saved.graph.initializer})
+    for value in [*saved.graph.input, *saved.graph.output]:  # batch 1 in the file: a variable
+        if value.name == feed or value.name in {o.name for o in saved.graph.output}:
+            value.type.tensor_type.shape.dim[0].dim_param = "N"
+    del saved.graph.value_info[:]
+    inits = {t.name: t for t in saved.graph.initializer}
+    for node in saved.graph.node:  # Reshape to (1, -1): keep dimension 0 instead (0)
+        if node.op_type == "Reshape" and node.input[1] in inits:
+            target = onnx.numpy_helper.to_array(inits[node.input[1]]).copy()
+            target[0] = 0
+            inits[node.input[1]].CopyFrom(onnx.numpy_helper.from_array(target, node.input[1]))
     onnx.save(saved, folded)
     float_model = load_onnx(folded)
     shape = (1, *float_model.input_shape)
