@@ -165,3 +165,33 @@ def test_quantized_matmuls_equal_onnxruntime(tmp_path, fmt):
     assert q.layer_names == ["mm1", "mm2"] or q.layer_names[-1].startswith("mm2")
     final = ort_outputs(model, [model.graph.output[0].name], x)[model.graph.output[0].name]
     np.testing.assert_array_equal(q.run(x, "exact").astype(np.float32), final)
+
+
+def test_requantizing_pooling_is_refused_not_approximated(tmp_path):
+    # ONNX Runtime fuses DQ -> GlobalAveragePool -> Q into its own integer kernel
+    from onnx_models import make_model
+
+    rng = np.random.default_rng(2)
+    nodes = [helper.make_node("Conv", ["x", "w"], ["c"], name="conv", pads=[1, 1, 1, 1]),
+             helper.make_node("GlobalAveragePool", ["c"], ["g"], name="gap"),
+             helper.make_node("Flatten", ["g"], ["f"], name="flat"),
+             helper.make_node("Gemm", ["f", "fw"], ["y"], name="fc", transB=1)]
+    init = {"w": rng.normal(size=(8, 3, 3, 3)).astype(np.float32),
+            "fw": rng.normal(size=(5, 8)).astype(np.float32)}
+    onnx.save(make_model(nodes, [("x", ["N", 3, 8, 8])], [("y", ["N", 5])], init),
+              str(tmp_path / "gap.onnx"))
+    x = rng.normal(size=(16, 3, 8, 8)).astype(np.float32)
+
+    class Data(quantization.CalibrationDataReader):
+        def __init__(self):
+            self.batches = iter([{"x": x}])
+
+        def get_next(self):
+            return next(self.batches, None)
+
+    for fmt, message in (("QDQ", "changes the quantization grid"),
+                         ("QOperator", "QLinearGlobalAveragePool")):
+        quantization.quantize_static(str(tmp_path / "gap.onnx"), str(tmp_path / "q.onnx"),
+                                     Data(), quant_format=getattr(quantization.QuantFormat, fmt))
+        with pytest.raises(nn.ModelError, match=message):
+            load_onnx(tmp_path / "q.onnx")

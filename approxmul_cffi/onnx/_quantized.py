@@ -203,9 +203,10 @@ class QuantizedOps:
                 inherited = grids[node.inputs[0]]
                 if given is None or given.to_dict() == inherited.to_dict():
                     given = inherited
-                else:  # DQ -> op -> Q onto another grid: ONNX Runtime's float path, as is
-                    node.layer = F.OnnxFloatOp(type(node.layer).__name__, node.layer.forward,
-                                               node.layer.arity, "requantized")
+                else:  # ONNX Runtime fuses DQ -> pool -> Q into QLinear kernels we do not mirror
+                    raise ModelError(f"{node.name!r} ({type(node.layer).__name__}) changes the "
+                                     "quantization grid (QLinearAveragePool-style "
+                                     "requantization is not supported)")
             if given is None and node.name != model.output:
                 raise ModelError(f"node {node.name!r} ({type(node.layer).__name__}) has no "
                                  "quantization grid: a quantized graph needs QuantizeLinear "
