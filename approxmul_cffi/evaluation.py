@@ -32,6 +32,7 @@ import numpy as np
 
 from . import nn
 from .multipliers import Multiplier, multiplier
+from .onnx import load_model
 from .provenance import identity, run_identity
 from . import threads as pools
 
@@ -255,7 +256,7 @@ def evaluate(model, data, multipliers=None, *, layers=None, limit=None, threads=
 
     model: an ``nn.Model`` (quantized here, calibrated on ``calibration``
         inputs, by default the evaluation inputs), an ``nn.QuantizedModel``,
-        or the path of a saved model.
+        or the path of a saved model (JSON, or an ONNX file: docs/onnx.md).
     data: ``(images, labels)``.
     multipliers: Multiplier objects or spec strings (a list, or a dict
         label -> multiplier); each row runs one of them in every layer.
@@ -275,7 +276,7 @@ def evaluate(model, data, multipliers=None, *, layers=None, limit=None, threads=
     model_source = os.path.abspath(os.fspath(model)) if isinstance(model, (str, os.PathLike)) \
         else None
     if isinstance(model, (str, os.PathLike)):
-        model = nn.Model.load(model)
+        model = load_model(model)
     qmodel = model if isinstance(model, nn.QuantizedModel) else None
     float_model = qmodel.model if qmodel else model
     x, y = _check_data(float_model, data, limit)

@@ -4,12 +4,11 @@ Exported rows carry these facts, so a figure can be traced to what produced it.
 """
 
 import hashlib
-import json
-import os
 
 import numpy as np
 
 from .multipliers import Multiplier, multiplier  # noqa: F401 (the doctests use both)
+from .onnx import source_files
 from .runtime import get_num_threads, info
 
 
@@ -47,10 +46,7 @@ def run_identity(model_path, model, x, y, data_source=None):
     thread count.
     """
     if model_path is not None:
-        with open(model_path) as f:
-            weights = json.load(f).get("weights", "")
-        model_hash = _sha256_of_files([model_path, os.path.join(os.path.dirname(model_path),
-                                                                weights)])
+        model_hash = _sha256_of_files(source_files(model_path))
     else:
         digest = hashlib.sha256()
         for node in model.nodes:

@@ -40,6 +40,7 @@ from .errors import AccumulatorOverflowError, DTypeError, InvalidArgumentError, 
 from .requant import (INT32_MAX, INT32_MIN, ROUNDINGS, _channel_shape,
                       multiply_by_quantized_multiplier, quantize_multiplier, requantize,
                       requantize_reference, round_half_away)
+from .requant_float import REQUANTIZATIONS, quantize_float
 
 __all__ = [
     "QParams",
@@ -53,6 +54,7 @@ __all__ = [
     "observe_range",
     "quantize_bias",
     "quantize_multiplier",
+    "quantize_values",
     "quantize_weight",
     "requantize",
     "requantize_reference",
@@ -355,10 +357,15 @@ class QuantConfig:
     unsigned_per_channel: bool = False
     unsigned_symmetric: bool = False
     rounding: str = "double"
+    #: "gemmlowp" (fixed point) or "onnxruntime" (float32 scale, ties to even)
+    requantization: str = "gemmlowp"
 
     def __post_init__(self):
         if self.calibration not in ("minmax", "percentile"):
             raise InvalidArgumentError(f"unknown calibration {self.calibration!r}; use 'minmax' or 'percentile'")
+        if self.requantization not in REQUANTIZATIONS:
+            raise InvalidArgumentError(f"unknown requantization {self.requantization!r}; use "
+                                       f"one of {REQUANTIZATIONS}")
         if self.rounding not in ROUNDINGS:
             raise InvalidArgumentError(f"unknown rounding {self.rounding!r}; use one of {ROUNDINGS}")
         for signed in (True, False):
@@ -375,3 +382,15 @@ class QuantConfig:
         if signed:
             return self.signed_per_channel, self.signed_symmetric
         return self.unsigned_per_channel, self.unsigned_symmetric
+
+
+def quantize_values(x, qparams, config):
+    """Codes of real values with the rounding of ``config``'s requantization arithmetic.
+
+    >>> qp = QParams(np.array(1.0), np.array(0), signed=True)
+    >>> quantize_values([0.5, 2.5], qp, QuantConfig(requantization="onnxruntime")).tolist()
+    [0, 2]
+    """
+    if config.requantization == "onnxruntime":
+        return quantize_float(x, qparams)
+    return qparams.quantize(x)

@@ -36,6 +36,8 @@ def test_bench_netlist_quick_runs():
                             capture_output=True, text=True, timeout=300)
     assert result.returncode == 0, result.stderr
     assert "4x4 TMR array" in result.stdout and "compiled C model" in result.stdout
+
+
 def test_bench_gemm_interleaved_quick_runs(tmp_path):
     out = tmp_path / "interleaved.json"
     result = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "bench_gemm.py"),
@@ -58,3 +60,19 @@ def test_bench_quantize_quick_runs(tmp_path):
     data = json.loads(out.read_text())
     assert len(data["results"]) == 5 and data["conv2d_ms"] > 0
     assert all(r["numpy_ms"] > 0 and r["c_ms"] > 0 for r in data["results"])
+
+
+def test_bench_onnx_quick_runs(tmp_path):
+    import pytest
+
+    pytest.importorskip("onnxruntime")
+    out = tmp_path / "bench.json"
+    result = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "bench_onnx.py"),
+                             "--quick", "--json", str(out)],
+                            capture_output=True, text=True, timeout=600)
+    assert result.returncode == 0, result.stderr
+    data = json.loads(out.read_text())
+    assert {r["what"] for r in data["results"]} == {
+        "approxmul float (NumPy)", "approxmul integer, exact", "approxmul integer, 8x8 table",
+        "onnxruntime float", "onnxruntime integer"}
+    assert all(r["ms"] > 0 for r in data["results"])

@@ -25,11 +25,12 @@ def add_parser(subparsers):
                    help="a layer map (JSON layer -> spec, as approxmul sweep writes); "
                         "--layer entries override it")
     p.add_argument("--model", metavar="NAME|PATH", help="a bundled model (digits-lenet, "
-                   "mnist-lenet5) or a model JSON written by nn.Model.save "
+                   "mnist-lenet5), a model JSON written by nn.Model.save, or an .onnx file "
                    "(default: the bundled digits LeNet)")
     p.add_argument("--data", metavar="FILE.npz",
                    help="evaluation data: arrays x (float images) and y (integer labels), "
-                        "optionally calibration (float images); default: the digits held-out split")
+                        "optionally calibration (float images); or 'digits' (default): the bundled "
+                        "digits held-out split")
     p.add_argument("--calibration", choices=("minmax", "percentile"), default="minmax",
                    help="activation range calibration (default: minmax)")
     p.add_argument("--limit", metavar="N", type=int, help="evaluate the first N samples only")
@@ -101,7 +102,7 @@ def _evaluate(args):
             import matplotlib  # noqa: F401
         except ImportError:
             raise UsageError("--plot needs matplotlib: pip install 'approxmul[plot]'") from None
-    if args.data:
+    if args.data and not (args.data == "digits" and not os.path.exists(args.data)):
         data, calibration = _load_data(args.data)
         source = f"{os.path.basename(args.data)}, calibrated on its {len(calibration)} samples"
         data_source = os.path.abspath(args.data)

@@ -3,8 +3,8 @@
 One row per layer: name, op, inputs, output shape (one sample), parameter
 count and multiply-accumulates per sample; the multiply-accumulates of
 Conv2d and Linear layers are those an approximate multiplier computes.
-MODEL is a model JSON written by nn.Model.save (default: the bundled digits
-LeNet). Needs NumPy.
+MODEL is a model JSON written by nn.Model.save or an ONNX file (default: the
+bundled digits LeNet). Needs NumPy (and onnx for ONNX files).
 """
 
 import json
@@ -19,7 +19,7 @@ def add_parser(subparsers):
 
     parser = subparsers.add_parser("layers", help=HELP,
                                    description=description(sys.modules[__name__]))
-    parser.add_argument("model", nargs="?", metavar="MODEL", help="model JSON (default: bundled)")
+    parser.add_argument("model", nargs="?", metavar="MODEL", help="model JSON or .onnx file (default: bundled)")
     parser.add_argument("--json", action="store_true", help="print a JSON list")
     return parser
 
@@ -49,20 +49,23 @@ def layer_rows(model):
             "inputs": list(node.inputs),
             "output_shape": out_shape,
             "parameters": sum(math.prod(s) for s in shapes.values()),
-            "macs": math.prod(out_shape) * math.prod(weight[1:]) if multiplies else 0,
+            "macs": math.prod(out_shape) * (math.prod(weight[1:]) if multiplies else
+                                             model.shapes[node.inputs[0]][-1] if
+                                             type(node.layer).__name__ == "MatMul" else 0),
         })
     return rows
 
 
 def run(args):
-    from approxmul_cffi import nn
+    from approxmul_cffi.errors import ApproxmulError
     from approxmul_cffi.evaluation import BUNDLED_MODEL
+    from approxmul_cffi.onnx import load_model
 
     from . import UsageError
 
     try:
-        model = nn.Model.load(args.model or BUNDLED_MODEL)
-    except nn.ModelError as error:
+        model = load_model(args.model or BUNDLED_MODEL)
+    except ApproxmulError as error:
         raise UsageError(str(error)) from None
     rows = layer_rows(model)
     if args.json:

@@ -34,14 +34,15 @@ files), :mod:`.integer` (one layer's integer forward: :class:`QuantizedLayer`,
 from ..errors import ModelError
 from .code_layers import Add, AvgPool2d, Flatten, GlobalAvgPool, MaxPool2d, ReLU, ReLU6, Softmax
 from .graph import INPUT, Model, Node, load, save
-from .integer import CodeOp, PreparedWeights, QTensor, QuantizedLayer
-from .layers import LAYER_TYPES, BatchNorm2d, Conv2d, Layer, Linear, register
+from .integer import CodeOp, PreparedWeights, QTensor, QuantizedLayer, QuantizedMatMul
+from .layers import LAYER_TYPES, BatchNorm2d, Conv2d, Layer, Linear, MatMul, register
 from .quantized import QuantizedModel, RangeObserver, quantize
 from .. import quant  # noqa: F401  (nn.quant: the arithmetic the layers use)
 
 __all__ = [
     "Add", "AvgPool2d", "BatchNorm2d", "CodeOp", "Conv2d", "Flatten", "GlobalAvgPool", "INPUT",
-    "LAYER_TYPES", "Layer", "Linear", "MaxPool2d", "Model", "ModelError", "Node",
-    "PreparedWeights", "QTensor", "QuantizedLayer", "QuantizedModel", "RangeObserver", "ReLU",
+    "LAYER_TYPES", "Layer", "Linear", "MatMul", "MaxPool2d", "Model", "ModelError", "Node",
+    "PreparedWeights", "QTensor", "QuantizedLayer", "QuantizedMatMul", "QuantizedModel",
+    "RangeObserver", "ReLU",
     "ReLU6", "Softmax", "load", "quantize", "register", "save",
 ]

@@ -27,10 +27,11 @@ import dataclasses
 
 import numpy as np
 
-from .. import quant
+from .. import ops, quant
 from ..errors import ModelError
+from ..requant_float import float_scale, requantize_float
 
-__all__ = ["CodeOp", "PreparedWeights", "QTensor", "QuantizedLayer"]
+__all__ = ["CodeOp", "PreparedWeights", "QTensor", "QuantizedLayer", "QuantizedMatMul"]
 
 
 @dataclasses.dataclass
@@ -66,6 +67,7 @@ class PreparedWeights:
     bias: np.ndarray        # int32, per output channel, in the accumulator's scale
     mantissa: np.ndarray    # int32 requantization factors per output channel
     shift: np.ndarray
+    scale: np.ndarray = None  # float32 factors (requantization="onnxruntime")
 
 
 class QuantizedLayer:
@@ -82,7 +84,7 @@ class QuantizedLayer:
     takes_multiplier = True
 
     def __init__(self, layer, weight, bias, in_qparams, out_qparams, activation=None,
-                 config=None):
+                 config=None, given=None):
         if not hasattr(layer, "accumulate"):
             raise ModelError(f"{type(layer).__name__} has no integer product (accumulate)")
         self.layer = layer
@@ -92,6 +94,8 @@ class QuantizedLayer:
         self.activation = activation
         self.config = quant.QuantConfig() if config is None else config
         quant.activation_bounds(out_qparams, activation)  # an unknown activation fails now
+        # (weight codes, their QParams, int32 bias): a pre-quantized model's own
+        self.given = given
         # per domain: (input zero point, output QParams, output clamp)
         self._grids = {}
 
@@ -106,16 +110,24 @@ class QuantizedLayer:
         """The :class:`PreparedWeights` of the int8 (``signed``) or uint8 domain (cached)."""
         signed = bool(signed)
         if signed not in self._prepared:
-            per_channel, symmetric = self.config.weight_scheme(signed)
-            codes, wqp = quant.quantize_weight(self.weight, signed=signed,
-                                               per_channel=per_channel, symmetric=symmetric)
             s_x = float(self.in_qparams.scale)
+            if self.given is None:
+                per_channel, symmetric = self.config.weight_scheme(signed)
+                codes, wqp = quant.quantize_weight(self.weight, signed=signed,
+                                                   per_channel=per_channel, symmetric=symmetric)
+                bias = quant.quantize_bias(self.bias, s_x, wqp.scale)
+            else:
+                codes, wqp, bias = self.given
+                codes, wqp = quant.convert_codes(codes, signed), wqp.to_domain(signed)
+                if np.unique(wqp.zero_point).size != 1:
+                    raise ModelError("per-channel weight zero points must be equal (the "
+                                     "kernels take one per tensor)")
             mantissa, shift = quant.quantize_multiplier(
                 s_x * wqp.scale / float(self.out_qparams.scale))
             self._prepared[signed] = PreparedWeights(
                 codes=codes, qparams=wqp, zero_point=int(np.ravel(wqp.zero_point)[0]),
-                bias=quant.quantize_bias(self.bias, s_x, wqp.scale),
-                mantissa=mantissa, shift=shift)
+                bias=np.asarray(bias, np.int32), mantissa=mantissa, shift=shift,
+                scale=float_scale(s_x, wqp.scale, self.out_qparams.scale))
         return self._prepared[signed]
 
     def _grid(self, signed):
@@ -137,14 +149,60 @@ class QuantizedLayer:
         x_zero_point, out_qp, (lo, hi) = self._grid(signed)
         acc = self.layer.accumulate(codes, prepared.codes, multiplier, x_zero_point,
                                     prepared.zero_point)
+        axis = getattr(self.layer, "channel_axis", 1)
+        if self.config.requantization == "onnxruntime":
+            return requantize_float(acc, prepared.bias, prepared.scale, int(out_qp.zero_point),
+                                    lo, hi, axis=axis).astype(out_qp.dtype)
         return quant.requantize(acc, prepared.bias, prepared.mantissa, prepared.shift,
-                                int(out_qp.zero_point), lo, hi, axis=1, signed=signed,
+                                int(out_qp.zero_point), lo, hi,
+                                axis=axis, signed=signed,
                                 rounding=self.config.rounding)
 
     def forward(self, inputs, multiplier):
         """Graph form: one input QTensor -> output QTensor."""
         codes = self.forward_codes(inputs[0].codes, multiplier)
         return QTensor(codes, self.output_qparams(multiplier.signed))
+
+
+class QuantizedMatMul:
+    """Integer ``a @ b`` of two activations: products through the multiplier, per-tensor scale.
+
+    Leading (batch) dimensions broadcast as in NumPy; the accumulators pass
+    the same requantization as :class:`QuantizedLayer`'s.
+    """
+
+    takes_multiplier = True
+
+    def __init__(self, in_qparams, out_qparams, config=None):
+        self.in_qparams, self.out_qparams = list(in_qparams), out_qparams
+        self.config = quant.QuantConfig() if config is None else config
+        scale = float(in_qparams[0].scale) * float(in_qparams[1].scale) / float(out_qparams.scale)
+        self.mantissa, self.shift = quant.quantize_multiplier(scale)
+        self.scale = float_scale(in_qparams[0].scale, in_qparams[1].scale, out_qparams.scale)
+
+    def prepare(self, signed):
+        """Nothing to prepare: both operands arrive as codes."""
+
+    def output_qparams(self, signed):
+        return self.out_qparams.to_domain(bool(signed))
+
+    def forward(self, inputs, multiplier):
+        signed = bool(multiplier.signed)
+        a, b = (x.to_domain(signed) for x in inputs)
+        lead = np.broadcast_shapes(a.codes.shape[:-2], b.codes.shape[:-2])
+        av, bv = (np.broadcast_to(c, (*lead, *c.shape[-2:])).reshape(-1, *c.shape[-2:])
+                  for c in (a.codes, b.codes))
+        acc = ops.bmm(av, bv, multiplier, a_zero_point=int(a.qparams.zero_point),
+                  b_zero_point=int(b.qparams.zero_point))
+        out_qp = self.output_qparams(signed)
+        if self.config.requantization == "onnxruntime":
+            codes = requantize_float(acc, 0, self.scale, int(out_qp.zero_point), out_qp.qmin,
+                                     out_qp.qmax).astype(out_qp.dtype)
+        else:
+            codes = quant.requantize(acc, 0, self.mantissa, self.shift, int(out_qp.zero_point),
+                                     out_qp.qmin, out_qp.qmax, signed=signed,
+                                     rounding=self.config.rounding)
+        return QTensor(codes.reshape(*lead, acc.shape[-2], acc.shape[-1]), out_qp)
 
 
 class CodeOp:

@@ -19,10 +19,10 @@ import numpy as np
 from .. import ops, quant
 from .._buffers import as_int, as_pair
 from ..errors import ApproxmulError, ModelError
-from .integer import CodeOp, QuantizedLayer
+from .integer import CodeOp, QuantizedLayer, QuantizedMatMul
 from .windows import conv_by_columns
 
-__all__ = ["BatchNorm2d", "Conv2d", "LAYER_TYPES", "Layer", "Linear", "register"]
+__all__ = ["BatchNorm2d", "Conv2d", "LAYER_TYPES", "Layer", "Linear", "MatMul", "register"]
 
 #: op name in model files -> layer class
 LAYER_TYPES = {}
@@ -140,6 +140,7 @@ class _Weighted(Layer):
     """
 
     takes_multiplier = True
+    channel_axis = 1  # of the output, for per-channel requantization
 
     def _init_weighted(self, bias, weight, bias_value):
         if bias_value is None and not isinstance(bias, (bool, np.bool_, type(None))):
@@ -154,12 +155,16 @@ class _Weighted(Layer):
         return shapes
 
     def lower(self, in_qparams, out_qparams, config, *, weight=None, bias=None,
-              activation=None):
-        """A :class:`QuantizedLayer`; ``weight``/``bias`` replace this layer's (folded BN)."""
+              activation=None, given=None):
+        """A :class:`QuantizedLayer`; ``weight``/``bias`` replace this layer's (folded BN).
+
+        ``given``: (weight codes, QParams, int32 bias) of a pre-quantized model.
+        """
         if weight is None:
             weight = self.weight
             bias = self.bias if self.has_bias else None
-        return QuantizedLayer(self, weight, bias, in_qparams[0], out_qparams, activation, config)
+        return QuantizedLayer(self, weight, bias, in_qparams[0], out_qparams, activation, config,
+                              given)
 
 
 @register
@@ -233,9 +238,14 @@ class Conv2d(_Weighted):
 class Linear(_Weighted):
     """Fully connected layer ``y = x @ weight.T + bias``, weight ``(out, in)``.
 
+    The input is ``(features,)`` per sample, or ``(..., features)``: the
+    layer acts on the last axis (its output channels are the last axis).
+
     >>> Linear(3, 2, bias=[1.0, 2.0]).forward(np.ones((1, 3))).tolist()
     [[1.0, 2.0]]
     """
+
+    channel_axis = -1
 
     def __init__(self, in_features, out_features, bias=True, *, weight=None, bias_value=None):
         self.in_features = count(in_features, "in_features")
@@ -253,19 +263,58 @@ class Linear(_Weighted):
                     bias=getattr(self, "has_bias", True))
 
     def output_shape(self, shape):
-        need_ndim(self, shape, 1, "a flat (features,) input (add a Flatten)")
-        if shape[0] != self.in_features:
-            raise ModelError(f"Linear expects {self.in_features} input features, got {shape[0]}")
-        return (self.out_features,)
+        if len(shape) < 1:
+            raise ModelError("Linear needs a (features,) or (..., features) input")
+        if shape[-1] != self.in_features:
+            hint = "" if len(shape) == 1 else f" of {shape} (add a Flatten before it?)"
+            raise ModelError(f"Linear expects {self.in_features} input features, got "
+                             f"{shape[-1]}{hint}")
+        return (*shape[:-1], self.out_features)
 
     def forward(self, x):
         y = x @ self.weight.astype(x.dtype).T
         return y + self.bias.astype(x.dtype) if self.has_bias else y
 
     def accumulate(self, codes, weight_codes, multiplier, x_zero_point, w_zero_point):
-        """Integer accumulators ``codes @ weight_codes.T`` (:func:`approxmul_cffi.linear`)."""
-        return ops.linear(codes, weight_codes, multiplier, x_zero_point=x_zero_point,
-                          w_zero_point=w_zero_point)
+        """Integer accumulators ``codes @ weight_codes.T`` (:func:`approxmul_cffi.linear`).
+
+        Inputs of more than two dimensions: the last one holds the features.
+        """
+        lead = codes.shape[:-1]
+        acc = ops.linear(codes.reshape(-1, codes.shape[-1]), weight_codes, multiplier,
+                         x_zero_point=x_zero_point, w_zero_point=w_zero_point)
+        return acc.reshape(*lead, acc.shape[-1])
+
+
+@register
+class MatMul(Layer):
+    """Product of two activations ``a @ b`` (NumPy matmul rules, e.g. attention scores).
+
+    Both operands are codes when quantized: every product passes the
+    multiplier (:func:`approxmul_cffi.bmm`), requantized per tensor.
+
+    >>> MatMul().output_shape((4, 3, 5), (4, 5, 2))
+    (4, 3, 2)
+    """
+
+    arity = 2
+    takes_multiplier = True
+
+    def output_shape(self, a, b):
+        if len(a) < 2 or len(b) < 2 or a[-1] != b[-2]:
+            raise ModelError(f"MatMul needs (..., M, K) and (..., K, P) inputs, got {a} and {b}")
+        try:
+            lead = np.broadcast_shapes(a[:-2], b[:-2])
+        except ValueError:
+            raise ModelError(f"MatMul: leading dimensions of {a} and {b} do not broadcast") \
+                from None
+        return (*lead, a[-2], b[-1])
+
+    def forward(self, a, b):
+        return np.matmul(a, b)
+
+    def lower(self, in_qparams, out_qparams, config):
+        return QuantizedMatMul(in_qparams, out_qparams, config)
 
 
 @register

@@ -64,6 +64,9 @@ def quantize(model, calibration_data, config=None, *, batch_size=256):
     >>> nn.quantize(m, np.array([[0.0], [1.0]])).layer_names
     ['fc']
     """
+    given = getattr(model, "quantization", None)
+    if given is not None:  # a pre-quantized model (ONNX QDQ/QOperator) keeps its own grids
+        return QuantizedModel(model, given.qparams, config or given.config, given.weights)
     config = quant.QuantConfig() if config is None else config
     x = model.check_input(calibration_data)
     if len(x) == 0:
@@ -97,8 +100,10 @@ class QuantizedModel:
     (:meth:`layer` finds one by name).
     """
 
-    def __init__(self, model, qparams, config):
+    def __init__(self, model, qparams, config, given=None):
         self.model, self.qparams, self.config = model, qparams, config
+        # {layer name: (weight codes, weight QParams, int32 bias)} given instead of quantized
+        self.given = dict(given or {})
         self.input_qparams = qparams[INPUT]
         self.nodes = []
         self._lower(model)
@@ -142,6 +147,10 @@ class QuantizedModel:
                         if t is not None:
                             fused.add(t.name)
                             alias[t.name] = node.name
+                    if node.name in self.given:
+                        if fold.keys() - {"activation"}:
+                            raise ModelError("has given weights and cannot fold a batch norm")
+                        fold["given"] = self.given[node.name]
                     q = layer.lower(in_qparams, self.qparams[tail.name], self.config, **fold)
                 else:
                     q = layer.lower(in_qparams, self.qparams[node.name], self.config)
@@ -199,7 +208,8 @@ class QuantizedModel:
         """
         assignment = multiplier if isinstance(multiplier, Mapping) else self.assign(multiplier, layers)
         x = self.model.check_input(x)
-        values = {INPUT: QTensor(self.input_qparams.quantize(x), self.input_qparams)}
+        values = {INPUT: QTensor(quant.quantize_values(x, self.input_qparams, self.config),
+                                 self.input_qparams)}
         for node in self.nodes:
             values[node.name] = node.layer.forward([values[s] for s in node.inputs],
                                                    assignment.get(node.name))

@@ -1,0 +1,197 @@
+"""Quantized ONNX models (ONNX Runtime's quantize_static): integer tensors bit for bit."""
+
+import numpy as np
+import pytest
+
+onnx = pytest.importorskip("onnx")
+ort = pytest.importorskip("onnxruntime")
+quantization = pytest.importorskip("onnxruntime.quantization")
+from onnx import TensorProto, helper  # noqa: E402
+
+from approxmul_cffi import nn, quant  # noqa: E402
+from approxmul_cffi.datasets import load_digits  # noqa: E402
+from approxmul_cffi.evaluation import evaluate  # noqa: E402
+from approxmul_cffi.onnx import load_onnx  # noqa: E402
+from approxmul_cffi.requant_float import requantize_float  # noqa: E402
+from onnx_models import lenet_onnx  # noqa: E402
+
+X, Y = load_digits("test")
+CALIBRATION = load_digits("train")[0][:200]
+# (format, per_channel, activation type, weight type)
+SCHEMES = [("QDQ", False, "QInt8", "QInt8"), ("QDQ", True, "QInt8", "QInt8"),
+           ("QDQ", False, "QUInt8", "QInt8"), ("QDQ", True, "QUInt8", "QInt8"),
+           ("QOperator", False, "QUInt8", "QInt8"), ("QOperator", True, "QUInt8", "QInt8"),
+           ("QOperator", False, "QInt8", "QInt8"), ("QOperator", False, "QUInt8", "QUInt8")]
+
+
+class Reader(quantization.CalibrationDataReader):
+    def __init__(self):
+        self.batches = iter([{"x": CALIBRATION[i:i + 50]} for i in range(0, 200, 50)])
+
+    def get_next(self):
+        return next(self.batches, None)
+
+
+@pytest.fixture(scope="module")
+def prepared(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("quantized")
+    onnx.save(lenet_onnx(), str(folder / "lenet.onnx"))
+    # ONNX Runtime's recommended pre-processing: folds the batch norms into the convolutions
+    quantization.shape_inference.quant_pre_process(str(folder / "lenet.onnx"),
+                                                   str(folder / "pre.onnx"))
+    return folder
+
+
+def quantized(folder, scheme):
+    fmt, per_channel, act, weight = scheme
+    path = folder / f"lenet_{fmt}_{int(per_channel)}_{act}_{weight}.onnx"
+    if not path.exists():
+        quantization.quantize_static(
+            str(folder / "pre.onnx"), str(path), Reader(),
+            quant_format=getattr(quantization.QuantFormat, fmt), per_channel=per_channel,
+            activation_type=getattr(quantization.QuantType, act),
+            weight_type=getattr(quantization.QuantType, weight))
+    return path
+
+
+def ort_outputs(model, names, x):
+    session = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    return dict(zip(names, session.run(names, {"x": x})))
+
+
+def expose(model, tensors, grids):
+    """The model with integer tensors added as graph outputs (types from the imported grids)."""
+    model = onnx.ModelProto.FromString(model.SerializeToString())
+    known = {o.name for o in model.graph.output}
+    for name in tensors:
+        if name not in known:
+            signed = grids[tensors[name]].signed
+            model.graph.output.append(helper.make_tensor_value_info(
+                name, TensorProto.INT8 if signed else TensorProto.UINT8, None))
+    return model
+
+
+@pytest.mark.parametrize("scheme", SCHEMES, ids=lambda s: "-".join(map(str, s)))
+def test_integer_tensors_equal_onnxruntime(prepared, scheme):
+    path = quantized(prepared, scheme)
+    imported = load_onnx(path)
+    assert imported.metadata["quantized"] and imported.quantization.config.requantization == \
+        "onnxruntime"
+    q = nn.quantize(imported, None)  # no calibration: the model's own grids
+    assert q.layer_names == [n.name for n in imported.nodes if n.layer.takes_multiplier]
+    model = onnx.load(str(path))
+    tensors = imported.quantization.tensors
+    if scheme[0] == "QDQ":
+        # Exposing an intermediate tensor stops ONNX Runtime fusing DQ -> Conv -> Q into its
+        # integer kernel (it then convolves in float), so QDQ graphs are compared at the last
+        # integer tensor, computed by the fused integer kernels like in deployment.
+        last = model.graph.node[-1]
+        assert last.op_type == "DequantizeLinear"
+        tensors = {last.input[0]: tensors[last.input[0]]}
+    expected = ort_outputs(expose(model, tensors, imported.quantization.qparams), list(tensors), X)
+    for spec in ("exact", "exact:signed=1"):
+        ours = q.run_codes(X, spec, return_all=True)
+        for name, node in tensors.items():
+            want = expected[name]
+            got = ours[node].to_domain(want.dtype == np.int8).codes
+            assert got.dtype == want.dtype and got.shape == want.shape, name
+            assert np.array_equal(got, want), (spec, name, int((got != want).sum()))
+    # the float output too: ONNX Runtime's DequantizeLinear of those codes
+    final = ort_outputs(model, [model.graph.output[0].name], X)[model.graph.output[0].name]
+    np.testing.assert_array_equal(q.run(X, "exact").astype(np.float32), final)
+
+
+def test_evaluate_a_quantized_onnx_model_under_approximate_multipliers(prepared):
+    path = quantized(prepared, SCHEMES[4])
+    result = evaluate(str(path), (X, Y), ["drum:k=4", "drum:k=3,signed=1"], progress=False)
+    rows = {r.multiplier: r for r in result}
+    model = onnx.load(str(path))
+    logits = ort_outputs(model, [model.graph.output[0].name], X)[model.graph.output[0].name]
+    ort_top1 = float((logits.argmax(axis=1) == Y).mean() * 100)
+    assert rows["exact"].top1 == pytest.approx(ort_top1)  # the exact row is ONNX Runtime's
+    assert rows["exact:signed=1"].top1 == pytest.approx(ort_top1)
+    assert rows["float"].top1 > 95 and rows["drum:k=4"].top1 > 80
+    assert rows["drum:k=4"].top1 != rows["exact"].top1 or rows["drum:k=3,signed=1"].top1 != \
+        rows["exact"].top1
+
+
+def test_gemmlowp_requantization_is_selectable_and_differs_only_by_rounding(prepared):
+    path = quantized(prepared, SCHEMES[4])
+    imported = load_onnx(path)
+    ours = nn.quantize(imported, None).run_codes(X, "exact").codes.astype(int)
+    gemmlowp = nn.quantize(imported, None, quant.QuantConfig(requantization="gemmlowp"))
+    other = gemmlowp.run_codes(X, "exact").codes.astype(int)
+    assert 0 < np.abs(ours - other).max() <= 2  # same grids, other rounding
+
+
+def test_float_requantization_rounds_half_to_even():
+    # 2.5 -> 2 and 3.5 -> 4 (ties to even), where gemmlowp's fixed point rounds 2.5 up
+    got = requantize_float(np.array([5, 7, -5]), 0, np.float32(0.5), 0, -128, 127)
+    assert got.tolist() == [2, 4, -2]
+    m, s = quant.quantize_multiplier(0.5)
+    assert quant.requantize(np.array([[5, 7, -5]]), 0, m, s, 0, -128, 127).tolist() == \
+        [[3, 4, -2]]
+    with pytest.raises(ValueError, match="requantization"):
+        quant.QuantConfig(requantization="tflite")
+
+
+@pytest.mark.parametrize("fmt", ["QDQ", "QOperator"])
+def test_quantized_matmuls_equal_onnxruntime(tmp_path, fmt):
+    # MatMul with a constant weight (QLinearMatMul / DQ-MatMul-Q) on (batch, rows, features)
+    from onnx_models import make_model
+
+    rng = np.random.default_rng(1)
+    nodes = [helper.make_node("MatMul", ["x", "w1"], ["h"], name="mm1"),
+             helper.make_node("Relu", ["h"], ["r"], name="relu"),
+             helper.make_node("MatMul", ["r", "w2"], ["y"], name="mm2")]
+    init = {"w1": rng.normal(size=(8, 16)).astype(np.float32),
+            "w2": rng.normal(size=(16, 4)).astype(np.float32)}
+    onnx.save(make_model(nodes, [("x", ["N", 3, 8])], [("y", ["N", 3, 4])], init),
+              str(tmp_path / "mlp.onnx"))
+    x = rng.normal(size=(64, 3, 8)).astype(np.float32)
+
+    class Data(quantization.CalibrationDataReader):
+        def __init__(self):
+            self.batches = iter([{"x": x}])
+
+        def get_next(self):
+            return next(self.batches, None)
+
+    quantization.quantize_static(str(tmp_path / "mlp.onnx"), str(tmp_path / "q.onnx"), Data(),
+                                 quant_format=getattr(quantization.QuantFormat, fmt))
+    model = onnx.load(str(tmp_path / "q.onnx"))
+    imported = load_onnx(tmp_path / "q.onnx")
+    q = nn.quantize(imported, None)
+    assert q.layer_names == ["mm1", "mm2"] or q.layer_names[-1].startswith("mm2")
+    final = ort_outputs(model, [model.graph.output[0].name], x)[model.graph.output[0].name]
+    np.testing.assert_array_equal(q.run(x, "exact").astype(np.float32), final)
+
+
+def test_requantizing_pooling_is_refused_not_approximated(tmp_path):
+    # ONNX Runtime fuses DQ -> GlobalAveragePool -> Q into its own integer kernel
+    from onnx_models import make_model
+
+    rng = np.random.default_rng(2)
+    nodes = [helper.make_node("Conv", ["x", "w"], ["c"], name="conv", pads=[1, 1, 1, 1]),
+             helper.make_node("GlobalAveragePool", ["c"], ["g"], name="gap"),
+             helper.make_node("Flatten", ["g"], ["f"], name="flat"),
+             helper.make_node("Gemm", ["f", "fw"], ["y"], name="fc", transB=1)]
+    init = {"w": rng.normal(size=(8, 3, 3, 3)).astype(np.float32),
+            "fw": rng.normal(size=(5, 8)).astype(np.float32)}
+    onnx.save(make_model(nodes, [("x", ["N", 3, 8, 8])], [("y", ["N", 5])], init),
+              str(tmp_path / "gap.onnx"))
+    x = rng.normal(size=(16, 3, 8, 8)).astype(np.float32)
+
+    class Data(quantization.CalibrationDataReader):
+        def __init__(self):
+            self.batches = iter([{"x": x}])
+
+        def get_next(self):
+            return next(self.batches, None)
+
+    for fmt, message in (("QDQ", "changes the quantization grid"),
+                         ("QOperator", "QLinearGlobalAveragePool")):
+        quantization.quantize_static(str(tmp_path / "gap.onnx"), str(tmp_path / "q.onnx"),
+                                     Data(), quant_format=getattr(quantization.QuantFormat, fmt))
+        with pytest.raises(nn.ModelError, match=message):
+            load_onnx(tmp_path / "q.onnx")
