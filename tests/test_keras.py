@@ -217,3 +217,16 @@ def test_bad_input_gets_clear_errors():
             tape.watch(xt)
             y = approx(xt)
         tape.gradient(y, xt)
+
+
+def test_keras_md_example_runs(tmp_path, monkeypatch):
+    import pathlib
+    import re
+    doc = pathlib.Path(__file__).resolve().parent.parent / "docs" / "keras.md"
+    blocks = re.findall(r"```python\n(.*?)```", doc.read_text(), flags=re.S)
+    assert blocks
+    monkeypatch.chdir(tmp_path)
+    namespace = {}
+    for number, block in enumerate(blocks, 1):
+        exec(compile(block, f"keras.md block {number}", "exec"), namespace)
+    assert (tmp_path / "approx.keras").is_file()
