@@ -244,3 +244,21 @@ def test_digits_lenet_predictions_equal_the_evaluator(spec):
     expected = nn.quantize(bundled_model(), x_train).run(x, am.multiplier(spec))
     np.testing.assert_array_equal(out.argmax(1), expected.argmax(1))
     np.testing.assert_allclose(out, expected, atol=1e-5)
+
+
+def test_recalibrate_gives_the_grids_of_a_fresh_approximate():
+    from approxmul_cffi.keras import recalibrate
+    x, y = _task()
+    net = _trained_float_net(x[:200], y[:200])
+    approx = approximate(net, "drum:k=3", calibration=[x[:100]])
+    approx.compile(keras.optimizers.Adam(1e-2), keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+    approx.fit(x, y, epochs=1, batch_size=50, verbose=0)
+    for name in ("conv", "fc"):
+        net.get_layer(name).set_weights(approx.get_layer(name).get_weights())
+    fresh = approximate(net, "drum:k=3", calibration=[x[:100]])
+    assert approx.get_layer("fc").out_qparams_dict != fresh.get_layer("fc").out_qparams_dict
+    recalibrate(approx, [x[:100]])
+    for name in ("conv", "fc"):
+        assert approx.get_layer(name).in_qparams_dict == fresh.get_layer(name).in_qparams_dict
+        assert approx.get_layer(name).out_qparams_dict == fresh.get_layer(name).out_qparams_dict
+    np.testing.assert_array_equal(approx.predict(x, verbose=0), fresh.predict(x, verbose=0))

@@ -31,7 +31,8 @@ from .. import nn, quant
 from ..adapters import GRADIENTS, ApproximationError, assign, check_bits, check_gradient, config_of
 from .layer import ApproxLayer
 
-__all__ = ["ApproxLayer", "ApproximationError", "GRADIENTS", "LayerInfo", "approximate", "layers"]
+__all__ = ["ApproxLayer", "ApproximationError", "GRADIENTS", "LayerInfo", "approximate", "layers",
+           "recalibrate"]
 
 _KIND_NAMES = "Conv2D, DepthwiseConv2D, Conv1D or Dense"
 
@@ -229,3 +230,45 @@ def approximate(model, multipliers, *, calibration, scheme=None, gradient="ste")
         layer.set_weights(model.get_layer(layer.name).get_weights())
     out.approxmul_layers = {name: getattr(m, "spec", None) for name, m in assignment.items()}
     return out
+
+
+def recalibrate(model, calibration, scheme=None):
+    """Calibrate an approximated model again, in place, after its weights changed in ``fit``.
+
+    The approximate layers run as float layers with their current weights
+    on the batches (eagerly) and take new activation grids, as
+    :func:`approximate` chose them; the torch adapter's recalibrate does
+    the same after each retraining epoch.
+
+    >>> import keras, numpy as np
+    >>> net = keras.Sequential([keras.Input((2,)), keras.layers.Dense(2)])
+    >>> approx = approximate(net, "exact", calibration=[np.ones((4, 2), "float32")])
+    >>> recalibrate(approx, [np.full((4, 2), 10, "float32")]) is approx
+    True
+    """
+    approx = [layer for layer in model.layers if isinstance(layer, ApproxLayer)]
+    if not approx:
+        raise ApproximationError("recalibrate() takes a model returned by approximate()")
+    obs = {}
+
+    def observer(name, config):
+        def record(x, y):
+            for key, v in (("in", x), ("out", y)):
+                obs.setdefault((name, key), nn.RangeObserver(config.calibration,
+                                                             config.percentile)).update(v)
+        return record
+
+    configs = {layer.name: quant.QuantConfig(**layer.scheme) for layer in approx}
+    for layer in approx:
+        layer.observer = observer(layer.name, configs[layer.name])
+    try:
+        for b in _batches(calibration):
+            model(b, training=False)
+    finally:
+        for layer in approx:
+            layer.observer = None
+    for layer in approx:
+        symmetric = configs[layer.name].activation_symmetric
+        layer.set_grids(*(quant.choose_qparams(*obs[(layer.name, key)].range(), signed=False,
+                                               symmetric=symmetric) for key in ("in", "out")))
+    return model

@@ -71,6 +71,7 @@ class ApproxLayer(keras.layers.Layer):
         self.activation = activation
         self.scheme = dict(scheme or {})
         self._node, self._params, self._cache = None, None, {}
+        self.observer = None  # set by recalibrate: run the float layer and record ranges
 
     # ---- config and weights
     def get_config(self):
@@ -98,7 +99,10 @@ class ApproxLayer(keras.layers.Layer):
         out = self.out_channels()
         self.bias = self.add_weight(name="bias", shape=(out,), initializer="zeros") \
             if self.use_bias else None
-        channels = self.sample_shape[-1]
+        self._make_node()
+
+    def _make_node(self):
+        channels, out = self.sample_shape[-1], self.out_channels()
         if self.kind == "dense":
             layer = nn.Linear(channels, out)
         else:
@@ -109,6 +113,12 @@ class ApproxLayer(keras.layers.Layer):
             layer, np.zeros(layer.weight_shape), np.zeros(out), qparams_of(self.in_qparams_dict),
             qparams_of(self.out_qparams_dict), self.activation if self.activation in _FUSED else None,
             quant.QuantConfig(**self.scheme))
+        self._params, self._cache = None, {}
+
+    def set_grids(self, in_qparams, out_qparams):
+        """New activation grids (recalibration): the integer layer is rebuilt on them."""
+        self.in_qparams_dict, self.out_qparams_dict = in_qparams.to_dict(), out_qparams.to_dict()
+        self._make_node()
 
     def out_channels(self):
         if self.kind == "depthwise":
@@ -184,7 +194,22 @@ class ApproxLayer(keras.layers.Layer):
         y = node.output_qparams(m.signed).dequantize(out).astype(np.float32).transpose(0, 2, 3, 1)
         return np.ascontiguousarray(y[:, 0] if self.kind == "conv1d" else y), codes
 
+    def _float_call(self, x):
+        """The float layer with the current weights, recording its input/output ranges."""
+        from ._grad import _forward_float
+        y = _forward_float(self, tf.cast(x, tf.float32), tf.convert_to_tensor(self.kernel), 0.0)
+        if self.use_bias:
+            y = y + tf.convert_to_tensor(self.bias)
+        if self.activation in _FUSED:
+            y = tf.nn.relu(y) if self.activation == "relu" else tf.nn.relu6(y)
+        self.observer(np.asarray(x), y.numpy())
+        if self.activation not in (None, "linear") + _FUSED:
+            y = keras.activations.get(self.activation)(y)
+        return y
+
     def call(self, x):
+        if self.observer is not None:
+            return self._float_call(x)
         if tuple(x.shape[1:]) != self.sample_shape:
             raise ApproximationError(
                 f"layer {self.name!r} was calibrated on per-sample inputs of shape "
