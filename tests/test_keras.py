@@ -237,9 +237,9 @@ def test_digits_lenet_predictions_equal_the_evaluator(spec):
     from approxmul_cffi import nn
     from approxmul_cffi.datasets import load_digits
     from approxmul_cffi.evaluation import bundled_model
-    from keras_lenet import keras_lenet
+    from approxmul_cffi.keras.models import digits_lenet
     x_train, (x, y) = load_digits("train")[0], load_digits("test")
-    approx = approximate(keras_lenet(), spec, calibration=[x_train.transpose(0, 2, 3, 1)])
+    approx = approximate(digits_lenet(), spec, calibration=[x_train.transpose(0, 2, 3, 1)])
     out = approx.predict(x.transpose(0, 2, 3, 1), batch_size=256, verbose=0)
     expected = nn.quantize(bundled_model(), x_train).run(x, am.multiplier(spec))
     np.testing.assert_array_equal(out.argmax(1), expected.argmax(1))

@@ -1,14 +1,24 @@
-"""The bundled digits LeNet as a Keras model (batch norms folded, NHWC flatten order)."""
+"""The bundled digits LeNet as a float Keras model, for comparisons with the evaluator.
+
+>>> from approxmul_cffi.keras.models import digits_lenet
+>>> [layer.name for layer in digits_lenet().layers][:3]
+['conv1', 'max_pooling2d', 'conv2']
+"""
 
 import keras
 import numpy as np
 
-from approxmul_cffi import quant
-from approxmul_cffi.evaluation import bundled_model
+from .. import quant
+from ..evaluation import bundled_model
 
 
-def keras_lenet():
-    """conv(+BN folded)+ReLU, pool, conv+ReLU, pool, flatten, fc1+ReLU, fc2: the evaluator's fusions."""
+def digits_lenet():
+    """conv1(+bn1 folded)+ReLU, pool, conv2(+bn2)+ReLU, pool, flatten, fc1+ReLU, fc2 (NHWC input).
+
+    The batch norms are folded (as the evaluator folds them) and fc1's
+    input columns reordered for Keras' (H, W, C) flatten order, so the
+    approximated model computes what ``approxmul evaluate`` does.
+    """
     p = {n.name: n.layer for n in bundled_model().nodes}
     weights = {}
     for conv, bn in (("conv1", "bn1"), ("conv2", "bn2")):
@@ -23,8 +33,10 @@ def keras_lenet():
     L = keras.layers
     net = keras.Sequential([
         keras.Input((8, 8, 1)),
-        L.Conv2D(16, 3, padding="same", activation="relu", name="conv1"), L.MaxPooling2D(2),
-        L.Conv2D(32, 3, padding="same", activation="relu", name="conv2"), L.MaxPooling2D(2),
+        L.Conv2D(16, 3, padding="same", activation="relu", name="conv1"),
+        L.MaxPooling2D(2, name="max_pooling2d"),
+        L.Conv2D(32, 3, padding="same", activation="relu", name="conv2"),
+        L.MaxPooling2D(2, name="max_pooling2d_1"),
         L.Flatten(), L.Dense(64, activation="relu", name="fc1"), L.Dense(10, name="fc2")])
     for name, value in weights.items():
         net.get_layer(name).set_weights([np.asarray(v, np.float32) for v in value])
