@@ -367,3 +367,10 @@ def test_a_standalone_quantized_layer_is_the_graph_s_integer_path(signed):
     np.testing.assert_array_equal(node.forward_codes(values["gap"].codes, m),
                                   values["fc"].codes)
     assert node.prepare(signed) is node.prepare(signed)  # cached per code domain
+
+
+def test_wide_conv2d_layers_are_accepted():
+    """The geometry check ran on a 2^24 x 2^24 input, which overflowed for 64->64 3x3 layers."""
+    from approxmul_cffi import nn as _nn
+    assert _nn.Conv2d(64, 64, 3, padding=1).weight.shape == (64, 64, 3, 3)
+    assert _nn.Conv2d(512, 512, 3, padding=2, dilation=2).weight.shape == (512, 512, 3, 3)

@@ -184,8 +184,13 @@ class Conv2d(_Weighted):
         self.groups = count(groups, "groups")
         if min(self.in_channels, self.out_channels) < 1:
             raise ModelError(f"Conv2d: invalid sizes in {self.config()}")
-        # The C library checks the geometry, on any input large enough for the kernel.
-        big = (1, self.in_channels, 1 << 24, 1 << 24)
+        # The C library checks the geometry, on an input just large enough for the dilated
+        # kernel (a huge one overflows the C size checks for wide layers, e.g. 64->64 3x3)
+        try:
+            big = (1, self.in_channels, *((k - 1) * d + 1 for k, d in zip(self.kernel_size,
+                                                                            self.dilation)))
+        except TypeError:
+            big = (1, self.in_channels, 1, 1)  # sizes of a wrong type: the check names them
         window_output(self, big, self.weight_shape, **self.geometry)
         self._init_weighted(bias, weight, bias_value)
 
