@@ -4,7 +4,7 @@
 selected ``Conv2D``, ``DepthwiseConv2D``, ``Conv1D`` and ``Dense`` layers
 replaced by :class:`ApproxLayer` (weights kept). Each runs the evaluator's
 integer layer (``nn.QuantizedLayer``) through ``tf.numpy_function``, with
-"ste" or "table" gradients through ``tf.custom_gradient``; no compiled op.
+"ste", "table" or "table2d" gradients through ``tf.custom_gradient``; no compiled op.
 docs/keras.md is the guide. TensorFlow is imported with this module only.
 
 Example:
@@ -188,12 +188,10 @@ def approximate(model, multipliers, *, calibration, scheme=None, gradient="ste")
     calibration: input batches (arrays, tensors, or (inputs, labels) pairs);
         each layer's input/output ranges are observed on the float model.
     scheme: a QuantConfig, a dict of its fields, or "minmax"/"percentile".
-    gradient: "ste", "table" (1-D slopes) or "none" (inference only).
+    gradient: "ste", "table" (1-D slopes), "table2d" (full gradient tables)
+        or "none" (inference only).
     """
     check_gradient(gradient)
-    if gradient == "table2d":
-        raise ApproximationError("gradient='table2d' is not available in the Keras adapter yet; "
-                                 "use 'table' or 'ste' (or the torch adapter)")
     config = config_of(scheme)
     candidates = {layer.name: layer for layer in _approximable(model)}
     assignment = assign(list(candidates), multipliers, _KIND_NAMES)

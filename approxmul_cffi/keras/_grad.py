@@ -4,7 +4,8 @@ The layer computes ``y = s_x s_w[o] acc + b`` on codes, so
 ``dy/dx = s_w[o] (dM/da(x, w) - z_w)`` and ``dy/dw = s_x (dM/db(x, w) - z_x)``:
 a float convolution/matmul whose operands are the codes mapped through
 dM/da and dM/db. "ste" takes M = a b (the dequantized operands); "table"
-the C library's per-operand slopes (the same tables as the torch adapter).
+the C library's per-operand slopes (the same tables as the torch adapter);
+"table2d" the full 2-D tables, through adapters.table2d_columns in NumPy.
 """
 
 from __future__ import annotations
@@ -47,6 +48,12 @@ def _forward_float(layer, x, w, pad_value):
 def backward(layer, codes, y, dy):
     """(grad_x, grad_kernel, grad_bias) for the layer's upstream gradient ``dy``."""
     dy = _mask(layer, y, dy)
+    if layer.gradient == "table2d":
+        gx, gw = tf.numpy_function(layer.table2d_backward, [codes, dy], [tf.float32, tf.float32],
+                                   stateful=False)
+        gx.set_shape(codes.shape)
+        gw.set_shape(layer.kernel_shape())
+        return gx, gw, tf.reduce_sum(tf.reshape(dy, (-1, dy.shape[-1])), axis=0)
     s_x, z_x = layer.input_grid()
     w_map = tf.numpy_function(layer.weight_map, [codes], tf.float32, stateful=False)
     w_map.set_shape(layer.kernel_shape())

@@ -23,7 +23,7 @@ import keras
 import tensorflow as tf
 
 from .. import nn, quant
-from ..adapters import ApproximationError, check_gradient
+from ..adapters import ApproximationError, check_gradient, table2d_columns
 from ..gradients import gradient_slopes, gradient_table
 from ..multipliers import multiplier as _resolve
 
@@ -262,6 +262,40 @@ class ApproxLayer(keras.layers.Layer):
                 mapped = w.qparams.dequantize(w.codes)
             self._cache[self.gradient] = np.ascontiguousarray(self.from_oihw(mapped), np.float32)
         return self._cache[self.gradient]
+
+    def table2d_backward(self, codes, dy):
+        """(grad_x, grad_kernel) through the full gradient tables, in NumPy (channels last)."""
+        w = self._node.prepare(bool(self.multiplier.signed))
+        s_x, z_x = self.input_grid()
+        s_w = np.broadcast_to(w.qparams.scale, (w.codes.shape[0],))
+        tables = self.gradient_tables("tables")
+        wflat = (w.codes.astype(np.int64) & 0xFF).reshape(w.codes.shape[0], -1)
+        x = codes.astype(np.int64) & 0xFF
+        dy = np.asarray(dy, np.float64)
+        if self.kind == "dense":
+            gx, gw = table2d_columns(x.reshape(-1, x.shape[-1]), wflat, dy.reshape(-1, dy.shape[-1]),
+                                     tables, s_x, z_x, s_w, w.zero_point)
+            return gx.reshape(codes.shape).astype(np.float32), self.from_oihw(gw).astype(np.float32)
+        x4 = x[:, None] if self.kind == "conv1d" else x                 # N H W C
+        d4 = dy[:, None] if self.kind == "conv1d" else dy
+        (kh, kw), (sh, sw), (dh, dw), (ph, pw) = self.kernel_size, self.strides, self.dilation, self.pads
+        n, h, wd, c = x4.shape
+        oh, ow = d4.shape[1:3]
+        xp = np.pad(x4, ((0, 0), (ph, ph), (pw, pw), (0, 0)), constant_values=z_x & 0xFF)
+        taps = [(i, j) for i in range(kh) for j in range(kw)]
+        window = lambda i, j: (slice(None), slice(i * dh, i * dh + (oh - 1) * sh + 1, sh),  # noqa: E731
+                               slice(j * dw, j * dw + (ow - 1) * sw + 1, sw))
+        cols = np.stack([xp[window(i, j)] for i, j in taps], axis=-1)  # N OH OW C taps
+        groups = c if self.kind == "depthwise" else 1
+        gcols, gw = table2d_columns(cols.reshape(n * oh * ow, -1), wflat, d4.reshape(n * oh * ow, -1),
+                                    tables, s_x, z_x, s_w, w.zero_point, groups)
+        gcols = gcols.reshape(n, oh, ow, c, len(taps))
+        gxp = np.zeros(xp.shape)
+        for t, (i, j) in enumerate(taps):
+            gxp[window(i, j)] += gcols[..., t]
+        gx = gxp[:, ph:ph + h, pw:pw + wd]
+        gx = gx[:, 0] if self.kind == "conv1d" else gx
+        return gx.astype(np.float32), self.from_oihw(gw.reshape(w.codes.shape)).astype(np.float32)
 
     def gradient_tables(self, kind):
         """(dM/da, dM/db) from the C library: 1-D slopes or 2-D tables (float32)."""
