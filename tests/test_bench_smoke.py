@@ -4,6 +4,8 @@ import json
 import subprocess
 import sys
 
+import pytest
+
 from support import ROOT
 
 
@@ -47,3 +49,13 @@ def test_bench_gemm_interleaved_quick_runs(tmp_path):
     assert {r["situation"] for r in timed} >= {"isolated", "after numpy f32 matmul 512"}
     assert all(r["ms"] > 0 for r in timed)
     assert any(r["situation"].endswith("in threads.exclusive()") for r in rows)
+
+
+def test_bench_keras_quick_runs():
+    pytest.importorskip("tensorflow")
+    result = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "bench_keras.py"), "--quick"],
+                            capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stderr[-2000:]
+    rows = [line.split() for line in result.stdout.splitlines() if "@" in line]
+    assert [r[0] for r in rows] == ["3->16@32", "16->16@32", "32->32@16", "64->64@8"]
+    assert all(float(r[2]) > 0 for r in rows)
