@@ -83,6 +83,10 @@ class ModelError(ApproxmulError, ValueError):
     """A model, its files, its data or a multiplier assignment is invalid."""
 
 
+class ApproximationError(InvalidArgumentError):
+    """A framework model, layer, input or multiplier an adapter (torch, keras) cannot approximate."""
+
+
 # The class of each approxmul_status, by the constant's name in the header;
 # _library turns the names into the library's values (one source of truth).
 STATUS_CLASSES = {
@@ -103,7 +107,7 @@ STATUS_CLASSES = {
 }
 
 __all__ = [
-    "AccumulatorOverflowError", "AliasingError", "ApproxmulError", "CallbackError",
+    "AccumulatorOverflowError", "AliasingError", "ApproximationError", "ApproxmulError", "CallbackError",
     "CancelledError", "DTypeError", "FormatError", "InternalError", "InvalidArgumentError", "LibraryIOError",
     "LibraryNotFoundError", "ModelError", "OperandRangeError", "OutOfMemoryError",
     "ShapeError", "UnsupportedError",

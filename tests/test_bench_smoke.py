@@ -4,6 +4,8 @@ import json
 import subprocess
 import sys
 
+import pytest
+
 from support import ROOT
 
 
@@ -63,8 +65,6 @@ def test_bench_quantize_quick_runs(tmp_path):
 
 
 def test_bench_onnx_quick_runs(tmp_path):
-    import pytest
-
     pytest.importorskip("onnxruntime")
     out = tmp_path / "bench.json"
     result = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "bench_onnx.py"),
@@ -76,3 +76,13 @@ def test_bench_onnx_quick_runs(tmp_path):
         "approxmul float (NumPy)", "approxmul integer, exact", "approxmul integer, 8x8 table",
         "onnxruntime float", "onnxruntime integer"}
     assert all(r["ms"] > 0 for r in data["results"])
+
+
+def test_bench_keras_quick_runs():
+    pytest.importorskip("tensorflow")
+    result = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "bench_keras.py"), "--quick"],
+                            capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stderr[-2000:]
+    rows = [line.split() for line in result.stdout.splitlines() if "@" in line]
+    assert [r[0] for r in rows] == ["3->16@32", "16->16@32", "32->32@16", "64->64@8"]
+    assert all(float(r[2]) > 0 for r in rows)

@@ -31,12 +31,11 @@ from __future__ import annotations
 
 import copy
 import dataclasses
-import fnmatch
-from collections.abc import Mapping
 
 import numpy as np
 import torch
 
+from ..adapters import assign as _assign_names, check_bits, check_gradient
 from . import _op
 from ._common import ApproximationError, batches as _batches, config_of as _config
 from .calibration import plan as _plan
@@ -110,38 +109,12 @@ def layers(model, example=None):
 # Multiplier assignment
 
 
-def _resolve(m):
-    from ..multipliers import multiplier
-    return multiplier(m)
-
-
 def _assign(model, multipliers):
-    names = [name for name, _ in _approximable(model)]
-    if not names:
-        raise ApproximationError("the model has no Conv1d, Conv2d or Linear layer to approximate")
-    if not isinstance(multipliers, Mapping):
-        m = _resolve(multipliers)
-        return {name: m for name in names}
-    out, unmatched = {}, []
-    resolved = {pattern: _resolve(m) for pattern, m in multipliers.items()}
-    for pattern in multipliers:  # exact names first, then patterns in the given order
-        hits = [pattern] if pattern in names else fnmatch.filter(names, pattern)
-        if not hits:
-            unmatched.append(pattern)
-        for name in hits:
-            if name not in out or pattern == name:
-                out[name] = resolved[pattern]
-    if unmatched:
-        raise ApproximationError(
-            f"{', '.join(map(repr, unmatched))} match(es) no approximable layer; "
-            f"the model's layers: {', '.join(names)}")
-    return out
+    return _assign_names([name for name, _ in _approximable(model)], multipliers)
 
 
 def _check_layer(name, module, m):
-    if getattr(m, "bits", None) != 8:
-        raise ApproximationError(f"layer {name!r}: the quantized layers use 8-bit codes, got a "
-                                 f"{getattr(m, 'bits', '?')}-bit multiplier")
+    check_bits(name, m)
     if isinstance(module, (torch.nn.Conv2d, torch.nn.Conv1d)):
         if module.padding_mode != "zeros":
             raise ApproximationError(
@@ -210,8 +183,7 @@ def approximate(model, multipliers, *, calibration, scheme=None, gradient="ste",
     >>> bool((approx(torch.rand(3, 4)) - net(torch.rand(3, 4))).abs().max() < 10)
     True
     """
-    if gradient not in GRADIENTS:
-        raise ApproximationError(f"gradient must be one of {', '.join(GRADIENTS)}, got {gradient!r}")
+    check_gradient(gradient)
     if not isinstance(model, torch.nn.Module):
         raise ApproximationError(f"model must be a torch.nn.Module, got {type(model).__name__}")
     config = _config(scheme)

@@ -3,19 +3,14 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
 
 import numpy as np
 import torch
 
-from .. import quant
-from ..errors import InvalidArgumentError
+from ..adapters import config_of  # noqa: F401 (the adapters' shared definition)
+from ..errors import ApproximationError
 
 _FLOATS = (torch.float32, torch.float64, torch.bfloat16, torch.float16)
-
-
-class ApproximationError(InvalidArgumentError):
-    """A model, layer, input or multiplier the adapter cannot approximate."""
 
 
 def batches(calibration):
@@ -49,16 +44,3 @@ def check_input(x, what):
     if x.numel() and not all(map(math.isfinite, (float(v) for v in torch.aminmax(x)))):
         raise ApproximationError(f"{what} contains NaN or infinity; nothing is saturated "
                                  "silently, clean the data first")
-
-
-def config_of(scheme):
-    if scheme is None:
-        return quant.QuantConfig()
-    if isinstance(scheme, quant.QuantConfig):
-        return scheme
-    if isinstance(scheme, Mapping):
-        return quant.QuantConfig(**scheme)
-    if scheme in ("minmax", "percentile"):
-        return quant.QuantConfig(calibration=scheme)
-    raise ApproximationError(f"scheme must be a quant.QuantConfig, a dict of its fields or "
-                             f"'minmax'/'percentile', got {scheme!r}")

@@ -16,7 +16,7 @@ import weakref
 import torch
 import torch.nn.functional as F
 
-GRADIENTS = ("ste", "table", "table2d", "none")
+from ..adapters import GRADIENTS  # noqa: F401 (re-exported)
 
 # key -> the approximate module (weakly: a dropped model frees its layers)
 _LAYERS = weakref.WeakValueDictionary()

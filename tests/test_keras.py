@@ -1,0 +1,271 @@
+"""The Keras adapter with real TensorFlow: bit-exact forward, gradients, fit, save/load, bad input."""
+
+import numpy as np
+import pytest
+
+tf = pytest.importorskip("tensorflow")
+keras = pytest.importorskip("keras")
+
+import approxmul_cffi as am  # noqa: E402
+from approxmul_cffi.errors import ApproximationError  # noqa: E402
+from approxmul_cffi.keras import approximate, layers  # noqa: E402
+
+RNG = np.random.default_rng(7)
+L = keras.layers
+
+
+def _data(shape, n=32):
+    return RNG.standard_normal((n, *shape)).astype(np.float32)
+
+
+def _model(layer, shape):
+    keras.utils.set_random_seed(1)
+    return keras.Sequential([keras.Input(shape), layer])
+
+
+CASES = [
+    ("conv2d-same", lambda: L.Conv2D(6, 3, padding="same", activation="relu", name="l"), (9, 9, 3)),
+    ("conv2d-stride", lambda: L.Conv2D(4, 3, strides=2, name="l"), (9, 9, 2)),
+    ("conv2d-dilated", lambda: L.Conv2D(4, 3, dilation_rate=2, padding="same", name="l"), (8, 8, 2)),
+    ("depthwise", lambda: L.DepthwiseConv2D(3, depth_multiplier=2, padding="same", name="l"), (7, 7, 3)),
+    ("conv1d", lambda: L.Conv1D(5, 3, padding="same", activation="tanh", name="l"), (12, 4)),
+    ("dense", lambda: L.Dense(7, name="l"), (10,)),
+]
+
+
+def _reference(layer, x):
+    """The evaluator's integer layer (nn.QuantizedLayer) on the same weights and grids."""
+    node, m = layer.q_node, layer.multiplier
+    codes = node.in_qparams.quantize(x)
+    if layer.kind == "dense":
+        out = node.forward_codes(codes, m)
+        return node.output_qparams(m.signed).dequantize(out)
+    c4 = codes[:, None] if layer.kind == "conv1d" else codes
+    out = node.output_qparams(m.signed).dequantize(
+        node.forward_codes(np.ascontiguousarray(c4.transpose(0, 3, 1, 2)), m)).transpose(0, 2, 3, 1)
+    return out[:, 0] if layer.kind == "conv1d" else out
+
+
+@pytest.mark.parametrize("spec", ["drum:k=3", "drum:k=4,signed=1"])
+@pytest.mark.parametrize("case", CASES, ids=[c[0] for c in CASES])
+def test_bit_exact_with_the_evaluator_graph_and_eager(case, spec):
+    _, make, shape = case
+    x = _data(shape)
+    approx = approximate(_model(make(), shape), spec, calibration=[x])
+    layer = approx.get_layer("l")
+    expected = _reference(layer, x)
+    if layer.activation == "tanh":  # not fused: runs in float after the integer layer
+        expected = np.tanh(expected)
+    eager = approx(x).numpy()
+    graph = approx.predict(x, batch_size=8, verbose=0)
+    np.testing.assert_allclose(eager, expected.astype(np.float32), rtol=0, atol=1e-6)
+    np.testing.assert_array_equal(eager, graph)
+    assert not np.array_equal(eager, 0)
+
+
+def _float_twin(layer, x, w, b):
+    (ph, pw), (sh, sw), (dh, dw) = layer.pads, layer.strides, layer.dilation
+    pads = [[0, 0], [ph, ph], [pw, pw], [0, 0]]
+    if layer.kind == "dense":
+        return x @ w + b
+    if layer.kind == "depthwise":
+        return tf.nn.depthwise_conv2d(tf.pad(x, pads), w, [1, sh, sw, 1], "VALID",
+                                      dilations=(dh, dw)) + b
+    return tf.nn.convolution(tf.pad(x, pads), w, (sh, sw), "VALID", dilations=(dh, dw)) + b
+
+
+@pytest.mark.parametrize("case", [c for c in CASES if c[0] != "conv1d"], ids=lambda c: c[0])
+def test_ste_gradients_are_the_dequantized_float_layer(case):
+    _, make, shape = case
+    x = _data(shape, 8)
+    approx = approximate(_model(make(), shape), "drum:k=3", calibration=[x])
+    layer = approx.get_layer("l")
+    xt = tf.constant(x)
+    dy = tf.constant(RNG.standard_normal(approx(x).shape).astype(np.float32))
+    with tf.GradientTape() as tape:
+        tape.watch(xt)
+        y = approx(xt)
+    gx, gw, gb = tape.gradient(y, [xt, layer.kernel.value, layer.bias.value], output_gradients=dy)
+    if layer.activation == "relu":
+        dy = dy * tf.cast(y > 0, tf.float32)
+    q = layer.q_node.in_qparams
+    x_dq = tf.constant(q.dequantize(q.quantize(x)).astype(np.float32))
+    w_dq = tf.constant(layer.weight_map(None))
+    with tf.GradientTape() as tape:
+        tape.watch([x_dq, w_dq])
+        ref = _float_twin(layer, x_dq, w_dq, tf.zeros(layer.out_channels()))
+    rx, rw = tape.gradient(ref, [x_dq, w_dq], output_gradients=dy)
+    np.testing.assert_allclose(gx, rx, atol=1e-5, rtol=1e-5)
+    np.testing.assert_allclose(gw, rw, atol=1e-5, rtol=1e-5)
+    np.testing.assert_allclose(gb, tf.reduce_sum(tf.reshape(dy, (-1, dy.shape[-1])), 0), atol=1e-5)
+
+
+def _grads(spec, gradient, make=lambda: L.Conv2D(3, 3, padding="same", name="l"), shape=(8, 8, 2)):
+    x = np.random.default_rng(11).standard_normal((8, *shape)).astype(np.float32)
+    keras.utils.set_random_seed(1)  # before the layer exists: its initializers take their seeds
+    approx = approximate(_model(make(), shape), spec, calibration=[x], gradient=gradient)
+    xt = tf.constant(x)
+    layer = approx.get_layer("l")
+    with tf.GradientTape() as tape:
+        tape.watch(xt)
+        loss = tf.reduce_sum(approx(xt) ** 2)
+    return [g.numpy() for g in tape.gradient(loss, [xt, layer.kernel.value, layer.bias.value])]
+
+
+@pytest.mark.parametrize("case", CASES, ids=[c[0] for c in CASES])
+def test_table2d_equals_ste_for_exact_and_differs_for_drum(case):
+    _, make, shape = case
+    for a, b in zip(_grads("exact", "ste", make, shape), _grads("exact", "table2d", make, shape)):
+        np.testing.assert_allclose(a, b, atol=1e-4, rtol=1e-4)
+    ste, table2d = _grads("drum:k=3", "ste", make, shape), _grads("drum:k=3", "table2d", make, shape)
+    assert all(np.abs(a - b).max() > 1e-3 for a, b in zip(ste[:2], table2d[:2]))
+
+
+def test_table_gradient_equals_ste_for_exact_and_differs_for_drum():
+    for a, b in zip(_grads("exact", "ste"), _grads("exact", "table")):
+        np.testing.assert_allclose(a, b, atol=1e-4, rtol=1e-4)
+    ste, table = _grads("drum:k=3", "ste"), _grads("drum:k=3", "table")
+    assert all(np.abs(a - b).max() > 1e-3 for a, b in zip(ste[:2], table[:2]))
+
+
+def _task():
+    from approxmul_cffi.datasets import load_digits
+    x, y = load_digits("train")
+    return x.transpose(0, 2, 3, 1)[:600], y[:600]
+
+
+def _digits_net():
+    keras.utils.set_random_seed(3)
+    return keras.Sequential([keras.Input((8, 8, 1)), L.Conv2D(8, 3, padding="same", activation="relu",
+                                                              name="conv"),
+                             L.Flatten(), L.Dense(10, name="fc")])
+
+
+def _trained_float_net(x, y):
+    net = _digits_net()
+    net.compile(keras.optimizers.Adam(1e-2), keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+    net.fit(x, y, epochs=4, batch_size=50, shuffle=False, verbose=0)
+    return net
+
+
+@pytest.mark.parametrize("eager", [False, True])
+def test_fit_raises_accuracy_and_graph_equals_eager(eager, tmp_path):
+    """drum:k=3 on uint8 codes costs the float net accuracy; a short fit through it recovers."""
+    x, y = _task()
+    approx = approximate(_trained_float_net(x, y), "drum:k=3", calibration=[x[:200]])
+    approx.compile(keras.optimizers.Adam(3e-3), keras.losses.SparseCategoricalCrossentropy(from_logits=True),
+                   metrics=["accuracy"], run_eagerly=eager)
+    before = approx.evaluate(x, y, verbose=0)[1]
+    approx.fit(x, y, epochs=2, batch_size=50, shuffle=False, verbose=0)
+    after = approx.evaluate(x, y, verbose=0)[1]
+    assert after > before + 0.02 and after >= 0.95, (before, after)
+    np.save(tmp_path.parent / f"fit-{eager}.npy", approx.get_layer("conv").kernel.numpy())
+    other = tmp_path.parent / f"fit-{not eager}.npy"
+    if other.exists():  # the second mode compares with the first
+        np.testing.assert_allclose(np.load(other), approx.get_layer("conv").kernel.numpy(),
+                                   atol=1e-5)
+
+
+def test_save_and_load_round_trip(tmp_path):
+    x, _ = _task()
+    approx = approximate(_digits_net(), {"conv": "drum:k=3", "fc": "exact"}, calibration=[x[:100]],
+                         gradient="table")
+    path = tmp_path / "approx.keras"
+    approx.save(path)
+    loaded = keras.models.load_model(path)
+    assert loaded.get_layer("conv").multiplier.spec == approx.get_layer("conv").multiplier.spec
+    assert loaded.get_layer("conv").gradient == "table"
+    np.testing.assert_array_equal(loaded.predict(x[:64], verbose=0), approx.predict(x[:64], verbose=0))
+    table = am.Multiplier.from_table(np.outer(np.arange(256), np.arange(256)).astype(np.int32))
+    bare = approximate(_digits_net(), table, calibration=[x[:100]])
+    with pytest.raises(ApproximationError, match="no spec string"):
+        bare.save(tmp_path / "bare.keras")
+
+
+def test_layers_lists_approximable_layers():
+    infos = layers(_digits_net())
+    assert [(i.name, i.kind, i.weight_shape, i.macs) for i in infos] == [
+        ("conv", "Conv2D", (3, 3, 1, 8), 8 * 8 * 8 * 9), ("fc", "Dense", (512, 10), 5120)]
+
+
+def test_bad_input_gets_clear_errors():
+    x = _data((8, 8, 2), 4)
+    conv = lambda **kw: _model(L.Conv2D(4, 3, name="l", **kw), (8, 8, 2))  # noqa: E731
+    with pytest.raises(ApproximationError, match=r"'nope'.*layers: l"):
+        approximate(conv(), {"nope": "exact"}, calibration=[x])
+    with pytest.raises(ApproximationError, match="groups=2"):
+        approximate(conv(groups=2), "exact", calibration=[x])
+    with pytest.raises(ApproximationError, match="asymmetrically"):
+        approximate(conv(padding="same", strides=2), "exact", calibration=[x])
+    with pytest.raises(ApproximationError, match="causal"):
+        approximate(_model(L.Conv1D(2, 3, padding="causal", name="c"), (6, 2)), "exact",
+                    calibration=[_data((6, 2), 2)])
+    with pytest.raises(ApproximationError, match="gradient must be one of"):
+        approximate(conv(), "exact", calibration=[x], gradient="exactish")
+    with pytest.raises(ApproximationError, match="8-bit codes"):
+        approximate(conv(), "exact:bits=4", calibration=[x])
+    with pytest.raises(ApproximationError, match="calibration batch contains NaN"):
+        approximate(conv(), "exact", calibration=[x * np.nan])
+    with pytest.raises(ApproximationError, match="keras.Model"):
+        approximate(object(), "exact", calibration=[x])
+    keras.config.set_dtype_policy("mixed_float16")
+    try:
+        mixed = conv()
+    finally:
+        keras.config.set_dtype_policy("float32")
+    with pytest.raises(ApproximationError, match="mixed_float16"):
+        approximate(mixed, "exact", calibration=[x])
+    approx = approximate(conv(), "exact", calibration=[x], gradient="none")
+    with pytest.raises(Exception, match="NaN or infinity"):
+        approx(x * np.inf)
+    xt = tf.constant(x)
+    with pytest.raises(Exception, match="gradient='none'"):
+        with tf.GradientTape() as tape:
+            tape.watch(xt)
+            y = approx(xt)
+        tape.gradient(y, xt)
+
+
+def test_keras_md_example_runs(tmp_path, monkeypatch):
+    import pathlib
+    import re
+    doc = pathlib.Path(__file__).resolve().parent.parent / "docs" / "keras.md"
+    blocks = re.findall(r"```python\n(.*?)```", doc.read_text(), flags=re.S)
+    assert blocks
+    monkeypatch.chdir(tmp_path)
+    namespace = {}
+    for number, block in enumerate(blocks, 1):
+        exec(compile(block, f"keras.md block {number}", "exec"), namespace)
+    assert (tmp_path / "approx.keras").is_file()
+
+
+@pytest.mark.parametrize("spec", ["exact", "drum:k=3", "drum:k=4,signed=1"])
+def test_digits_lenet_predictions_equal_the_evaluator(spec):
+    from approxmul_cffi import nn
+    from approxmul_cffi.datasets import load_digits
+    from approxmul_cffi.evaluation import bundled_model
+    from approxmul_cffi.keras.models import digits_lenet
+    x_train, (x, y) = load_digits("train")[0], load_digits("test")
+    approx = approximate(digits_lenet(), spec, calibration=[x_train.transpose(0, 2, 3, 1)])
+    out = approx.predict(x.transpose(0, 2, 3, 1), batch_size=256, verbose=0)
+    expected = nn.quantize(bundled_model(), x_train).run(x, am.multiplier(spec))
+    np.testing.assert_array_equal(out.argmax(1), expected.argmax(1))
+    np.testing.assert_allclose(out, expected, atol=1e-5)
+
+
+def test_recalibrate_gives_the_grids_of_a_fresh_approximate():
+    from approxmul_cffi.keras import recalibrate
+    x, y = _task()
+    net = _trained_float_net(x[:200], y[:200])
+    approx = approximate(net, "drum:k=3", calibration=[x[:100]])
+    approx.compile(keras.optimizers.Adam(1e-2), keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+    approx.fit(x, y, epochs=1, batch_size=50, verbose=0)
+    for name in ("conv", "fc"):
+        net.get_layer(name).set_weights(approx.get_layer(name).get_weights())
+    fresh = approximate(net, "drum:k=3", calibration=[x[:100]])
+    assert approx.get_layer("fc").out_qparams_dict != fresh.get_layer("fc").out_qparams_dict
+    recalibrate(approx, [x[:100]])
+    for name in ("conv", "fc"):
+        assert approx.get_layer(name).in_qparams_dict == fresh.get_layer(name).in_qparams_dict
+        assert approx.get_layer(name).out_qparams_dict == fresh.get_layer(name).out_qparams_dict
+    np.testing.assert_array_equal(approx.predict(x, verbose=0), fresh.predict(x, verbose=0))
