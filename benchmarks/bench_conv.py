@@ -13,12 +13,12 @@ import argparse
 import json
 import os
 import platform
-import time
 
 import numpy as np
 import torch
 
 import approxmul_cffi as am
+import timing  # benchmarks/timing.py
 
 PAUSE = 0.2
 # (in channels, out channels, height = width)
@@ -26,14 +26,7 @@ SHAPES = [(3, 16, 32), (16, 16, 32), (32, 32, 16), (64, 64, 8)]
 
 
 def best(fn, repeat):
-    fn()
-    times = []
-    for _ in range(repeat):
-        start = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - start)
-    time.sleep(PAUSE)
-    return min(times)
+    return timing.best(fn, repeat, pause=PAUSE)
 
 
 def main():

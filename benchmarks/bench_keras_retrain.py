@@ -17,8 +17,6 @@ import argparse
 import json
 import time
 
-import numpy as np
-
 
 def keras_run(args, train, test):
     import keras

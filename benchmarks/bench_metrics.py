@@ -10,9 +10,9 @@ Figures go in docs/benchmarks.md, section "Multiplier metrics".
 import argparse
 import os
 import platform
-import time
 
 import approxmul_cffi as am
+import timing  # benchmarks/timing.py
 
 NARROW = ["exact", "drum:k=4", "mitchell", "truncated:cut=8,correct=1", "ilm:iterations=1",
           "roba:signed=1"]
@@ -20,12 +20,7 @@ WIDE = ["drum:bits=16,k=4", "mitchell:bits=16"]
 
 
 def best_of(function, repeats):
-    best = float("inf")
-    for _ in range(repeats):
-        start = time.perf_counter()
-        function()
-        best = min(best, time.perf_counter() - start)
-    return best
+    return timing.best(function, repeats, warmup=False)
 
 
 def main():

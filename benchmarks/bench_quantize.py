@@ -21,16 +21,12 @@ import time
 import numpy as np
 
 import approxmul_cffi as am
+import timing  # benchmarks/timing.py
 from approxmul_cffi import quant
 
 
 def best_of(function, repeats):
-    best = float("inf")
-    for _ in range(repeats):
-        start = time.perf_counter()
-        function()
-        best = min(best, time.perf_counter() - start)
-    return best
+    return timing.best(function, repeats, warmup=False)
 
 
 def cases(quick):

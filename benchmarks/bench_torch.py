@@ -17,26 +17,19 @@ Prints the ratios (>1: the approximate model is faster).
 import argparse
 import json
 import platform
-import time
 
 import numpy as np
 import torch
 
 import approxmul_cffi as am
+import timing  # benchmarks/timing.py
 from approxmul_cffi.torch import approximate
 
 PAUSE = 0.2
 
 
 def best(fn, repeat):
-    fn()
-    times = []
-    for _ in range(repeat):
-        start = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - start)
-    time.sleep(PAUSE)
-    return min(times)
+    return timing.best(fn, repeat, pause=PAUSE)
 
 
 class Block(torch.nn.Module):

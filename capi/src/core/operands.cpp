@@ -46,6 +46,17 @@ int64_t checked_add(int64_t a, int64_t b, const char *what) {
     return result;
 }
 
+int64_t checked_layout_count(int64_t outer, int64_t channels, int64_t inner) {
+    if (outer < 0 || channels < 0 || inner < 0)
+        fail(APPROXMUL_ERR_SHAPE, "sizes must not be negative (outer=%lld, channels=%lld, "
+             "inner=%lld)", static_cast<long long>(outer), static_cast<long long>(channels),
+             static_cast<long long>(inner));
+    const int64_t count = checked_mul(checked_mul(outer, channels, "outer*channels"), inner,
+                                      "outer*channels*inner");
+    checked_mul(count, 8, "size in bytes");
+    return count;
+}
+
 void check_sizes(int64_t rows, int64_t cols, int64_t inner) {
     if (rows < 0 || cols < 0 || inner < 0)
         fail(APPROXMUL_ERR_SHAPE, "sizes must not be negative (rows=%lld, cols=%lld, inner=%lld)",

@@ -29,6 +29,11 @@ struct MatrixView {
 int64_t checked_mul(int64_t a, int64_t b, const char *what);
 int64_t checked_add(int64_t a, int64_t b, const char *what);
 
+// Elements of an (outer, channels, inner) per-channel layout, as the
+// quantization calls take them: sizes not negative, and the count of 8-byte
+// elements (the widest they read or write) addressable.
+int64_t checked_layout_count(int64_t outer, int64_t channels, int64_t inner);
+
 void check_sizes(int64_t rows, int64_t cols, int64_t inner);
 
 // The operand's dtype suits the multiplier and (when stored wider than the

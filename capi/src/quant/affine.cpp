@@ -80,14 +80,7 @@ const kernels::KernelTable &affine_kernels() {
 size_t real_size(approxmul_real_type type) { return type == APPROXMUL_FLOAT32 ? 4 : 8; }
 
 int64_t element_count(const AffineLayout &l) {
-    if (l.outer < 0 || l.channels < 0 || l.inner < 0)
-        fail(APPROXMUL_ERR_SHAPE, "sizes must not be negative (outer=%lld, channels=%lld, "
-             "inner=%lld)", static_cast<long long>(l.outer), static_cast<long long>(l.channels),
-             static_cast<long long>(l.inner));
-    const int64_t count = checked_mul(checked_mul(l.outer, l.channels, "outer*channels"),
-                                      l.inner, "outer*channels*inner");
-    checked_mul(count, 8, "size in bytes");
-    return count;
+    return checked_layout_count(l.outer, l.channels, l.inner);
 }
 
 void check_real_type(approxmul_real_type type, const char *name) {

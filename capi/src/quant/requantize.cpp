@@ -91,13 +91,7 @@ void run(const RequantizeProblem &p) {
 }  // namespace
 
 void check(const RequantizeProblem &p) {
-    if (p.outer < 0 || p.channels < 0 || p.inner < 0)
-        fail(APPROXMUL_ERR_SHAPE, "sizes must not be negative (outer=%lld, channels=%lld, "
-             "inner=%lld)", static_cast<long long>(p.outer), static_cast<long long>(p.channels),
-             static_cast<long long>(p.inner));
-    const int64_t count = checked_mul(checked_mul(p.outer, p.channels, "outer*channels"),
-                                      p.inner, "outer*channels*inner");
-    checked_mul(count, 8, "acc size in bytes");
+    const int64_t count = checked_layout_count(p.outer, p.channels, p.inner);
     if (p.acc_dtype != APPROXMUL_INT32 && p.acc_dtype != APPROXMUL_INT64)
         fail(APPROXMUL_ERR_DTYPE, "acc: element type %s; accumulators are int32 or int64",
              dtype_name(p.acc_dtype));
