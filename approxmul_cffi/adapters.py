@@ -13,16 +13,31 @@ adapter; this module is their one definition.
 
 from __future__ import annotations
 
+import dataclasses
 import fnmatch
 from collections.abc import Mapping
 
 from . import quant
 from .errors import ApproximationError
 
-__all__ = ["GRADIENTS", "ApproximationError", "assign", "check_bits", "check_gradient", "config_of",
+__all__ = ["GRADIENTS", "ApproximationError", "LayerInfo", "assign", "check_bits", "check_gradient", "config_of",
            "table2d_columns"]
 
 GRADIENTS = ("ste", "table", "table2d", "none")
+
+
+@dataclasses.dataclass
+class LayerInfo:
+    """One approximable layer, as each adapter's ``layers(model)`` lists it: qualified
+    name, kind, weight shape, and where known its per-sample input/output shapes and
+    multiply-accumulates."""
+
+    name: str
+    kind: str
+    weight_shape: tuple
+    input_shape: tuple | None = None
+    output_shape: tuple | None = None
+    macs: int | None = None
 
 
 def _resolve(m):

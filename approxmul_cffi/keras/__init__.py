@@ -28,7 +28,8 @@ import keras
 import numpy as np
 
 from .. import nn, quant
-from ..adapters import GRADIENTS, ApproximationError, assign, check_bits, check_gradient, config_of
+from ..adapters import (GRADIENTS, ApproximationError, LayerInfo, assign, check_bits, check_gradient,
+                        config_of)
 from .layer import ApproxLayer
 
 __all__ = ["ApproxLayer", "ApproximationError", "GRADIENTS", "LayerInfo", "approximate", "layers",
@@ -44,18 +45,6 @@ def _kind(layer):
         if isinstance(layer, cls):
             return kind
     return None
-
-
-@dataclasses.dataclass
-class LayerInfo:
-    """One approximable layer: name, kind, kernel shape, per-sample shapes, MACs per sample."""
-
-    name: str
-    kind: str
-    weight_shape: tuple
-    input_shape: tuple | None = None
-    output_shape: tuple | None = None
-    macs: int | None = None
 
 
 def layers(model):

@@ -30,12 +30,11 @@ Example:
 from __future__ import annotations
 
 import copy
-import dataclasses
 
 import numpy as np
 import torch
 
-from ..adapters import assign as _assign_names, check_bits, check_gradient
+from ..adapters import LayerInfo, assign as _assign_names, check_bits, check_gradient
 from . import _op
 from ._common import ApproximationError, batches as _batches, config_of as _config
 from .calibration import plan as _plan
@@ -50,19 +49,6 @@ _FLOATS = (torch.float32, torch.float64, torch.bfloat16, torch.float16)
 
 # --------------------------------------------------------------------------
 # Layer listing
-
-
-@dataclasses.dataclass
-class LayerInfo:
-    """One approximable layer: qualified name, kind, weight shape, and with an
-    example input its per-sample input/output shapes and multiply-accumulates."""
-
-    name: str
-    kind: str
-    weight_shape: tuple
-    input_shape: tuple | None = None
-    output_shape: tuple | None = None
-    macs: int | None = None
 
 
 def _approximable(model):

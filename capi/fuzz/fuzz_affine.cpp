@@ -81,12 +81,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     int32_t qmax = in.ConsumeIntegralInRange(-33000, 66000);
     if (in.ConsumeBool() && qmin > qmax) std::swap(qmin, qmax);
     if (huge) {
-        int64_t bytes;
-        if (outer >= 0 && channels >= 0 && inner >= 0 &&
-            !__builtin_mul_overflow(outer, channels, &bytes) &&
-            !__builtin_mul_overflow(bytes, inner, &bytes) &&
-            !__builtin_mul_overflow(bytes, 8, &bytes))
-            return 0;
+        if (layout_addressable(outer, channels, inner)) return 0;
         double dummy[4] = {0, 0, 0, 0};
         const double scale = 1.0;
         const int32_t zero = 0;

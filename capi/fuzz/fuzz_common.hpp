@@ -423,4 +423,13 @@ inline GemmOutput pick_gemm_output(FuzzedDataProvider &in, const Model &m, int64
     return g;
 }
 
+// An (outer, channels, inner) layout of 8-byte elements the quantization
+// calls accept as a size: the "huge" cases are the ones it must refuse.
+inline bool layout_addressable(int64_t outer, int64_t channels, int64_t inner) {
+    int64_t bytes;
+    return outer >= 0 && channels >= 0 && inner >= 0 &&
+           !__builtin_mul_overflow(outer, channels, &bytes) &&
+           !__builtin_mul_overflow(bytes, inner, &bytes) && !__builtin_mul_overflow(bytes, 8, &bytes);
+}
+
 }  // namespace fuzz

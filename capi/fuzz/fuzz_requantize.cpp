@@ -76,12 +76,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
 
     if (huge) {
         // sizes the library must refuse before reading any pointer
-        int64_t bytes;
-        if (outer >= 0 && channels >= 0 && inner >= 0 &&
-            !__builtin_mul_overflow(outer, channels, &bytes) &&
-            !__builtin_mul_overflow(bytes, inner, &bytes) &&
-            !__builtin_mul_overflow(bytes, 8, &bytes))
-            return 0;
+        if (layout_addressable(outer, channels, inner)) return 0;
         int64_t dummy[4] = {0, 0, 0, 0};
         const int32_t params[2] = {1, 0};
         const approxmul_status status = checked(approxmul_requantize(
