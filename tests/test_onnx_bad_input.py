@@ -1,8 +1,6 @@
 """Bad ONNX input: one clear approxmul error each, nothing crashes, nothing huge is allocated."""
 
 import os
-import subprocess
-import sys
 
 import numpy as np
 import pytest
@@ -13,6 +11,7 @@ from onnx import TensorProto, helper, numpy_helper  # noqa: E402
 from approxmul_cffi.errors import FormatError, LibraryIOError, ModelError  # noqa: E402
 from approxmul_cffi.onnx import load_onnx  # noqa: E402
 from onnx_models import lenet_onnx, make_model  # noqa: E402
+from support import run_python  # noqa: E402
 
 X = ("x", ["N", 2, 4, 4])
 
@@ -129,8 +128,7 @@ for data in (bytes.fromhex({model.SerializeToString().hex()!r}),
     except ApproxmulError as e:
         print(type(e).__name__, str(e)[:60])
 """
-    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                          timeout=120)
+    proc = run_python(code)  # outside the source tree: the package under test
     assert proc.returncode == 0, proc.stderr
     lines = proc.stdout.splitlines()
     assert lines[0].startswith("FormatError") and "declares" in lines[0]
