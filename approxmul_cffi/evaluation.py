@@ -312,8 +312,9 @@ def evaluate(model, data, multipliers=None, *, layers=None, limit=None, threads=
     try:
         start = time.perf_counter()
         float_top1 = float((float_model.predict(x) == y).mean() * 100)
-        result.append(EvalRow("float", "all", None, None, float_top1, None,
-                              len(x) / (time.perf_counter() - start), "float"))
+        seconds = _best_pass(time.perf_counter() - start, lambda: float_model.predict(x))
+        result.append(EvalRow("float", "all", None, None, float_top1, None, len(x) / seconds,
+                              "float"))
         # integer rows: `threads` for approxmul, NumPy's BLAS on one thread, and
         # the float row's BLAS threads parked first (docs/benchmarks.md)
         quiet.enter_context(pools.exclusive(threads or None))
@@ -334,7 +335,10 @@ def evaluate(model, data, multipliers=None, *, layers=None, limit=None, threads=
                 # Codes are monotone in value within one tensor: argmax needs no dequantize.
                 correct += int((scores.argmax(axis=-1) == y[i:i + batch_size]).sum())
                 bar.update(label)
-            speed = len(x) / (time.perf_counter() - start)
+            speed = len(x) / _best_pass(
+                time.perf_counter() - start,
+                lambda: [qmodel.run_codes(x[i:i + batch_size], assignment)
+                         for i in range(0, len(x), batch_size)])
             top1 = correct * 100.0 / len(x)
             signed = bool(m.signed)
             if kind == "exact":
@@ -348,6 +352,25 @@ def evaluate(model, data, multipliers=None, *, layers=None, limit=None, threads=
         bar.close()
         quiet.close()
     return result
+
+
+# A pass shorter than this is timed again (best of the passes): one pass
+# over a small data set (450 digits: ~8 ms) is within the reach of a single
+# scheduler hiccup on a shared machine, which made images/s swing 2x.
+MIN_TIMED_SECONDS = 0.25
+MAX_TIMED_PASSES = 25
+
+
+def _best_pass(first, run_pass):
+    """Seconds of the fastest whole-data pass: the scored one (``first`` seconds),
+    then repeats of ``run_pass`` (timed only) until MIN_TIMED_SECONDS of passes."""
+    best, total, passes = first, first, 1
+    while total < MIN_TIMED_SECONDS and passes < MAX_TIMED_PASSES:
+        start = time.perf_counter()
+        run_pass()
+        seconds = time.perf_counter() - start
+        best, total, passes = min(best, seconds), total + seconds, passes + 1
+    return best
 
 
 def pareto_front(result):

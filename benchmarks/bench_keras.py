@@ -5,9 +5,10 @@
 Each layer (3x3, padding "same": 3->16 and 16->16 at 32x32, 32->32 at
 16x16, 64->64 at 8x8) runs as a one-layer Keras model inside a
 tf.function: the float model, the approximated model, and the bare
-crossing into NumPy (tf.numpy_function returning a preallocated output of
-the layer's shape: what the approximate layer pays besides its integer
-work). Each engine is timed in its own block after a 0.3 s pause (thread
+crossing into NumPy (tf.numpy_function returning what the approximate layer
+returns, preallocated: its float32 output in a 64-byte aligned buffer that
+TensorFlow adopts without a copy, and the input codes: what the layer
+pays besides its integer work). Each engine is timed in its own block after a 0.3 s pause (thread
 pools left spinning by the previous engine slow the next, see
 /work/shared/notes/frameworks.md); the median per call is printed with
 the ratios approx/float and crossing/approx.
@@ -46,6 +47,7 @@ def main():
     import keras
     import tensorflow as tf
     from approxmul_cffi.keras import approximate
+    from approxmul_cffi.keras.layer import _adoptable  # the adapter's own output buffers
     rng = np.random.default_rng(0)
     print(f"batch {args.batch}, multiplier {args.multiplier}, median of {args.repeats} calls (ms)")
     print(f"{'layer':>14s} {'float':>8s} {'approx':>8s} {'cross':>8s} {'approx/float':>12s} "
@@ -55,10 +57,13 @@ def main():
         net = keras.Sequential([keras.Input((hw, hw, cin)),
                                 keras.layers.Conv2D(cout, 3, padding="same", name="conv")])
         approx = approximate(net, args.multiplier, calibration=[x.numpy()], gradient="none")
-        out = np.zeros((args.batch, hw, hw, cout), np.float32)
+        out = _adoptable((args.batch, hw, hw, cout), np.float32)
+        out[...] = 0
+        codes = np.zeros(x.shape, np.uint8)
         f_float = tf.function(lambda: net(x, training=False))
         f_approx = tf.function(lambda: approx(x, training=False))
-        f_cross = tf.function(lambda: tf.numpy_function(lambda a: out, [x], tf.float32))
+        f_cross = tf.function(lambda: tf.numpy_function(lambda a: (out, codes), [x],
+                                                        [tf.float32, tf.uint8]))
         t_float = timed(f_float, args.repeats)
         t_approx = timed(f_approx, args.repeats)
         t_cross = timed(f_cross, args.repeats)

@@ -78,3 +78,37 @@ def test_exports_identify_the_run(data, tmp_path):
     for key in ("spec", "model_sha256", "data_sha256", "samples", "library_version", "isa",
                 "threads"):
         assert key in header
+
+
+def test_short_passes_are_timed_again_and_the_fastest_counts():
+    # a pass long enough is timed once: no repeat
+    calls = []
+    assert ev._best_pass(ev.MIN_TIMED_SECONDS, lambda: calls.append(1)) == ev.MIN_TIMED_SECONDS
+    assert calls == []
+    # a short first pass (0.2 s, slowed by a hiccup) is repeated until MIN_TIMED_SECONDS
+    # of passes, and the fastest pass is the result
+    durations = iter([0.02] * 100)
+
+    def run_pass():
+        import time
+        time.sleep(next(durations))
+
+    best = ev._best_pass(0.2, run_pass)
+    assert 0.02 <= best < 0.2
+    # passes are capped even when each is instantaneous
+    count = []
+    ev._best_pass(0.0, lambda: count.append(1))
+    assert len(count) == ev.MAX_TIMED_PASSES - 1
+
+
+def test_images_per_second_repeats_within_20_percent():
+    # the complaint: the same row's images/s varied 2.8k..157k between identical
+    # runs; rows now come from the fastest of >= 0.25 s of passes
+    x, y = load_digits("test")
+    model = ev.bundled_model()
+    speeds = [ev.evaluate(model, (x[:200], y[:200]), ["drum:k=4"], progress=False,
+                          calibration=load_digits("train")[0][:200])[-1].images_per_s
+              for _ in range(3)]
+    # loose (shared CI machines, sanitizers): the swing reported was 50x; the idle-machine
+    # spread (+-6 % over 5 CLI runs) is in docs/benchmarks.md
+    assert max(speeds) / min(speeds) < 3.0
