@@ -357,8 +357,8 @@ def evaluate(model, data, multipliers=None, *, layers=None, limit=None, threads=
 # A pass shorter than this is timed again (best of the passes): one pass
 # over a small data set (450 digits: ~8 ms) is within the reach of a single
 # scheduler hiccup on a shared machine, which made images/s swing 2x.
-MIN_TIMED_SECONDS = 0.25
-MAX_TIMED_PASSES = 25
+MIN_TIMED_SECONDS = 0.1
+MAX_TIMED_PASSES = 8
 
 
 def _best_pass(first, run_pass):

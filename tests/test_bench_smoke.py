@@ -86,3 +86,12 @@ def test_bench_keras_quick_runs():
     rows = [line.split() for line in result.stdout.splitlines() if "@" in line]
     assert [r[0] for r in rows] == ["3->16@32", "16->16@32", "32->32@16", "64->64@8"]
     assert all(float(r[2]) > 0 for r in rows)
+
+
+def test_bench_evaluate_stability_runs():
+    result = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "bench_evaluate_stability.py"),
+                             "--runs", "2"], capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stderr[-2000:]
+    lines = result.stdout.splitlines()
+    assert lines[0].startswith("float") and "median" in lines[0]
+    assert lines[-1].startswith("worst deviation from a row's median over 2 runs")
