@@ -198,6 +198,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
             }
         }
     }
+    for (const Tensor *t : {&x, &w})
+        expect(t->elements <= kMaxWalkedElements || !geometry_ok, "harness: huge consistent operand");
     if (all_valid) expect(status == APPROXMUL_OK, "valid conv2d refused", status);
     for (const Tensor *t : {&x, &w, &out})
         if (t->impossible && arrays_given)
