@@ -73,16 +73,18 @@ class CParams:
             raise ShapeError(f"{self.scale.size} scales for {channels} channels along axis {axis}")
         return math.prod(shape[:axis]), channels, math.prod(shape[axis + 1:])
 
-    def quantize(self, x, qmin, qmax, dtype):
+    def quantize(self, x, qmin, qmax, dtype, out=None):
         x = np.asarray(x)
         if x.dtype.name not in REAL_TYPES or not x.dtype.isnative:
             x = x.astype(np.float64)
         x = _contiguous(x)
-        dtype = np.dtype(dtype)
+        dtype = np.dtype(dtype if out is None else out.dtype)
         if dtype.name not in CODE_TYPES:
             raise DTypeError(f"codes: dtype {dtype}; expected one of {', '.join(CODE_TYPES)}")
+        _check_out(out, x.shape)
         outer, channels, inner = self.sizes(x.shape)
-        out = np.empty(x.shape, dtype=dtype)
+        if out is None:
+            out = np.empty(x.shape, dtype=dtype)
         # exports released right after the call (see _buffers.Tensor)
         with ffi.from_buffer(x) as x_p, ffi.from_buffer(out, require_writable=True) as out_p:
             check(lib.approxmul_quantize(outer, channels, inner, REAL_TYPES[x.dtype.name], x_p,
@@ -97,10 +99,7 @@ class CParams:
         dtype = np.dtype(dtype if out is None else out.dtype)
         if dtype.name not in REAL_TYPES:
             raise DTypeError(f"dequantized values: dtype {dtype}; expected float32 or float64")
-        if out is not None and (not isinstance(out, np.ndarray) or out.shape != codes.shape
-                                or not out.flags.c_contiguous or not out.flags.writeable
-                                or not out.dtype.isnative):
-            raise ShapeError(f"out must be a writable C-contiguous array of shape {codes.shape}")
+        _check_out(out, codes.shape)
         outer, channels, inner = self.sizes(codes.shape)
         if codes.dtype.name not in DEQUANTIZE_CODE_TYPES or not codes.dtype.isnative:
             per_tensor = self.axis is None
@@ -122,25 +121,33 @@ class CParams:
         return out
 
 
+def _check_out(out, shape):
+    if out is not None and (not isinstance(out, np.ndarray) or out.shape != shape
+                            or not out.flags.c_contiguous or not out.flags.writeable
+                            or not out.dtype.isnative):
+        raise ShapeError(f"out must be a writable C-contiguous array of shape {shape}")
+
+
 def _contiguous(a):
     # np.ascontiguousarray would turn a 0-d array into a 1-d one
     return a if a.flags.c_contiguous else np.ascontiguousarray(a)
 
 
-def quantize(x, scale, zero_point, qmin, qmax, *, axis=None, dtype=np.int8):
+def quantize(x, scale, zero_point, qmin, qmax, *, axis=None, dtype=np.int8, out=None):
     """Codes of real values: round half away from zero, add the zero point, clamp.
 
     ``scale`` and ``zero_point`` are scalars (per tensor) or 1-d arrays along
     ``axis`` (per channel). ``dtype`` is the codes' type: int8, uint8, int16
     or uint16. float32 and float64 arrays are read as they are, anything else
     is first converted to float64. +-inf clamp to qmin/qmax; a NaN raises
-    :class:`~approxmul_cffi.errors.InvalidArgumentError`.
+    :class:`~approxmul_cffi.errors.InvalidArgumentError`. ``out``, a
+    C-contiguous array of ``x``'s shape, receives the codes (its dtype wins).
 
     >>> quantize(np.array([[0.5, -0.5], [2.5, 100.0]], np.float32), [1.0, 0.5], [0, 3],
     ...          0, 255, axis=0, dtype=np.uint8).tolist()
     [[1, 0], [8, 203]]
     """
-    return CParams(scale, zero_point, axis).quantize(x, qmin, qmax, dtype)
+    return CParams(scale, zero_point, axis).quantize(x, qmin, qmax, dtype, out)
 
 
 def dequantize(codes, scale, zero_point, *, axis=None, dtype=np.float64, out=None):

@@ -136,14 +136,17 @@ class QParams:
     def per_channel(self):
         return self.axis is not None
 
-    def quantize(self, x):
+    def quantize(self, x, *, out=None):
         """Codes for real values: round half away from zero, then clamp.
 
         Runs in the C library (:func:`approxmul_cffi.affine.quantize`), bit
         for bit as :meth:`quantize_reference`; a NaN raises
-        :class:`~approxmul_cffi.errors.InvalidArgumentError`.
+        :class:`~approxmul_cffi.errors.InvalidArgumentError`. ``out``, a
+        C-contiguous array of this grid's code type, receives the codes.
         """
-        return self._c.quantize(x, self.qmin, self.qmax, self.dtype)
+        if isinstance(out, np.ndarray) and out.dtype != self.dtype:
+            raise DTypeError(f"out: dtype {out.dtype}; this grid's codes are {self.dtype}")
+        return self._c.quantize(x, self.qmin, self.qmax, self.dtype, out)
 
     def quantize_reference(self, x):
         """NumPy statement of :meth:`quantize` (the tests' oracle)."""
@@ -179,8 +182,11 @@ class QParams:
         }
 
 
-def convert_codes(codes, signed):
+def convert_codes(codes, signed, *, in_place=False):
     """Codes in the requested domain; exact (q - 128 is q XOR 0x80 in 8 bits).
+
+    ``in_place=True`` converts in the codes' own buffer (which callers may have
+    aligned for a framework to adopt) instead of a new array.
 
     >>> convert_codes(np.array([0, 128, 255], np.uint8), signed=True).tolist()
     [-128, 0, 127]
@@ -190,7 +196,9 @@ def convert_codes(codes, signed):
         return codes
     if codes.dtype not in (np.int8, np.uint8):
         raise DTypeError(f"codes must be int8 or uint8, got {codes.dtype}")
-    return (codes.view(np.uint8) ^ np.uint8(0x80)).view(np.int8 if signed else np.uint8)
+    raw = codes.view(np.uint8)
+    return np.bitwise_xor(raw, np.uint8(0x80), out=raw if in_place else None) \
+        .view(np.int8 if signed else np.uint8)
 
 
 def observe_range(x, *, method="minmax", percentile=99.99, axis=None):

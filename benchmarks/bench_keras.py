@@ -5,10 +5,11 @@
 Each layer (3x3, padding "same": 3->16 and 16->16 at 32x32, 32->32 at
 16x16, 64->64 at 8x8) runs as a one-layer Keras model inside a
 tf.function: the float model, the approximated model, and the bare
-crossing into NumPy (tf.numpy_function returning what the approximate layer
-returns, preallocated: its float32 output in a 64-byte aligned buffer that
-TensorFlow adopts without a copy, and the input codes: what the layer
-pays besides its integer work). Each engine is timed in its own block after a 0.3 s pause (thread
+crossing into NumPy (tf.numpy_function taking the layer's operands, input,
+kernel and bias, and returning what the approximate layer returns,
+preallocated: its float32 output and the input codes, both in 64-byte aligned
+buffers that TensorFlow adopts without a copy: what the layer pays besides
+its integer work). Each engine is timed in its own block after a 0.3 s pause (thread
 pools left spinning by the previous engine slow the next, see
 /work/shared/notes/frameworks.md); the median per call is printed with
 the ratios approx/float and crossing/approx.
@@ -59,10 +60,13 @@ def main():
         approx = approximate(net, args.multiplier, calibration=[x.numpy()], gradient="none")
         out = _adoptable((args.batch, hw, hw, cout), np.float32)
         out[...] = 0
-        codes = np.zeros(x.shape, np.uint8)
+        codes = _adoptable(x.shape, np.uint8)
+        codes[...] = 0
         f_float = tf.function(lambda: net(x, training=False))
         f_approx = tf.function(lambda: approx(x, training=False))
-        f_cross = tf.function(lambda: tf.numpy_function(lambda a: (out, codes), [x],
+        layer = approx.get_layer("conv")  # the crossing takes the layer's operands
+        kernel, bias = tf.convert_to_tensor(layer.kernel), tf.convert_to_tensor(layer.bias)
+        f_cross = tf.function(lambda: tf.numpy_function(lambda *a: (out, codes), [x, kernel, bias],
                                                         [tf.float32, tf.uint8]))
         t_float = timed(f_float, args.repeats)
         t_approx = timed(f_approx, args.repeats)

@@ -134,6 +134,19 @@ def test_qparams_use_the_library_and_keep_their_types():
     assert real.dtype == np.float64 and real.tolist() == [[1.0, -1.0], [0.5, 31.0]]
     out = np.full((2, 2), -7.0, np.float32)
     assert qp.dequantize(codes, out=out) is out and out.tolist() == real.tolist()
+    into = np.full((2, 2), 99, np.int8)
+    assert qp.quantize(x, out=into) is into and into.tolist() == codes.tolist()
+    # the wrong code type or shape is refused before anything is written
+    for bad in (np.full((2, 2), 99, np.uint8), np.full((2, 2), 99, np.int8).T,
+                np.full((4,), 99, np.int8)):
+        with pytest.raises((errors.DTypeError, errors.ShapeError)):
+            qp.quantize(x, out=bad)
+        assert (bad == 99).all()
+    # converting the domain in the same buffer: bit for bit the copying conversion
+    shifted = quant.convert_codes(into, signed=False, in_place=True)
+    assert np.shares_memory(shifted, into)
+    assert shifted.tolist() == quant.convert_codes(codes, signed=False).tolist() == [[130, 127],
+                                                                                    [129, 255]]
     assert qp.dequantize(codes, dtype=np.float32).dtype == np.float32
     # lists and integer arrays are read as float64 / int64 as before
     assert qp.quantize([[1, -1], [0, 0]]).tolist() == [[2, -1], [0, 3]]

@@ -63,6 +63,20 @@ def test_bit_exact_with_the_evaluator_graph_and_eager(case, spec):
     assert not np.array_equal(eager, 0)
 
 
+@pytest.mark.parametrize("case", CASES, ids=[c[0] for c in CASES])
+def test_numpy_side_returns_arrays_tensorflow_adopts(case):
+    # 64-byte aligned data is adopted by TensorFlow without a copy (docs/benchmarks.md)
+    _, make, shape = case
+    x = _data(shape)
+    layer = approximate(_model(make(), shape), "drum:k=4,signed=1", calibration=[x]).get_layer("l")
+    y, codes = layer._integer(x, layer.kernel.numpy(), layer.bias.numpy())
+    for a in (y, codes):
+        assert a.ctypes.data % 64 == 0 and a.flags.c_contiguous
+    assert codes.dtype == np.int8
+    want = am.quant.convert_codes(layer.q_node.in_qparams.quantize(x), signed=True)
+    np.testing.assert_array_equal(codes, want)
+
+
 def _float_twin(layer, x, w, b):
     (ph, pw), (sh, sw), (dh, dw) = layer.pads, layer.strides, layer.dilation
     pads = [[0, 0], [ph, ph], [pw, pw], [0, 0]]
