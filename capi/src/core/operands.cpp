@@ -57,6 +57,16 @@ int64_t checked_layout_count(int64_t outer, int64_t channels, int64_t inner) {
     return count;
 }
 
+void check_code_range(int64_t qmin, int64_t qmax, approxmul_dtype dtype) {
+    const bool is_signed = dtype == APPROXMUL_INT8 || dtype == APPROXMUL_INT16;
+    const int64_t bits = 8 * static_cast<int64_t>(dtype_size(dtype));
+    const int64_t lo = is_signed ? -(int64_t(1) << (bits - 1)) : 0;
+    const int64_t hi = is_signed ? (int64_t(1) << (bits - 1)) - 1 : (int64_t(1) << bits) - 1;
+    if (qmin > qmax || qmin < lo || qmax > hi)
+        fail(APPROXMUL_ERR_OUT_OF_RANGE, "qmin..qmax = %lld..%lld is not a range within %s",
+             static_cast<long long>(qmin), static_cast<long long>(qmax), dtype_name(dtype));
+}
+
 void check_sizes(int64_t rows, int64_t cols, int64_t inner) {
     if (rows < 0 || cols < 0 || inner < 0)
         fail(APPROXMUL_ERR_SHAPE, "sizes must not be negative (rows=%lld, cols=%lld, inner=%lld)",

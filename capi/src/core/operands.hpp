@@ -36,6 +36,10 @@ int64_t checked_layout_count(int64_t outer, int64_t channels, int64_t inner);
 
 void check_sizes(int64_t rows, int64_t cols, int64_t inner);
 
+// qmin..qmax is a non-empty range of values the integer code type `dtype`
+// (int8, uint8, int16 or uint16) holds.
+void check_code_range(int64_t qmin, int64_t qmax, approxmul_dtype dtype);
+
 // The operand's dtype suits the multiplier and (when stored wider than the
 // multiplier's width) every value lies within it.
 void check_operand(const MatrixView &view, const Multiplier &m);

@@ -124,13 +124,7 @@ void check(const QuantizeProblem &p) {
         p.out_dtype != APPROXMUL_INT16 && p.out_dtype != APPROXMUL_UINT16)
         fail(APPROXMUL_ERR_DTYPE, "out: element type %s; codes are int8, uint8, int16 or uint16",
              dtype_name(p.out_dtype));
-    const bool is_signed = p.out_dtype == APPROXMUL_INT8 || p.out_dtype == APPROXMUL_INT16;
-    const int64_t bits = 8 * static_cast<int64_t>(dtype_size(p.out_dtype));
-    const int64_t lo = is_signed ? -(int64_t(1) << (bits - 1)) : 0;
-    const int64_t hi = is_signed ? (int64_t(1) << (bits - 1)) - 1 : (int64_t(1) << bits) - 1;
-    if (p.qmin > p.qmax || p.qmin < lo || p.qmax > hi)
-        fail(APPROXMUL_ERR_OUT_OF_RANGE, "qmin..qmax = %d..%d is not a range within %s", p.qmin,
-             p.qmax, dtype_name(p.out_dtype));
+    check_code_range(p.qmin, p.qmax, p.out_dtype);
     if (count == 0) return;
     require_pointer(p.x, "x");
     require_pointer(p.out, "out");

@@ -98,11 +98,7 @@ void check(const RequantizeProblem &p) {
     if (p.out_dtype != APPROXMUL_INT8 && p.out_dtype != APPROXMUL_UINT8)
         fail(APPROXMUL_ERR_DTYPE, "out: element type %s; codes are int8 or uint8",
              dtype_name(p.out_dtype));
-    const int64_t lo = p.out_dtype == APPROXMUL_INT8 ? -128 : 0;
-    const int64_t hi = p.out_dtype == APPROXMUL_INT8 ? 127 : 255;
-    if (p.qmin > p.qmax || p.qmin < lo || p.qmax > hi)
-        fail(APPROXMUL_ERR_OUT_OF_RANGE, "qmin..qmax = %d..%d is not a range within %s", p.qmin,
-             p.qmax, dtype_name(p.out_dtype));
+    check_code_range(p.qmin, p.qmax, p.out_dtype);
     if (count == 0) return;
     require_pointer(p.acc, "acc");
     require_pointer(p.out, "out");
