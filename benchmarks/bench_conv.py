@@ -9,7 +9,6 @@ uint8 activation and weight codes, zero points 3 and 128. Prints
 float ms / approxmul ms (> 1: approxmul is faster).
 """
 
-import argparse
 import json
 import os
 import platform
@@ -30,16 +29,7 @@ def best(fn, repeat):
 
 
 def main():
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--threads", type=int, default=2)
-    p.add_argument("--repeat", type=int, default=5)
-    p.add_argument("--batch", type=int, default=64)
-    p.add_argument("--json")
-    args = p.parse_args()
-    torch.set_num_threads(args.threads)
-    am.set_num_threads(args.threads)
-    rng = np.random.default_rng(0)
-    table = am.Multiplier.from_table(rng.integers(0, 1 << 16, (256, 256)).astype(np.int32))
+    args, table, rng = timing.torch_vs_approxmul(__doc__.splitlines()[0])
     multipliers = {"exact": am.Multiplier.exact(bits=8), "drum:k=4": am.Multiplier.from_spec("drum:k=4"),
                    "table": table}
     load = os.getloadavg()[0]

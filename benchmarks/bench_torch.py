@@ -14,11 +14,9 @@ own block after a short pause (best of --repeat):
 Prints the ratios (>1: the approximate model is faster).
 """
 
-import argparse
 import json
 import platform
 
-import numpy as np
 import torch
 
 import approxmul_cffi as am
@@ -63,17 +61,8 @@ def resnet20():
 
 
 def main():
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--threads", type=int, default=2)
-    p.add_argument("--repeat", type=int, default=5)
-    p.add_argument("--batch", type=int, default=64)
-    p.add_argument("--json")
-    args = p.parse_args()
-    torch.set_num_threads(args.threads)
-    am.set_num_threads(args.threads)
+    args, table, _ = timing.torch_vs_approxmul(__doc__.splitlines()[0])
     torch.manual_seed(0)
-    rng = np.random.default_rng(0)
-    table = am.Multiplier.from_table(rng.integers(0, 1 << 16, (256, 256)).astype(np.int32))
     multipliers = {"exact": "exact", "drum:k=4": "drum:k=4", "random table": table}
     results = {"machine": platform.processor() or platform.machine(), "threads": args.threads,
                "torch": torch.__version__, "rows": []}

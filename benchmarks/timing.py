@@ -1,9 +1,10 @@
-"""The one timing rule the benchmark scripts share: best of N calls, one block per engine.
+"""What the benchmark scripts share: best of N calls, one block per engine; the torch set-up.
 
 Scripts here import it as a sibling module (``python benchmarks/bench_x.py``
 puts this folder on ``sys.path``).
 """
 
+import argparse
 import time
 
 
@@ -23,3 +24,25 @@ def best(fn, repeat, *, warmup=True, pause=0.0):
         fastest = min(fastest, time.perf_counter() - start)
     time.sleep(pause)
     return fastest
+
+
+def torch_vs_approxmul(description, *, repeat=5):
+    """Parsed ``--threads --repeat --batch --json`` of a torch-vs-approxmul script,
+    with torch and approxmul both set to ``--threads`` threads and a random
+    8x8 table multiplier (seeded) for the "arbitrary table" rows:
+    (args, table, the generator that made it, for the script's data)."""
+    p = argparse.ArgumentParser(description=description)
+    p.add_argument("--threads", type=int, default=2)
+    p.add_argument("--repeat", type=int, default=repeat)
+    p.add_argument("--batch", type=int, default=64)
+    p.add_argument("--json")
+    args = p.parse_args()
+    import numpy as np
+    import torch
+
+    import approxmul_cffi as am
+    torch.set_num_threads(args.threads)
+    am.set_num_threads(args.threads)
+    rng = np.random.default_rng(0)
+    table = am.Multiplier.from_table(rng.integers(0, 1 << 16, (256, 256)).astype(np.int32))
+    return args, table, rng
