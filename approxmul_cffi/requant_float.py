@@ -5,9 +5,11 @@ arithmetic: a fixed-point mantissa and shift. ONNX Runtime's CPU kernels
 (QLinearConv, QLinearMatMul, QGemm; MLAS) instead convert ``acc + bias`` to
 float32, multiply by the float32 factor ``s_in * s_w / s_out`` and round
 half to even; QuantizeLinear divides by the float32 scale and rounds the
-same way. ``QuantConfig(requantization="onnxruntime")`` selects this
-arithmetic, so a model quantized by ONNX Runtime gives its integer tensors bit
-for bit. docs/quantization.md compares the two.
+same way; QLinearAdd (what ONNX Runtime runs for a quantized residual add) is
+float32 arithmetic with fused multiply-adds (:func:`qlinear_add`).
+``QuantConfig(requantization="onnxruntime")`` selects this arithmetic, so a
+model quantized by ONNX Runtime gives its integer tensors bit for bit.
+docs/quantization.md compares the two.
 
 >>> float_scale(0.5, 0.25, 0.1).dtype.name
 'float32'
@@ -21,7 +23,7 @@ import numpy as np
 
 from .errors import InvalidArgumentError
 
-__all__ = ["REQUANTIZATIONS", "float_scale", "quantize_float", "requantize_float"]
+__all__ = ["REQUANTIZATIONS", "float_scale", "qlinear_add", "quantize_float", "requantize_float"]
 
 #: the requantization arithmetics QuantConfig accepts
 REQUANTIZATIONS = ("gemmlowp", "onnxruntime")
@@ -76,3 +78,57 @@ def quantize_float(x, qparams):
         zp = qparams.zero_point.reshape(shape)
     q = np.rint(x / scale).astype(np.int64) + zp
     return np.clip(q, qparams.qmin, qparams.qmax).astype(qparams.dtype)
+
+
+def fma32(x, y, z):
+    """float32 ``x * y + z`` rounded once (a fused multiply-add), for float32 operands.
+
+    ``x * y`` of two float32 values is exact in float64; the sum is rounded
+    to odd in float64 (round to nearest, then one ulp towards the exact sum
+    when inexact and even), which makes the cast to float32 round the exact
+    value once.
+
+    >>> a = np.float32(1 + 2.0 ** -12)
+    >>> float(fma32(a, a, np.float32(-1.0))) == 2.0 ** -11 + 2.0 ** -24
+    True
+    """
+    p = np.asarray(x, np.float32).astype(np.float64) * np.asarray(y, np.float32)
+    z = np.asarray(z, np.float32).astype(np.float64)
+    s = np.atleast_1d(p + z)
+    # TwoSum: the exact rounding error of p + z (both float64)
+    pv = s - z
+    err = (p - pv) + (z - (s - pv))
+    even = (s.view(np.int64) & 1) == 0
+    towards = np.where(err > 0, np.inf, -np.inf)
+    odd = np.where((err != 0) & even, np.nextafter(s, towards), s)
+    return odd.astype(np.float32).reshape(np.shape(p + z))
+
+
+def qlinear_add(a, a_qparams, b, b_qparams, out_qparams):
+    """ONNX Runtime's QLinearAdd on x86-64 (MLAS, float32 with fused multiply-adds).
+
+    Codes ``a`` and ``b`` in their grids' own domains; with ``r_a = s_a / s_c``
+    and ``r_b = s_b / s_c`` in float32 and ``c = z_c - fma(r_a, z_a, r_b z_b)``,
+    the output code is ``rint(fma(a, r_a, fma(b, r_b, c)))`` (ties to even),
+    saturated. This matches ONNX Runtime 1.32's CPU kernel on every pair of
+    8-bit codes (tests/test_onnx_qlinear_add.py); other builds of it (ARM's
+    fixed-point kernel) may round differently.
+
+    >>> from approxmul_cffi.quant import QParams
+    >>> g = QParams(0.5, 10, signed=False)
+    >>> qlinear_add(np.array([12, 250], np.uint8), g, np.array([14], np.uint8), g, g).tolist()
+    [16, 254]
+    """
+    f32 = np.float32
+    sa, sb, sc = (f32(float(q.scale)) for q in (a_qparams, b_qparams, out_qparams))
+    if not all(np.isfinite(v) and v > 0 for v in (sa, sb, sc)):
+        raise InvalidArgumentError(f"QLinearAdd scales must be finite and positive: "
+                                   f"{sa}, {sb}, {sc}")
+    ra, rb = sa / sc, sb / sc
+    za, zb, zc = (f32(int(q.zero_point)) for q in (a_qparams, b_qparams, out_qparams))
+    fixed = f32(zc - fma32(ra, za, rb * zb))
+    a = np.asarray(a).astype(np.float32)
+    b = np.asarray(b).astype(np.float32)
+    value = fma32(a, ra, fma32(b, rb, fixed))
+    codes = np.rint(value.astype(np.float64))
+    return np.clip(codes, out_qparams.qmin, out_qparams.qmax).astype(out_qparams.dtype)

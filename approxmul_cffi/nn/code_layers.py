@@ -16,6 +16,7 @@ import numpy as np
 
 from .. import quant
 from ..errors import ModelError
+from ..requant_float import qlinear_add
 from .integer import QTensor
 from .layers import Layer, need_ndim, pair, register, window_output
 from .windows import pool, rounded_mean
@@ -173,7 +174,8 @@ class Add(Layer):
 
 
 class _QuantizedAdd:
-    """TFLite's integer add: both inputs rescaled to 2*max(s) with 20 bits headroom."""
+    """TFLite's integer add: both inputs rescaled to 2*max(s) with 20 bits headroom;
+    with ``requantization="onnxruntime"``, ONNX Runtime's QLinearAdd instead."""
 
     takes_multiplier = False
     LEFT_SHIFT = 20
@@ -183,10 +185,16 @@ class _QuantizedAdd:
         twice_max = 2 * max(s1, s2)
         self.factors = [quant.quantize_multiplier(s / twice_max) for s in (s1, s2)]
         self.out_factor = quant.quantize_multiplier(twice_max / ((1 << self.LEFT_SHIFT) * so))
-        self.out_qparams, self.rounding = out_qparams, config.rounding
+        self.in_qparams, self.out_qparams, self.rounding = in_qparams, out_qparams, config.rounding
+        self.float32 = config.requantization == "onnxruntime"
 
     def forward(self, inputs, multiplier=None):
         signed = inputs[0].qparams.signed
+        if self.float32:  # in the grids' own domains: float rounding is not shift-invariant
+            a, b = (quant.convert_codes(x.codes, q.signed)
+                    for x, q in zip(inputs, self.in_qparams))
+            codes = qlinear_add(a, self.in_qparams[0], b, self.in_qparams[1], self.out_qparams)
+            return QTensor(quant.convert_codes(codes, signed), self.out_qparams.to_domain(signed))
         total = 0
         for x, (m, s) in zip(inputs, self.factors):
             centered = x.codes.astype(np.int64) - int(x.qparams.zero_point)

@@ -5,7 +5,8 @@ give the grid (QParams) of the nn node whose output they quantize.
 DequantizeLinear of a constant is folded, but its codes and QParams are kept,
 so Conv/Gemm/MatMul reading it take those codes as given weights (and int32
 biases). QLinearConv, QLinearMatMul and QGemm (com.microsoft) become the
-same Conv2d/Linear/MatMul layers with given weights and grids. The result
+same Conv2d/Linear/MatMul layers with given weights and grids, QLinearAdd
+(com.microsoft) the residual Add with its grids. The result
 is a :class:`GivenQuantization` that ``nn.quantize`` uses instead of
 calibrating, with ONNX Runtime's requantization arithmetic by default.
 """
@@ -184,6 +185,18 @@ class QuantizedOps:
                                         self.const(node, 5), 0 if not trans else 1, trans)
         out_qp = qparams_of(self.const(node, 7), self.const(node, 8))
         self.linear_given(node, src, codes, w_qp, out_qp, self.const(node, 6))
+
+    def op_QLinearAdd(self, node, a):
+        # a residual add of two activations; ONNX Runtime's arithmetic (requant_float.qlinear_add)
+        if self.is_const(node.input[0]) or self.is_const(node.input[3]):
+            raise ModelError("QLinearAdd of a constant is not supported (two activations only)")
+        if self.shape_of(node.input[0]) != self.shape_of(node.input[3]):
+            raise ModelError(f"QLinearAdd of shapes {self.shape_of(node.input[0])} and "
+                             f"{self.shape_of(node.input[3])}: broadcasting is not supported")
+        (left, _), (right, _) = self.q_input(node, 0), self.q_input(node, 3)
+        name = self.add(self.base(node), nn.Add(), [left, right], node.output[0])
+        self.set_grid(name, qparams_of(self.const(node, 6), self.const(node, 7)))
+        self.quantized_tensors[node.output[0]] = name
 
     # ---- the grids of every node ----
     def given_quantization(self, model):

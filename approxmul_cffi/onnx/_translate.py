@@ -37,7 +37,7 @@ def attributes(node):
 
 
 #: ops of the com.microsoft domain that ONNX Runtime's quantizer emits and we map
-MICROSOFT_OPS = {"QGemm"}
+MICROSOFT_OPS = {"QGemm", "QLinearAdd"}
 
 
 class Translator(QuantizedOps):

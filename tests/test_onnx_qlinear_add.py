@@ -1,0 +1,147 @@
+"""Quantized residual adds: ONNX Runtime's QLinearAdd arithmetic, bit for bit, and in models."""
+
+from fractions import Fraction
+
+import numpy as np
+import pytest
+
+onnx = pytest.importorskip("onnx")
+ort = pytest.importorskip("onnxruntime")
+quantization = pytest.importorskip("onnxruntime.quantization")
+from onnx import TensorProto, helper, numpy_helper  # noqa: E402
+
+from approxmul_cffi import nn  # noqa: E402
+from approxmul_cffi.onnx import load_onnx  # noqa: E402
+from approxmul_cffi.quant import QParams  # noqa: E402
+from approxmul_cffi.requant_float import fma32, qlinear_add  # noqa: E402
+from onnx_models import make_model  # noqa: E402
+
+F32 = np.float32
+
+
+def _qlinear_add_session(grids, dtype):
+    """ONNX Runtime running one com.microsoft QLinearAdd on two 1-d code tensors."""
+    code = TensorProto.UINT8 if dtype == np.uint8 else TensorProto.INT8
+    names = ["a_s", "a_z", "b_s", "b_z", "c_s", "c_z"]
+    values = [v for scale, zp in grids for v in (F32(scale), dtype(zp))]
+    node = helper.make_node("QLinearAdd", ["a", "a_s", "a_z", "b", "b_s", "b_z", "c_s", "c_z"],
+                            ["c"], domain="com.microsoft")
+    graph = helper.make_graph(
+        [node], "add", [helper.make_tensor_value_info(n, code, [None]) for n in "ab"],
+        [helper.make_tensor_value_info("c", code, [None])],
+        [numpy_helper.from_array(np.array(v), n) for n, v in zip(names, values)])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17),
+                                                    helper.make_opsetid("com.microsoft", 1)])
+    return ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+
+
+@pytest.mark.parametrize("dtype", [np.uint8, np.int8], ids=["uint8", "int8"])
+def test_qlinear_add_equals_onnxruntime_on_every_pair_of_codes(dtype):
+    info = np.iinfo(dtype)
+    a, b = (v.ravel().astype(dtype) for v in np.meshgrid(np.arange(info.min, info.max + 1),
+                                                         np.arange(info.min, info.max + 1)))
+    rng = np.random.default_rng(11)
+    for trial in range(12):  # scales over four decades: ratios from ~1e-4 to ~1e4
+        scales = np.exp(rng.uniform(np.log(1e-4), 0.0, 3)).astype(F32)
+        zps = rng.integers(info.min, info.max + 1, 3)
+        grids = list(zip(scales.tolist(), zps.tolist()))
+        want = _qlinear_add_session(grids, dtype).run(None, {"a": a, "b": b})[0]
+        qps = [QParams(s, z, signed=dtype == np.int8) for s, z in grids]
+        got = qlinear_add(a, qps[0], b, qps[1], qps[2])
+        assert got.dtype == want.dtype
+        assert np.array_equal(got, want), (grids, int((got != want).sum()))
+
+
+def _rounded_to_float32(exact):
+    """The float32 nearest to a Fraction, ties to even (the oracle for fma32)."""
+    guess = F32(float(exact))
+    candidates = [guess, np.nextafter(guess, F32(np.inf)), np.nextafter(guess, F32(-np.inf))]
+    distance = [abs(Fraction(float(c)) - exact) for c in candidates]
+    best = min(distance)
+    ties = [c for c, d in zip(candidates, distance) if d == best]
+    return min(ties, key=lambda c: int(np.array(c).view(np.int32)) & 1)
+
+
+def test_fma32_rounds_the_exact_value_once():
+    rng = np.random.default_rng(3)
+    # operands spread over many binades, so p + z often needs more than float64 holds
+    x = (rng.standard_normal(3000) * np.exp2(rng.integers(-30, 30, 3000))).astype(F32)
+    y = (rng.standard_normal(3000) * np.exp2(rng.integers(-30, 30, 3000))).astype(F32)
+    z = (rng.standard_normal(3000) * np.exp2(rng.integers(-60, 60, 3000))).astype(F32)
+    # ties of float32 built on purpose: 1 + 2^-24 is halfway between two float32 values
+    x[:3], y[:3], z[:3] = F32(1 + 2.0 ** -12), F32(1 + 2.0 ** -12), F32(-(2.0 ** -40))
+    got = fma32(x, y, z)
+    for i in range(len(x)):
+        exact = Fraction(float(x[i])) * Fraction(float(y[i])) + Fraction(float(z[i]))
+        assert got[i] == _rounded_to_float32(exact), (x[i], y[i], z[i])
+    # the plain float32 expression double-rounds some of them: fma32 is not it
+    plain = x * y + z
+    assert not np.array_equal(plain, got)
+
+
+class _Batches(quantization.CalibrationDataReader):
+    def __init__(self, x):
+        self.batches = iter([{"x": x[i:i + 16]} for i in range(0, len(x), 16)])
+
+    def get_next(self):
+        return next(self.batches, None)
+
+
+@pytest.fixture(scope="module")
+def residual(tmp_path_factory):
+    """conv -> relu -> h; conv(h) + h (the residual add) -> conv: float ONNX and its input."""
+    folder = tmp_path_factory.mktemp("residual")
+    rng = np.random.default_rng(4)
+    nodes = [helper.make_node("Conv", ["x", "w1", "b1"], ["c1"], name="conv1", pads=[1] * 4),
+             helper.make_node("Relu", ["c1"], ["h"], name="relu1"),
+             helper.make_node("Conv", ["h", "w2", "b2"], ["c2"], name="conv2", pads=[1] * 4),
+             helper.make_node("Add", ["c2", "h"], ["s"], name="add"),
+             helper.make_node("Conv", ["s", "w3"], ["y"], name="conv3")]
+    init = {"w1": rng.normal(size=(6, 3, 3, 3)).astype(F32) * 0.5,
+            "b1": rng.normal(size=6).astype(F32) * 0.1,
+            "w2": rng.normal(size=(6, 6, 3, 3)).astype(F32) * 0.3,
+            "b2": rng.normal(size=6).astype(F32) * 0.1,
+            "w3": rng.normal(size=(4, 6, 1, 1)).astype(F32)}
+    onnx.save(make_model(nodes, [("x", ["N", 3, 8, 8])], [("y", ["N", 4, 8, 8])], init),
+              str(folder / "residual.onnx"))
+    return folder, rng.normal(size=(64, 3, 8, 8)).astype(F32)
+
+
+@pytest.mark.parametrize("fmt,act", [("QOperator", "QUInt8"), ("QOperator", "QInt8"),
+                                     ("QDQ", "QUInt8"), ("QDQ", "QInt8")])
+def test_quantized_residual_add_equals_onnxruntime(residual, fmt, act):
+    folder, x = residual
+    path = folder / f"q_{fmt}_{act}.onnx"
+    quantization.quantize_static(str(folder / "residual.onnx"), str(path), _Batches(x),
+                                 quant_format=getattr(quantization.QuantFormat, fmt),
+                                 activation_type=getattr(quantization.QuantType, act),
+                                 weight_type=quantization.QuantType.QInt8)
+    model = onnx.load(str(path))
+    ops = {n.op_type for n in model.graph.node}
+    assert ("QLinearAdd" in ops) == (fmt == "QOperator") and ("Add" in ops) == (fmt == "QDQ")
+    imported = load_onnx(path)
+    q = nn.quantize(imported, None)
+    assert any(isinstance(n.layer, nn.Add) for n in imported.nodes)
+    session = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    want = session.run(None, {"x": x})[0]
+    for spec in ("exact", "exact:signed=1"):  # either code domain: the same integers
+        np.testing.assert_array_equal(q.run(x, spec).astype(F32), want)
+    # the add's own arithmetic decides: TFLite's integer add gives other codes here
+    from approxmul_cffi import quant
+    tflite = nn.quantize(imported, None, quant.QuantConfig(requantization="gemmlowp"))
+    assert not np.array_equal(tflite.run(x, "exact").astype(F32), want)
+
+
+def test_a_qlinear_add_of_a_constant_is_refused(residual, tmp_path):
+    folder, x = residual
+    path = folder / "q_QOperator_QUInt8.onnx"
+    if not path.exists():
+        quantization.quantize_static(str(folder / "residual.onnx"), str(path), _Batches(x),
+                                     quant_format=quantization.QuantFormat.QOperator)
+    model = onnx.load(str(path))
+    add = next(n for n in model.graph.node if n.op_type == "QLinearAdd")
+    constant = next(i.name for i in model.graph.initializer if i.data_type == TensorProto.UINT8)
+    add.input[3] = constant  # the other operand becomes a constant tensor
+    onnx.save(model, str(tmp_path / "constant.onnx"))
+    with pytest.raises(nn.ModelError, match="QLinearAdd of a constant"):
+        load_onnx(tmp_path / "constant.onnx")
