@@ -6,7 +6,9 @@ arithmetic: a fixed-point mantissa and shift. ONNX Runtime's CPU kernels
 float32, multiply by the float32 factor ``s_in * s_w / s_out`` and round
 half to even; QuantizeLinear divides by the float32 scale and rounds the
 same way; QLinearAdd (what ONNX Runtime runs for a quantized residual add) is
-float32 arithmetic with fused multiply-adds (:func:`qlinear_add`).
+float32 arithmetic with fused multiply-adds (:func:`qlinear_add`), and its
+quantized pooling has rules of its own (:func:`qlinear_average_pool`,
+:func:`qlinear_global_average_pool`).
 ``QuantConfig(requantization="onnxruntime")`` selects this arithmetic, so a
 model quantized by ONNX Runtime gives its integer tensors bit for bit.
 docs/quantization.md compares the two.
@@ -23,7 +25,8 @@ import numpy as np
 
 from .errors import InvalidArgumentError
 
-__all__ = ["REQUANTIZATIONS", "float_scale", "qlinear_add", "quantize_float", "requantize_float"]
+__all__ = ["REQUANTIZATIONS", "float_scale", "qlinear_add", "qlinear_average_pool",
+           "qlinear_global_average_pool", "quantize_float", "requantize_float"]
 
 #: the requantization arithmetics QuantConfig accepts
 REQUANTIZATIONS = ("gemmlowp", "onnxruntime")
@@ -132,3 +135,47 @@ def qlinear_add(a, a_qparams, b, b_qparams, out_qparams):
     value = fma32(a, ra, fma32(b, rb, fixed))
     codes = np.rint(value.astype(np.float64))
     return np.clip(codes, out_qparams.qmin, out_qparams.qmax).astype(out_qparams.dtype)
+
+
+def qlinear_global_average_pool(centered_sum, count, in_qparams, out_qparams):
+    """ONNX Runtime's QLinearGlobalAveragePool from ``sum(q - z_x)`` over ``count`` pixels:
+    times the float32 ``s_x / (s_y * count)``, rounded half to even, plus ``z_y``, saturated.
+
+    >>> from approxmul_cffi.quant import QParams
+    >>> g = QParams(0.5, 0, signed=True)
+    >>> qlinear_global_average_pool(np.array([5, 7, -5]), 2, g, g).tolist()
+    [2, 4, -2]
+    """
+    f32 = np.float32
+    scale = f32(float(in_qparams.scale)) / (f32(float(out_qparams.scale)) * f32(count))
+    out = out_qparams
+    codes = requantize_float(centered_sum, 0, scale, int(out.zero_point), out.qmin, out.qmax)
+    return codes.astype(out.dtype)
+
+
+def qlinear_average_pool(windows, in_qparams, out_qparams):
+    """ONNX Runtime's QLinearAveragePool over (..., KH, KW) windows of codes.
+
+    Each code is dequantized to float32 (``s_x * (q - z_x)``), the taps are
+    summed one by one in float32 in row-major order, divided by KH*KW, then
+    ``rint(mean / s_y + z_y)`` (ties to even) is saturated. Padded taps must
+    hold ``z_x`` (they add 0, as the taps ONNX Runtime skips; the count
+    includes them, as nn.AvgPool2d's does).
+
+    >>> from approxmul_cffi.quant import QParams
+    >>> g = QParams(0.5, 0, signed=True)
+    >>> qlinear_average_pool(np.array([[[1, 2], [3, 4]]]), g, g).tolist()
+    [2]
+    """
+    f32 = np.float32
+    values = f32(float(in_qparams.scale)) * (np.asarray(windows, np.int64)
+                                             - int(in_qparams.zero_point)).astype(f32)
+    kh, kw = values.shape[-2:]
+    total = np.zeros(values.shape[:-2], f32)
+    for i in range(kh):
+        for j in range(kw):
+            total = total + values[..., i, j]
+    mean = total / f32(kh * kw)
+    out = out_qparams
+    codes = np.rint(mean / f32(float(out.scale)) + f32(int(out.zero_point)))
+    return np.clip(codes, out.qmin, out.qmax).astype(out.dtype)

@@ -59,15 +59,19 @@ def ort_outputs(model, names, x):
     return dict(zip(names, session.run(names, {"x": x})))
 
 
-def expose(model, tensors, grids):
-    """The model with integer tensors added as graph outputs (types from the imported grids)."""
+def expose(model, tensors):
+    """The model with integer tensors added as graph outputs (the types of their zero points)."""
     model = onnx.ModelProto.FromString(model.SerializeToString())
     known = {o.name for o in model.graph.output}
+    zp_index = {"QuantizeLinear": 2, "QLinearConv": 7, "QLinearMatMul": 7, "QGemm": 8,
+                "QLinearAdd": 7, "QLinearAveragePool": 4, "QLinearGlobalAveragePool": 4}
+    zero_points = {node.output[0]: node.input[zp_index[node.op_type]]
+                   for node in model.graph.node if node.op_type in zp_index}
+    types = {i.name: i.data_type for i in model.graph.initializer}
     for name in tensors:
         if name not in known:
-            signed = grids[tensors[name]].signed
             model.graph.output.append(helper.make_tensor_value_info(
-                name, TensorProto.INT8 if signed else TensorProto.UINT8, None))
+                name, types[zero_points[name]], None))
     return model
 
 
@@ -88,7 +92,7 @@ def test_integer_tensors_equal_onnxruntime(prepared, scheme):
         last = model.graph.node[-1]
         assert last.op_type == "DequantizeLinear"
         tensors = {last.input[0]: tensors[last.input[0]]}
-    expected = ort_outputs(expose(model, tensors, imported.quantization.qparams), list(tensors), X)
+    expected = ort_outputs(expose(model, tensors), list(tensors), X)
     for spec in ("exact", "exact:signed=1"):
         ours = q.run_codes(X, spec, return_all=True)
         for name, node in tensors.items():
@@ -167,19 +171,19 @@ def test_quantized_matmuls_equal_onnxruntime(tmp_path, fmt):
     np.testing.assert_array_equal(q.run(x, "exact").astype(np.float32), final)
 
 
-def test_requantizing_pooling_is_refused_not_approximated(tmp_path):
-    # ONNX Runtime fuses DQ -> GlobalAveragePool -> Q into its own integer kernel
+def _pool_model(tmp_path, pool):
+    """conv -> pool -> flatten -> fc, float ONNX, and a batch to calibrate and run it on."""
     from onnx_models import make_model
 
     rng = np.random.default_rng(2)
-    nodes = [helper.make_node("Conv", ["x", "w"], ["c"], name="conv", pads=[1, 1, 1, 1]),
-             helper.make_node("GlobalAveragePool", ["c"], ["g"], name="gap"),
+    nodes = [helper.make_node("Conv", ["x", "w"], ["c"], name="conv", pads=[1, 1, 1, 1]), pool,
              helper.make_node("Flatten", ["g"], ["f"], name="flat"),
              helper.make_node("Gemm", ["f", "fw"], ["y"], name="fc", transB=1)]
+    features = 8 if pool.op_type == "GlobalAveragePool" else 8 * 4 * 4
     init = {"w": rng.normal(size=(8, 3, 3, 3)).astype(np.float32),
-            "fw": rng.normal(size=(5, 8)).astype(np.float32)}
+            "fw": rng.normal(size=(5, features)).astype(np.float32)}
     onnx.save(make_model(nodes, [("x", ["N", 3, 8, 8])], [("y", ["N", 5])], init),
-              str(tmp_path / "gap.onnx"))
+              str(tmp_path / "pool.onnx"))
     x = rng.normal(size=(16, 3, 8, 8)).astype(np.float32)
 
     class Data(quantization.CalibrationDataReader):
@@ -189,9 +193,46 @@ def test_requantizing_pooling_is_refused_not_approximated(tmp_path):
         def get_next(self):
             return next(self.batches, None)
 
-    for fmt, message in (("QDQ", "changes the quantization grid"),
-                         ("QOperator", "QLinearGlobalAveragePool")):
-        quantization.quantize_static(str(tmp_path / "gap.onnx"), str(tmp_path / "q.onnx"),
-                                     Data(), quant_format=getattr(quantization.QuantFormat, fmt))
-        with pytest.raises(nn.ModelError, match=message):
-            load_onnx(tmp_path / "q.onnx")
+    return Data, x
+
+
+POOLS = {"global": lambda: helper.make_node("GlobalAveragePool", ["c"], ["g"], name="gap"),
+         "2x2": lambda: helper.make_node("AveragePool", ["c"], ["g"], name="pool",
+                                         kernel_shape=[2, 2], strides=[2, 2])}
+
+
+@pytest.mark.parametrize("pool", POOLS)
+@pytest.mark.parametrize("fmt", ["QOperator", "QDQ"])
+@pytest.mark.parametrize("act", ["QUInt8", "QInt8"])
+def test_quantized_average_pools_equal_onnxruntime(tmp_path, pool, fmt, act):
+    # QLinear(Global)AveragePool, or DQ -> pool -> Q that ONNX Runtime fuses into them: the
+    # mean requantized to its own grid in ONNX Runtime's arithmetic (and for QDQ int8 graphs,
+    # in the uint8 domain ONNX Runtime converts them to)
+    Data, x = _pool_model(tmp_path, POOLS[pool]())
+    quantization.quantize_static(str(tmp_path / "pool.onnx"), str(tmp_path / "q.onnx"), Data(),
+                                 quant_format=getattr(quantization.QuantFormat, fmt),
+                                 activation_type=getattr(quantization.QuantType, act))
+    model = onnx.load(str(tmp_path / "q.onnx"))
+    assert any(n.op_type.startswith("QLinear") and "Pool" in n.op_type
+               for n in model.graph.node) == (fmt == "QOperator")
+    imported = load_onnx(tmp_path / "q.onnx")
+    pools = [n.layer for n in imported.nodes if isinstance(n.layer, (nn.GlobalAvgPool,
+                                                                      nn.AvgPool2d))]
+    assert len(pools) == 1 and pools[0].requantize
+    q = nn.quantize(imported, None)
+    final = ort_outputs(model, [model.graph.output[0].name], x)[model.graph.output[0].name]
+    for spec in ("exact", "exact:signed=1"):
+        np.testing.assert_array_equal(q.run(x, spec).astype(np.float32), final)
+    with pytest.raises(nn.ModelError, match="requantization='onnxruntime'"):
+        nn.quantize(imported, None, quant.QuantConfig(requantization="gemmlowp"))
+
+
+def test_average_pools_nn_cannot_compute_are_refused_not_approximated(tmp_path):
+    # ceil mode: QLinearAveragePool windows nn.AvgPool2d does not have
+    pool = helper.make_node("AveragePool", ["c"], ["g"], name="pool", kernel_shape=[3, 3],
+                            strides=[2, 2], ceil_mode=1)
+    Data, _ = _pool_model(tmp_path, pool)
+    quantization.quantize_static(str(tmp_path / "pool.onnx"), str(tmp_path / "q.onnx"), Data(),
+                                 quant_format=quantization.QuantFormat.QOperator)
+    with pytest.raises(nn.ModelError, match="only windows nn.AvgPool2d computes"):
+        load_onnx(tmp_path / "q.onnx")

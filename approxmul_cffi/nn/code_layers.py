@@ -16,10 +16,10 @@ import numpy as np
 
 from .. import quant
 from ..errors import ModelError
-from ..requant_float import qlinear_add
+from ..requant_float import qlinear_add, qlinear_average_pool, qlinear_global_average_pool
 from .integer import QTensor
 from .layers import Layer, need_ndim, pair, register, window_output
-from .windows import pool, rounded_mean
+from .windows import pool, rounded_mean, windows
 
 __all__ = ["Add", "AvgPool2d", "Flatten", "GlobalAvgPool", "MaxPool2d", "ReLU", "ReLU6",
            "Softmax"]
@@ -94,9 +94,50 @@ def _mean_codes(x, total, count):
     return QTensor(np.asarray(out).astype(x.codes.dtype), x.qparams)
 
 
+class _Requantizing:
+    """Means that keep their input's grid when quantized, or with ``requantize=True``
+    are requantized to their own grid by ONNX Runtime's QLinear pooling arithmetic
+    (imported ONNX models; ``requantization="onnxruntime"`` only)."""
+
+    def lower(self, in_qparams, out_qparams, config):
+        if not self.requantize:
+            return super().lower(in_qparams, out_qparams, config)
+        if config.requantization != "onnxruntime":
+            raise ModelError("requantizes its mean (ONNX Runtime's QLinear pooling): only with "
+                             "QuantConfig(requantization='onnxruntime')")
+        return _RequantizedMean(self, in_qparams[0], out_qparams)
+
+    def _config(self, base):
+        return {**base, "requantize": True} if self.requantize else base
+
+
+class _RequantizedMean:
+    """The integer node of a requantizing mean: the layer's ``requantized_mean(codes,
+    in_qparams, out_qparams)`` in the grids' own code domains."""
+
+    takes_multiplier = False
+
+    def __init__(self, layer, in_qparams, out_qparams):
+        self.layer, self.in_qparams, self.out_qparams = layer, in_qparams, out_qparams
+
+    def forward(self, inputs, multiplier=None):
+        (x,) = inputs
+        codes = quant.convert_codes(x.codes, self.in_qparams.signed)
+        out = self.layer.requantized_mean(codes, self.in_qparams, self.out_qparams)
+        signed = x.qparams.signed
+        return QTensor(quant.convert_codes(out, signed), self.out_qparams.to_domain(signed))
+
+
 @register
-class AvgPool2d(_Pool):
+class AvgPool2d(_Requantizing, _Pool):
     """Average pooling; padded taps count as zeros (PyTorch's count_include_pad)."""
+
+    def __init__(self, kernel_size, stride=None, padding=0, requantize=False):
+        super().__init__(kernel_size, stride, padding)
+        self.requantize = bool(requantize)
+
+    def config(self):
+        return self._config(super().config())
 
     def forward(self, x):
         return self._pool(x, "avg", 0.0) / (self.kernel_size[0] * self.kernel_size[1])
@@ -105,10 +146,22 @@ class AvgPool2d(_Pool):
         total = self._pool(x.codes, "avg", int(x.qparams.zero_point))
         return _mean_codes(x, total, self.kernel_size[0] * self.kernel_size[1])
 
+    def requantized_mean(self, codes, in_qparams, out_qparams):
+        out_hw = self.output_shape(codes.shape[1:])[1:]
+        taps = windows(codes, self.kernel_size, self.stride, self.padding, (1, 1), out_hw,
+                       int(in_qparams.zero_point))
+        return qlinear_average_pool(taps, in_qparams, out_qparams)
+
 
 @register
-class GlobalAvgPool(Layer):
+class GlobalAvgPool(_Requantizing, Layer):
     """Mean over H and W: (C, H, W) -> (C,)."""
+
+    def __init__(self, requantize=False):
+        self.requantize = bool(requantize)
+
+    def config(self):
+        return self._config({})
 
     def output_shape(self, shape):
         need_ndim(self, shape, 3, "(C, H, W) input")
@@ -120,6 +173,11 @@ class GlobalAvgPool(Layer):
     def forward_codes(self, x):
         total = x.codes.sum(axis=(2, 3), dtype=np.int64)
         return _mean_codes(x, total, x.codes.shape[2] * x.codes.shape[3])
+
+    def requantized_mean(self, codes, in_qparams, out_qparams):
+        n = codes.shape[2] * codes.shape[3]
+        centered = codes.sum(axis=(2, 3), dtype=np.int64) - n * int(in_qparams.zero_point)
+        return qlinear_global_average_pool(centered, n, in_qparams, out_qparams)
 
 
 @register

@@ -6,7 +6,9 @@ DequantizeLinear of a constant is folded, but its codes and QParams are kept,
 so Conv/Gemm/MatMul reading it take those codes as given weights (and int32
 biases). QLinearConv, QLinearMatMul and QGemm (com.microsoft) become the
 same Conv2d/Linear/MatMul layers with given weights and grids, QLinearAdd
-(com.microsoft) the residual Add with its grids. The result
+the residual Add with its grids, QLinearAveragePool and
+QLinearGlobalAveragePool requantizing AvgPool2d/GlobalAvgPool layers (as do
+QDQ pools, which ONNX Runtime fuses into those kernels). The result
 is a :class:`GivenQuantization` that ``nn.quantize`` uses instead of
 calibrating, with ONNX Runtime's requantization arithmetic by default.
 """
@@ -47,10 +49,12 @@ class QuantizedOps:
     """Mixin of the Translator: the quantized operators and the grid bookkeeping."""
 
     quantized = False
+    qoperator = False  # QLinear*/QGemm nodes (QOperator format), not only QDQ pairs
 
     def _q_init(self):
         self.grids, self.given, self.dq_consts = {}, {}, {}
         self.quantized_tensors = {}  # ONNX integer tensor -> nn node holding its codes
+        self.pool_means = {}  # GlobalAveragePool's (C, 1, 1) reshape -> (its mean node, layer)
 
     def set_grid(self, nn_name, qp):
         self.quantized = True
@@ -135,6 +139,7 @@ class QuantizedOps:
 
     # ---- QOperator ----
     def q_input(self, node, index):
+        self.qoperator = True
         src = self.source[node.input[index]]
         qp = qparams_of(self.const(node, index + 1), self.const(node, index + 2))
         self.set_grid(src, qp)
@@ -198,12 +203,46 @@ class QuantizedOps:
         self.set_grid(name, qparams_of(self.const(node, 6), self.const(node, 7)))
         self.quantized_tensors[node.output[0]] = name
 
+    def op_QLinearAveragePool(self, node, a):
+        if a.get("channels_last", 0):
+            raise ModelError("channels_last=1 is not supported (NCHW only)")
+        src, _ = self.q_input(node, 0)
+        name, layer = self.pool(node, a, "avg")
+        if not isinstance(layer, nn.AvgPool2d):
+            raise ModelError("only windows nn.AvgPool2d computes are supported (no ceil mode, "
+                             "symmetric pads of at most half the kernel counted in the mean)")
+        layer.requantize = True
+        self.set_grid(name, qparams_of(self.const(node, 3), self.const(node, 4)))
+        self.quantized_tensors[node.output[0]] = name
+
+    def op_QLinearGlobalAveragePool(self, node, a):
+        if a.get("channels_last", 0):
+            raise ModelError("channels_last=1 is not supported (NCHW only)")
+        src, _ = self.q_input(node, 0)
+        shape = self.shapes[src]
+        if len(shape) != 3:
+            raise ModelError(f"needs (C, H, W) inputs, got {shape}")
+        mean = self.add(self.base(node) + "_mean", nn.GlobalAvgPool(requantize=True), [src])
+        self.set_grid(mean, qparams_of(self.const(node, 3), self.const(node, 4)))
+        layer = F.ShapeOp("Reshape", lambda x: x.reshape(*x.shape, 1, 1), 1, "to (C, 1, 1)")
+        self.quantized_tensors[node.output[0]] = self.add(self.base(node), layer, [mean],
+                                                          node.output[0])
+
     # ---- the grids of every node ----
     def given_quantization(self, model):
         """Complete the grids (shape-only nodes keep their input's) for ``nn.quantize``."""
         # layers whose integer form keeps the input's grid (CodeOp)
         keeps_grid = (F.ShapeOp, nn.MaxPool2d, nn.Flatten, nn.AvgPool2d, nn.GlobalAvgPool,
                       nn.ReLU)
+        # DQ -> GlobalAveragePool -> Q: ONNX Runtime runs QLinearGlobalAveragePool, which
+        # requantizes the mean to the Q's grid (even to an equal one: ties then go to even)
+        for reshape, (mean, pool) in self.pool_means.items():
+            if reshape in self.grids and mean not in self.grids:
+                self.grids[mean], pool.requantize = self.grids[reshape], True
+        # and DQ -> AveragePool -> Q runs as QLinearAveragePool
+        for node in model.nodes:
+            if isinstance(node.layer, nn.AvgPool2d) and node.name in self.grids:
+                node.layer.requantize = True
         grids = {nn.INPUT: self.grids.get(nn.INPUT)}
         if grids[nn.INPUT] is None:
             raise ModelError("the input is never quantized (no QuantizeLinear on it)")
@@ -212,7 +251,8 @@ class QuantizedOps:
             given = self.grids.get(node.name)
             fused = isinstance(node.layer, nn.ReLU) and \
                 getattr(layers.get(node.inputs[0]), "takes_multiplier", False)
-            if isinstance(node.layer, keeps_grid) and not fused:
+            requantizes = getattr(node.layer, "requantize", False)  # QLinearGlobalAveragePool
+            if isinstance(node.layer, keeps_grid) and not fused and not requantizes:
                 inherited = grids[node.inputs[0]]
                 if given is None or given.to_dict() == inherited.to_dict():
                     given = inherited
@@ -227,5 +267,10 @@ class QuantizedOps:
             grids[node.name] = given
         if grids[model.output] is None:
             grids[model.output] = grids[model.nodes[-1].inputs[0]]
+        if not self.qoperator:
+            # ONNX Runtime runs QDQ graphs' int8 activations as uint8 (zero points + 128) on
+            # x86-64; integer steps give the same codes in either domain, but the float
+            # rounding of QLinearAdd and QLinearAveragePool does not
+            grids = {k: None if g is None else g.to_domain(False) for k, g in grids.items()}
         config = quant.QuantConfig(requantization="onnxruntime")
         return GivenQuantization(grids, self.given, config, dict(self.quantized_tensors))

@@ -37,7 +37,7 @@ def attributes(node):
 
 
 #: ops of the com.microsoft domain that ONNX Runtime's quantizer emits and we map
-MICROSOFT_OPS = {"QGemm", "QLinearAdd"}
+MICROSOFT_OPS = {"QGemm", "QLinearAdd", "QLinearAveragePool", "QLinearGlobalAveragePool"}
 
 
 class Translator(QuantizedOps):
@@ -301,7 +301,7 @@ class Translator(QuantizedOps):
         else:
             layer = F.OnnxFloatOp(node.op_type, F.window_pool(kind, k, strides, pads, dil, ceil,
                                                               include))
-        self.add(self.base(node), layer, src, node.output[0])
+        return self.add(self.base(node), layer, src, node.output[0]), layer
 
     def op_MaxPool(self, node, a):
         if len(node.output) > 1 and node.output[1]:
@@ -315,9 +315,10 @@ class Translator(QuantizedOps):
         shape = self.shape_of(node.input[0])
         if len(shape) != 3:
             raise ModelError(f"needs (C, H, W) inputs, got {shape}")
-        mean = self.add(self.base(node) + "_mean", nn.GlobalAvgPool(), [self.source[node.input[0]]])
+        pool = nn.GlobalAvgPool()
+        mean = self.add(self.base(node) + "_mean", pool, [self.source[node.input[0]]])
         layer = F.ShapeOp("Reshape", lambda x: x.reshape(*x.shape, 1, 1), 1, "to (C, 1, 1)")
-        self.add(self.base(node), layer, [mean], node.output[0])
+        self.pool_means[self.add(self.base(node), layer, [mean], node.output[0])] = (mean, pool)
 
     def op_GlobalMaxPool(self, node, a):
         self.float_op(node, lambda x: x.max(axis=tuple(range(2, x.ndim)), keepdims=True))
