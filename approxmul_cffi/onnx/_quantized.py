@@ -203,30 +203,32 @@ class QuantizedOps:
         self.set_grid(name, qparams_of(self.const(node, 6), self.const(node, 7)))
         self.quantized_tensors[node.output[0]] = name
 
-    def op_QLinearAveragePool(self, node, a):
+    def q_pool(self, node, a, build):
+        """QLinear(Global)AveragePool: ``build()`` makes the float pool, whose mean node and
+        layer then requantize to the op's output grid (nn's ``requantize=True``)."""
         if a.get("channels_last", 0):
             raise ModelError("channels_last=1 is not supported (NCHW only)")
-        src, _ = self.q_input(node, 0)
-        name, layer = self.pool(node, a, "avg")
-        if not isinstance(layer, nn.AvgPool2d):
-            raise ModelError("only windows nn.AvgPool2d computes are supported (no ceil mode, "
-                             "symmetric pads of at most half the kernel counted in the mean)")
+        self.q_input(node, 0)
+        mean, layer = build()
         layer.requantize = True
-        self.set_grid(name, qparams_of(self.const(node, 3), self.const(node, 4)))
-        self.quantized_tensors[node.output[0]] = name
+        self.set_grid(mean, qparams_of(self.const(node, 3), self.const(node, 4)))
+        self.quantized_tensors[node.output[0]] = self.source[node.output[0]]
+
+    def op_QLinearAveragePool(self, node, a):
+        def build():
+            name, layer = self.pool(node, a, "avg")
+            if not isinstance(layer, nn.AvgPool2d):
+                raise ModelError("only windows nn.AvgPool2d computes are supported (no ceil "
+                                 "mode, symmetric pads of at most half the kernel counted in "
+                                 "the mean)")
+            return name, layer
+        self.q_pool(node, a, build)
 
     def op_QLinearGlobalAveragePool(self, node, a):
-        if a.get("channels_last", 0):
-            raise ModelError("channels_last=1 is not supported (NCHW only)")
-        src, _ = self.q_input(node, 0)
-        shape = self.shapes[src]
-        if len(shape) != 3:
-            raise ModelError(f"needs (C, H, W) inputs, got {shape}")
-        mean = self.add(self.base(node) + "_mean", nn.GlobalAvgPool(requantize=True), [src])
-        self.set_grid(mean, qparams_of(self.const(node, 3), self.const(node, 4)))
-        layer = F.ShapeOp("Reshape", lambda x: x.reshape(*x.shape, 1, 1), 1, "to (C, 1, 1)")
-        self.quantized_tensors[node.output[0]] = self.add(self.base(node), layer, [mean],
-                                                          node.output[0])
+        def build():
+            self.op_GlobalAveragePool(node, a)
+            return self.pool_means[self.source[node.output[0]]]
+        self.q_pool(node, a, build)
 
     # ---- the grids of every node ----
     def given_quantization(self, model):
