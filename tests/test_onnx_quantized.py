@@ -64,7 +64,8 @@ def expose(model, tensors):
     model = onnx.ModelProto.FromString(model.SerializeToString())
     known = {o.name for o in model.graph.output}
     zp_index = {"QuantizeLinear": 2, "QLinearConv": 7, "QLinearMatMul": 7, "QGemm": 8,
-                "QLinearAdd": 7, "QLinearAveragePool": 4, "QLinearGlobalAveragePool": 4}
+                "QLinearAdd": 7, "QLinearAveragePool": 4, "QLinearGlobalAveragePool": 4,
+                "QLinearConcat": 1}
     zero_points = {node.output[0]: node.input[zp_index[node.op_type]]
                    for node in model.graph.node if node.op_type in zp_index}
     types = {i.name: i.data_type for i in model.graph.initializer}
@@ -236,3 +237,47 @@ def test_average_pools_nn_cannot_compute_are_refused_not_approximated(tmp_path):
                                  quant_format=quantization.QuantFormat.QOperator)
     with pytest.raises(nn.ModelError, match="only windows nn.AvgPool2d computes"):
         load_onnx(tmp_path / "q.onnx")
+
+
+@pytest.mark.parametrize("fmt", ["QOperator", "QDQ"])
+@pytest.mark.parametrize("act", ["QUInt8", "QInt8"])
+def test_quantized_concat_equals_onnxruntime(tmp_path, fmt, act):
+    # two branches of different ranges: QLinearConcat requantizes one input (a lookup table of
+    # dequantize -> QuantizeLinear in ONNX Runtime) and copies the other
+    from onnx_models import make_model
+
+    rng = np.random.default_rng(3)
+    nodes = [helper.make_node("Conv", ["x", "w1"], ["c1"], name="conv1", pads=[1] * 4),
+             helper.make_node("Conv", ["x", "w2"], ["c2"], name="conv2", pads=[1] * 4),
+             helper.make_node("Concat", ["c1", "c2"], ["cat"], name="cat", axis=1),
+             helper.make_node("Conv", ["cat", "w3"], ["y"], name="conv3")]
+    init = {"w1": rng.normal(size=(4, 3, 3, 3)).astype(np.float32),
+            "w2": rng.normal(size=(5, 3, 3, 3)).astype(np.float32) * 3,
+            "w3": rng.normal(size=(2, 9, 1, 1)).astype(np.float32)}
+    onnx.save(make_model(nodes, [("x", ["N", 3, 8, 8])], [("y", ["N", 2, 8, 8])], init),
+              str(tmp_path / "cat.onnx"))
+    x = rng.normal(size=(32, 3, 8, 8)).astype(np.float32)
+
+    class Data(quantization.CalibrationDataReader):
+        def __init__(self):
+            self.batches = iter([{"x": x}])
+
+        def get_next(self):
+            return next(self.batches, None)
+
+    quantization.quantize_static(str(tmp_path / "cat.onnx"), str(tmp_path / "q.onnx"), Data(),
+                                 quant_format=getattr(quantization.QuantFormat, fmt),
+                                 activation_type=getattr(quantization.QuantType, act))
+    model = onnx.load(str(tmp_path / "q.onnx"))
+    imported = load_onnx(tmp_path / "q.onnx")
+    q = nn.quantize(imported, None)
+    final = ort_outputs(model, [model.graph.output[0].name], x)[model.graph.output[0].name]
+    np.testing.assert_array_equal(q.run(x, "exact").astype(np.float32), final)
+    if fmt == "QOperator":  # the concatenated codes themselves (exposing them keeps the kernels)
+        concat = next(n for n in model.graph.node if n.op_type == "QLinearConcat")
+        values = {i.name: onnx.numpy_helper.to_array(i) for i in model.graph.initializer}
+        assert values[concat.input[3]] != values[concat.input[0]]  # one input is requantized
+        tensors = {concat.output[0]: imported.quantization.tensors[concat.output[0]]}
+        want = ort_outputs(expose(model, tensors), list(tensors), x)[concat.output[0]]
+        got = q.run_codes(x, "exact", return_all=True)[tensors[concat.output[0]]]
+        assert np.array_equal(got.to_domain(want.dtype == np.int8).codes, want)

@@ -8,7 +8,8 @@ biases). QLinearConv, QLinearMatMul and QGemm (com.microsoft) become the
 same Conv2d/Linear/MatMul layers with given weights and grids, QLinearAdd
 the residual Add with its grids, QLinearAveragePool and
 QLinearGlobalAveragePool requantizing AvgPool2d/GlobalAvgPool layers (as do
-QDQ pools, which ONNX Runtime fuses into those kernels). The result
+QDQ pools, which ONNX Runtime fuses into those kernels), QLinearConcat the
+float Concat between grids. The result
 is a :class:`GivenQuantization` that ``nn.quantize`` uses instead of
 calibrating, with ONNX Runtime's requantization arithmetic by default.
 """
@@ -16,6 +17,7 @@ calibrating, with ONNX Runtime's requantization arithmetic by default.
 from __future__ import annotations
 
 import dataclasses
+import types
 
 import numpy as np
 
@@ -229,6 +231,20 @@ class QuantizedOps:
             self.op_GlobalAveragePool(node, a)
             return self.pool_means[self.source[node.output[0]]]
         self.q_pool(node, a, build)
+
+    def op_QLinearConcat(self, node, a):
+        # ONNX Runtime requantizes each input through a table of dequantize -> QuantizeLinear,
+        # which is what a float node between grids computes (docs/quantization.md)
+        tensors = node.input[2::3]
+        if any(self.is_const(t) for t in tensors):
+            raise ModelError("QLinearConcat of a constant is not supported (activations only)")
+        for index in range(2, len(node.input), 3):
+            self.q_input(node, index)
+        self.op_Concat(types.SimpleNamespace(op_type="Concat", name=node.name, input=tensors,
+                                             output=node.output), a)
+        name = self.source[node.output[0]]
+        self.set_grid(name, qparams_of(self.const(node, 0), self.const(node, 1)))
+        self.quantized_tensors[node.output[0]] = name
 
     # ---- the grids of every node ----
     def given_quantization(self, model):

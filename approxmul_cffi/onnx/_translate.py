@@ -37,7 +37,8 @@ def attributes(node):
 
 
 #: ops of the com.microsoft domain that ONNX Runtime's quantizer emits and we map
-MICROSOFT_OPS = {"QGemm", "QLinearAdd", "QLinearAveragePool", "QLinearGlobalAveragePool"}
+MICROSOFT_OPS = {"QGemm", "QLinearAdd", "QLinearAveragePool", "QLinearConcat",
+                 "QLinearGlobalAveragePool"}
 
 
 class Translator(QuantizedOps):
