@@ -7,8 +7,9 @@ float32, multiply by the float32 factor ``s_in * s_w / s_out`` and round
 half to even; QuantizeLinear divides by the float32 scale and rounds the
 same way; QLinearAdd (what ONNX Runtime runs for a quantized residual add) is
 float32 arithmetic with fused multiply-adds (:func:`qlinear_add`), and its
-quantized pooling has rules of its own (:func:`qlinear_average_pool`,
-:func:`qlinear_global_average_pool`).
+quantized pooling and softmax have rules of their own
+(:func:`qlinear_average_pool`, :func:`qlinear_global_average_pool`,
+:func:`qlinear_softmax`).
 ``QuantConfig(requantization="onnxruntime")`` selects this arithmetic, so a
 model quantized by ONNX Runtime gives its integer tensors bit for bit.
 docs/quantization.md compares the two.
@@ -21,12 +22,15 @@ docs/quantization.md compares the two.
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from .errors import InvalidArgumentError
 
 __all__ = ["REQUANTIZATIONS", "float_scale", "qlinear_add", "qlinear_average_pool",
-           "qlinear_global_average_pool", "quantize_float", "requantize_float"]
+           "qlinear_global_average_pool", "qlinear_softmax", "quantize_float",
+           "requantize_float"]
 
 #: the requantization arithmetics QuantConfig accepts
 REQUANTIZATIONS = ("gemmlowp", "onnxruntime")
@@ -114,7 +118,7 @@ def qlinear_add(a, a_qparams, b, b_qparams, out_qparams):
     and ``r_b = s_b / s_c`` in float32 and ``c = z_c - fma(r_a, z_a, r_b z_b)``,
     the output code is ``rint(fma(a, r_a, fma(b, r_b, c)))`` (ties to even),
     saturated. This matches ONNX Runtime 1.32's CPU kernel on every pair of
-    8-bit codes (tests/test_onnx_qlinear_add.py); other builds of it (ARM's
+    8-bit codes (tests/test_onnx_qlinear_ops.py); other builds of it (ARM's
     fixed-point kernel) may round differently.
 
     >>> from approxmul_cffi.quant import QParams
@@ -179,3 +183,33 @@ def qlinear_average_pool(windows, in_qparams, out_qparams):
     out = out_qparams
     codes = np.rint(mean / f32(float(out.scale)) + f32(int(out.zero_point)))
     return np.clip(codes, out.qmin, out.qmax).astype(out.dtype)
+
+
+def qlinear_softmax(codes, in_qparams, out_qparams):
+    """ONNX Runtime's QLinearSoftmax over the last axis (of D values).
+
+    A 256-entry float32 table ``exp((i - 255 + shift) * s_x)`` (computed in
+    double, ``shift`` keeping D entries' sum inside float32) is read at
+    ``255 - max + q`` for each code, the entries are summed one by one in
+    float32, and the output code is ``rint(entry * floor(1 / s_y) / sum) +
+    z_y``, saturated. The input zero point cancels; the result is the same in
+    both code domains.
+
+    >>> from approxmul_cffi.quant import QParams
+    >>> qlinear_softmax(np.array([[10, 10], [0, 255]], np.uint8), QParams(0.1, 0, signed=False),
+    ...                 QParams(1 / 256, 0, signed=False)).tolist()
+    [[128, 128], [0, 255]]
+    """
+    f32 = np.float32
+    codes = np.asarray(codes).astype(np.int64)
+    count = codes.shape[-1]
+    x_scale = float(f32(float(in_qparams.scale)))
+    shift = max(0.0, math.log(float(f32(np.finfo(f32).max) / f32(count))) - 5.0) / x_scale
+    table = np.exp((np.arange(256) - 255 + shift) * x_scale).astype(f32)
+    entries = table[255 - codes.max(axis=-1, keepdims=True) + codes]
+    total = np.zeros(codes.shape[:-1], f32)
+    for j in range(count):  # in order, in float32
+        total = total + entries[..., j]
+    factor = f32(np.floor(f32(1.0) / f32(float(out_qparams.scale))))
+    out = np.rint(entries * factor / total[..., None]).astype(np.int64) + int(out_qparams.zero_point)
+    return np.clip(out, out_qparams.qmin, out_qparams.qmax).astype(out_qparams.dtype)

@@ -6,7 +6,7 @@ import pytest
 onnx = pytest.importorskip("onnx")
 ort = pytest.importorskip("onnxruntime")
 quantization = pytest.importorskip("onnxruntime.quantization")
-from onnx import TensorProto, helper  # noqa: E402
+from onnx import helper  # noqa: E402
 
 from approxmul_cffi import nn, quant  # noqa: E402
 from approxmul_cffi.datasets import load_digits  # noqa: E402

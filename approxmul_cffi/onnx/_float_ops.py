@@ -15,6 +15,7 @@ import numpy as np
 
 from ..errors import ModelError
 from ..quant import quantize_values
+from ..requant_float import qlinear_softmax
 from ..nn.integer import CodeOp, QTensor
 from ..nn.layers import Layer
 from ..nn.windows import pool
@@ -62,6 +63,36 @@ class _FloatNode:
         # float32, as ONNX Runtime's DequantizeLinear -> op -> QuantizeLinear
         y = self.layer.forward(*(x.dequantize().astype(np.float32) for x in inputs))
         return QTensor(quantize_values(y, out_qp, self.config), out_qp)
+
+
+class SoftmaxOp(OnnxFloatOp):
+    """ONNX Softmax; with ``requantization="onnxruntime"`` its quantized form is ONNX
+    Runtime's QLinearSoftmax (which it fuses DQ -> Softmax -> Q into), over the last axis."""
+
+    def __init__(self, fn, last_axis):
+        super().__init__("Softmax", fn)
+        self.last_axis = last_axis
+
+    def lower(self, in_qparams, out_qparams, config):
+        if config.requantization != "onnxruntime":
+            return super().lower(in_qparams, out_qparams, config)
+        if not self.last_axis:
+            raise ModelError("is over another axis than the last: ONNX Runtime's QLinearSoftmax "
+                             "arithmetic is mirrored over the last axis only")
+        return _SoftmaxNode(in_qparams[0], out_qparams)
+
+
+class _SoftmaxNode:
+    takes_multiplier = False
+
+    def __init__(self, in_qparams, out_qparams):
+        self.in_qparams, self.out_qparams = in_qparams, out_qparams
+
+    def forward(self, inputs, multiplier=None):
+        signed = inputs[0].qparams.signed  # either domain: the same codes (qlinear_softmax)
+        x_qp = self.in_qparams.to_domain(signed)
+        out_qp = self.out_qparams.to_domain(signed)
+        return QTensor(qlinear_softmax(inputs[0].codes, x_qp, out_qp), out_qp)
 
 
 class ShapeOp(OnnxFloatOp):

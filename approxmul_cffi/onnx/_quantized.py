@@ -246,6 +246,12 @@ class QuantizedOps:
         self.set_grid(name, qparams_of(self.const(node, 0), self.const(node, 1)))
         self.quantized_tensors[node.output[0]] = name
 
+    def op_QLinearSoftmax(self, node, a):
+        self.q_input(node, 0)
+        name = self.op_Softmax(node, a, opset=a.get("opset", 13))
+        self.set_grid(name, qparams_of(self.const(node, 3), self.const(node, 4)))
+        self.quantized_tensors[node.output[0]] = name
+
     # ---- the grids of every node ----
     def given_quantization(self, model):
         """Complete the grids (shape-only nodes keep their input's) for ``nn.quantize``."""

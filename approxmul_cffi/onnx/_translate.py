@@ -38,7 +38,7 @@ def attributes(node):
 
 #: ops of the com.microsoft domain that ONNX Runtime's quantizer emits and we map
 MICROSOFT_OPS = {"QGemm", "QLinearAdd", "QLinearAveragePool", "QLinearConcat",
-                 "QLinearGlobalAveragePool"}
+                 "QLinearGlobalAveragePool", "QLinearSoftmax"}
 
 
 class Translator(QuantizedOps):
@@ -339,19 +339,15 @@ class Translator(QuantizedOps):
         self.float_op(node, lambda x: x * scale.reshape(view) + shift.reshape(view),
                       first_only=True)
 
-    def op_Softmax(self, node, a):
+    def op_Softmax(self, node, a, opset=None):
         rank = len(self.shape_of(node.input[0])) + 1
-        if self.opset < 13:
-            axis = a.get("axis", 1) % rank
-            if axis == 0:
-                raise ModelError("axis 0 is the batch")
-            fn = lambda x: F.softmax(x, None, axis)  # noqa: E731
-        else:
-            axis = a.get("axis", -1) % rank
-            if axis == 0:
-                raise ModelError("axis 0 is the batch")
-            fn = lambda x: F.softmax(x, axis)  # noqa: E731
-        self.float_op(node, fn)
+        old = (opset or self.opset) < 13  # softmax over the flattened trailing axes
+        axis = a.get("axis", 1 if old else -1) % rank
+        if axis == 0:
+            raise ModelError("axis 0 is the batch")
+        fn = (lambda x: F.softmax(x, None, axis)) if old else (lambda x: F.softmax(x, axis))
+        layer = F.SoftmaxOp(fn, axis == rank - 1)
+        return self.add(self.base(node), layer, [self.source[node.input[0]]], node.output[0])
 
     def op_LRN(self, node, a):
         size, alpha = int(a["size"]), float(a.get("alpha", 1e-4))

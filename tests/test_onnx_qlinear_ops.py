@@ -1,4 +1,4 @@
-"""Quantized residual adds: ONNX Runtime's QLinearAdd arithmetic, bit for bit, and in models."""
+"""ONNX Runtime's QLinearAdd and QLinearSoftmax arithmetic, bit for bit, alone and in models."""
 
 from fractions import Fraction
 
@@ -12,23 +12,27 @@ from onnx import TensorProto, helper, numpy_helper  # noqa: E402
 
 from approxmul_cffi import nn  # noqa: E402
 from approxmul_cffi.onnx import load_onnx  # noqa: E402
-from approxmul_cffi.quant import QParams  # noqa: E402
-from approxmul_cffi.requant_float import fma32, qlinear_add  # noqa: E402
+from approxmul_cffi.quant import QParams, convert_codes  # noqa: E402
+from approxmul_cffi.requant_float import fma32, qlinear_add, qlinear_softmax  # noqa: E402
 from onnx_models import make_model  # noqa: E402
 
 F32 = np.float32
 
 
-def _qlinear_add_session(grids, dtype):
-    """ONNX Runtime running one com.microsoft QLinearAdd on two 1-d code tensors."""
+def _session(op, inputs, grids, dtype, shape, **attributes):
+    """ONNX Runtime running one com.microsoft QLinear op; ``grids`` are (scale, zero point)
+    pairs, each following the code tensor it describes in ``inputs``, or at the end."""
     code = TensorProto.UINT8 if dtype == np.uint8 else TensorProto.INT8
-    names = ["a_s", "a_z", "b_s", "b_z", "c_s", "c_z"]
+    names, args = [], []
+    for i, (scale, zp) in enumerate(grids):
+        tensor = inputs[i] if i < len(inputs) else None
+        names += [f"s{i}", f"z{i}"]
+        args += ([tensor] if tensor else []) + [f"s{i}", f"z{i}"]
     values = [v for scale, zp in grids for v in (F32(scale), dtype(zp))]
-    node = helper.make_node("QLinearAdd", ["a", "a_s", "a_z", "b", "b_s", "b_z", "c_s", "c_z"],
-                            ["c"], domain="com.microsoft")
+    node = helper.make_node(op, args, ["y"], domain="com.microsoft", **attributes)
     graph = helper.make_graph(
-        [node], "add", [helper.make_tensor_value_info(n, code, [None]) for n in "ab"],
-        [helper.make_tensor_value_info("c", code, [None])],
+        [node], op, [helper.make_tensor_value_info(n, code, shape) for n in inputs],
+        [helper.make_tensor_value_info("y", code, shape)],
         [numpy_helper.from_array(np.array(v), n) for n, v in zip(names, values)])
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17),
                                                     helper.make_opsetid("com.microsoft", 1)])
@@ -45,11 +49,34 @@ def test_qlinear_add_equals_onnxruntime_on_every_pair_of_codes(dtype):
         scales = np.exp(rng.uniform(np.log(1e-4), 0.0, 3)).astype(F32)
         zps = rng.integers(info.min, info.max + 1, 3)
         grids = list(zip(scales.tolist(), zps.tolist()))
-        want = _qlinear_add_session(grids, dtype).run(None, {"a": a, "b": b})[0]
+        want = _session("QLinearAdd", "ab", grids, dtype, [None]).run(None, {"a": a, "b": b})[0]
         qps = [QParams(s, z, signed=dtype == np.int8) for s, z in grids]
         got = qlinear_add(a, qps[0], b, qps[1], qps[2])
         assert got.dtype == want.dtype
         assert np.array_equal(got, want), (grids, int((got != want).sum()))
+
+
+@pytest.mark.parametrize("dtype", [np.uint8, np.int8], ids=["uint8", "int8"])
+def test_qlinear_softmax_equals_onnxruntime(dtype):
+    info = np.iinfo(dtype)
+    rng = np.random.default_rng(12)
+    for trial in range(16):
+        features = int(rng.integers(2, 40))
+        x = rng.integers(info.min, info.max + 1, (64, features)).astype(dtype)
+        x_grid = (float(np.exp(rng.uniform(-5, 0))), int(rng.integers(info.min, info.max + 1)))
+        # ONNX Runtime's output grid for probabilities (1/256, saturating at 1.0), or any other
+        y_grid = (1 / 256, info.min) if trial % 2 else (float(rng.uniform(0.002, 0.01)), info.min)
+        session = _session("QLinearSoftmax", "x", [x_grid, y_grid], dtype, [None, features],
+                           axis=-1, opset=13)
+        want = session.run(None, {"x": x})[0]
+        qps = [QParams(s, z, signed=dtype == np.int8) for s, z in (x_grid, y_grid)]
+        got = qlinear_softmax(x, *qps)
+        assert got.dtype == want.dtype
+        assert np.array_equal(got, want), (trial, int((got != want).sum()))
+        # the other code domain gives the same codes, shifted
+        other = [q.to_domain(dtype == np.uint8) for q in qps]
+        shifted = qlinear_softmax(convert_codes(x, other[0].signed), *other)
+        assert np.array_equal(shifted.view(np.uint8) ^ 0x80, got.view(np.uint8))
 
 
 def _rounded_to_float32(exact):
@@ -145,3 +172,29 @@ def test_a_qlinear_add_of_a_constant_is_refused(residual, tmp_path):
     onnx.save(model, str(tmp_path / "constant.onnx"))
     with pytest.raises(nn.ModelError, match="QLinearAdd of a constant"):
         load_onnx(tmp_path / "constant.onnx")
+
+
+@pytest.mark.parametrize("fmt,act", [("QOperator", "QUInt8"), ("QOperator", "QInt8"),
+                                     ("QDQ", "QUInt8"), ("QDQ", "QInt8")])
+def test_quantized_classifier_softmax_equals_onnxruntime(tmp_path, fmt, act):
+    # Gemm -> Softmax: QLinearSoftmax, or DQ -> Softmax -> Q that ONNX Runtime fuses into it
+    rng = np.random.default_rng(5)
+    nodes = [helper.make_node("Gemm", ["x", "w"], ["h"], name="fc", transB=1),
+             helper.make_node("Softmax", ["h"], ["y"], name="softmax", axis=-1)]
+    onnx.save(make_model(nodes, [("x", ["N", 16])], [("y", ["N", 10])],
+                         {"w": rng.normal(size=(10, 16)).astype(F32)}), str(tmp_path / "fc.onnx"))
+    x = rng.normal(size=(64, 16)).astype(F32)
+    quantization.quantize_static(str(tmp_path / "fc.onnx"), str(tmp_path / "q.onnx"), _Batches(x),
+                                 quant_format=getattr(quantization.QuantFormat, fmt),
+                                 activation_type=getattr(quantization.QuantType, act))
+    model = onnx.load(str(tmp_path / "q.onnx"))
+    assert ("QLinearSoftmax" in {n.op_type for n in model.graph.node}) == (fmt == "QOperator")
+    q = nn.quantize(load_onnx(tmp_path / "q.onnx"), None)
+    session = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    want = session.run(None, {"x": x})[0]
+    np.testing.assert_array_equal(q.run(x, "exact").astype(F32), want)
+    # the gemmlowp mode (fixed-point requantization, a float softmax node) gives other codes
+    from approxmul_cffi import quant
+    float_node = nn.quantize(load_onnx(tmp_path / "q.onnx"), None,
+                             quant.QuantConfig(requantization="gemmlowp"))
+    assert not np.array_equal(float_node.run(x, "exact").astype(F32), want)
