@@ -13,7 +13,7 @@ from onnx import TensorProto, helper, numpy_helper  # noqa: E402
 from approxmul_cffi import nn  # noqa: E402
 from approxmul_cffi.onnx import load_onnx  # noqa: E402
 from approxmul_cffi.quant import QParams, convert_codes  # noqa: E402
-from approxmul_cffi.requant_float import fma32, qlinear_add, qlinear_softmax  # noqa: E402
+from approxmul_cffi.requant_float import fma32, qlinear_add, qlinear_mul, qlinear_softmax  # noqa: E402,E501
 from onnx_models import make_model  # noqa: E402
 
 F32 = np.float32
@@ -53,6 +53,21 @@ def test_qlinear_add_equals_onnxruntime_on_every_pair_of_codes(dtype):
         qps = [QParams(s, z, signed=dtype == np.int8) for s, z in grids]
         got = qlinear_add(a, qps[0], b, qps[1], qps[2])
         assert got.dtype == want.dtype
+        assert np.array_equal(got, want), (grids, int((got != want).sum()))
+
+
+@pytest.mark.parametrize("dtype", [np.uint8, np.int8], ids=["uint8", "int8"])
+def test_qlinear_mul_equals_onnxruntime_on_every_pair_of_codes(dtype):
+    info = np.iinfo(dtype)
+    a, b = (v.ravel().astype(dtype) for v in np.meshgrid(np.arange(info.min, info.max + 1),
+                                                         np.arange(info.min, info.max + 1)))
+    rng = np.random.default_rng(13)
+    for trial in range(20):
+        scales = np.exp(rng.uniform(np.log(1e-3), 0.0, 3)).astype(F32)
+        grids = list(zip(scales.tolist(), rng.integers(info.min, info.max + 1, 3).tolist()))
+        want = _session("QLinearMul", "ab", grids, dtype, [None]).run(None, {"a": a, "b": b})[0]
+        qps = [QParams(s, z, signed=dtype == np.int8) for s, z in grids]
+        got = qlinear_mul(a, qps[0], b, qps[1], qps[2])
         assert np.array_equal(got, want), (grids, int((got != want).sum()))
 
 
@@ -198,3 +213,41 @@ def test_quantized_classifier_softmax_equals_onnxruntime(tmp_path, fmt, act):
     float_node = nn.quantize(load_onnx(tmp_path / "q.onnx"), None,
                              quant.QuantConfig(requantization="gemmlowp"))
     assert not np.array_equal(float_node.run(x, "exact").astype(F32), want)
+
+
+ELEMENTWISE = {  # between two convolutions: (nodes, extra initializers)
+    "swish": ([helper.make_node("Sigmoid", ["c"], ["s"], name="sigmoid"),
+               helper.make_node("Mul", ["c", "s"], ["m"], name="mul")], {}),
+    "scaled": ([helper.make_node("Mul", ["c", "k"], ["m"], name="mul")], {"k": F32(0.7)}),
+    "leaky": ([helper.make_node("LeakyRelu", ["c"], ["m"], name="leaky", alpha=0.1)], {}),
+}
+
+
+@pytest.mark.parametrize("case", ELEMENTWISE)
+@pytest.mark.parametrize("fmt,act", [("QOperator", "QUInt8"), ("QOperator", "QInt8"),
+                                     ("QDQ", "QUInt8"), ("QDQ", "QInt8")])
+def test_quantized_elementwise_ops_equal_onnxruntime(tmp_path, case, fmt, act):
+    # QLinearSigmoid/QLinearLeakyRelu (lookup tables of dequantize -> f -> QuantizeLinear: the
+    # float node between grids), QLinearMul (its own float32 arithmetic, qlinear_mul)
+    rng = np.random.default_rng(6)
+    middle, extra = ELEMENTWISE[case]
+    nodes = [helper.make_node("Conv", ["x", "w1"], ["c"], name="conv1", pads=[1] * 4), *middle,
+             helper.make_node("Conv", ["m", "w2"], ["y"], name="conv2")]
+    init = {"w1": rng.normal(size=(4, 3, 3, 3)).astype(F32),
+            "w2": rng.normal(size=(2, 4, 1, 1)).astype(F32), **extra}
+    onnx.save(make_model(nodes, [("x", ["N", 3, 8, 8])], [("y", ["N", 2, 8, 8])], init),
+              str(tmp_path / "m.onnx"))
+    x = rng.normal(size=(32, 3, 8, 8)).astype(F32)
+    quantization.quantize_static(str(tmp_path / "m.onnx"), str(tmp_path / "q.onnx"), _Batches(x),
+                                 quant_format=getattr(quantization.QuantFormat, fmt),
+                                 activation_type=getattr(quantization.QuantType, act))
+    model = onnx.load(str(tmp_path / "q.onnx"))
+    assert any(n.op_type.startswith("QLinear") for n in model.graph.node if n.op_type not in
+               ("QLinearConv",)) == (fmt == "QOperator")
+    imported = load_onnx(tmp_path / "q.onnx")
+    if case == "scaled":  # the constant's codes and grid reach the quantized Mul
+        (mul,) = [n.layer for n in imported.nodes if type(n.layer).__name__ == "MulOp"]
+        assert mul.constant is not None
+    session = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    want = session.run(None, {"x": x})[0]
+    np.testing.assert_array_equal(nn.quantize(imported, None).run(x, "exact").astype(F32), want)

@@ -14,8 +14,8 @@ from __future__ import annotations
 import numpy as np
 
 from ..errors import ModelError
-from ..quant import quantize_values
-from ..requant_float import qlinear_softmax
+from ..quant import convert_codes, quantize_values
+from ..requant_float import qlinear_mul, qlinear_softmax
 from ..nn.integer import CodeOp, QTensor
 from ..nn.layers import Layer
 from ..nn.windows import pool
@@ -93,6 +93,38 @@ class _SoftmaxNode:
         x_qp = self.in_qparams.to_domain(signed)
         out_qp = self.out_qparams.to_domain(signed)
         return QTensor(qlinear_softmax(inputs[0].codes, x_qp, out_qp), out_qp)
+
+
+class MulOp(OnnxFloatOp):
+    """ONNX Mul of an activation by an activation or a quantized constant (``constant``:
+    its codes and QParams); with ``requantization="onnxruntime"`` its quantized form is
+    ONNX Runtime's QLinearMul (which it fuses DQ -> Mul -> Q into)."""
+
+    def __init__(self, fn, arity, constant=None):
+        super().__init__("Mul", fn, arity)
+        self.constant = constant
+
+    def lower(self, in_qparams, out_qparams, config):
+        if config.requantization != "onnxruntime" or (self.arity == 1 and self.constant is None):
+            return super().lower(in_qparams, out_qparams, config)
+        return _MulNode(in_qparams, out_qparams, self.constant)
+
+
+class _MulNode:
+    takes_multiplier = False
+
+    def __init__(self, in_qparams, out_qparams, constant):
+        self.in_qparams, self.out_qparams, self.constant = in_qparams, out_qparams, constant
+
+    def forward(self, inputs, multiplier=None):
+        # in the grids' own domains: the float rounding is not shift-invariant
+        operands = [(convert_codes(x.codes, q.signed), q) for x, q in zip(inputs, self.in_qparams)]
+        if self.constant is not None:
+            operands.append(self.constant)
+        (a, a_qp), (b, b_qp) = operands
+        codes = qlinear_mul(a, a_qp, b, b_qp, self.out_qparams)
+        signed = inputs[0].qparams.signed
+        return QTensor(convert_codes(codes, signed), self.out_qparams.to_domain(signed))
 
 
 class ShapeOp(OnnxFloatOp):

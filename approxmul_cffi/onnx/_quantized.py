@@ -246,6 +246,51 @@ class QuantizedOps:
         self.set_grid(name, qparams_of(self.const(node, 0), self.const(node, 1)))
         self.quantized_tensors[node.output[0]] = name
 
+    def q_float(self, node, a, op, operands, out_grid):
+        """A QLinear op that ONNX Runtime computes as dequantize -> ``op`` -> quantize (a lookup
+        table or float arithmetic): the float ``op`` node between the operands' grids and
+        ``out_grid`` (input indices of its scale and zero point). ``operands``: input indices
+        of code tensors, each followed by its scale and zero point; constants are dequantized."""
+        names = []
+        for index in operands:
+            tensor = node.input[index]
+            if self.is_const(tensor):  # ONNX Runtime's DequantizeLinear: float32 s * (q - z)
+                codes, scale, zp = (self.const(node, index + i) for i in range(3))
+                tensor = self.unique(tensor + "_dequantized")
+                self.constants[tensor] = qparams_of(scale, zp).dequantize(
+                    np.asarray(codes)).astype(np.float32)
+                self.dq_consts[tensor] = (codes, scale, zp, 1)
+            else:
+                self.q_input(node, index)
+            names.append(tensor)
+        getattr(self, "op_" + op)(types.SimpleNamespace(op_type=op, name=node.name, input=names,
+                                                        output=node.output), a)
+        name = self.source[node.output[0]]
+        self.set_grid(name, qparams_of(self.const(node, out_grid), self.const(node, out_grid + 1)))
+        self.quantized_tensors[node.output[0]] = name
+
+    def mul(self, node, acts):
+        """ONNX Mul: a float node that knows a quantized constant operand's codes and grid."""
+        constant = None
+        consts = [s for s in node.input if self.is_const(s)]
+        if len(consts) == 1 and consts[0] in self.dq_consts:
+            codes, scale, zp, _ = self.dq_consts[consts[0]]
+            if np.ndim(scale) == 0:  # a per-tensor grid: ONNX Runtime's QLinearMul
+                constant = (np.asarray(codes), qparams_of(scale, zp))
+        slots = [np.asarray(self.constants[s], np.float32) if s in consts else None
+                 for s in node.input]
+        layer = F.MulOp(F.bind(np.multiply, slots), len(acts), constant)
+        return self.add(self.base(node), layer, [self.source[s] for s in acts], node.output[0])
+
+    def op_QLinearSigmoid(self, node, a):
+        self.q_float(node, a, "Sigmoid", [0], 3)
+
+    def op_QLinearLeakyRelu(self, node, a):
+        self.q_float(node, a, "LeakyRelu", [0], 3)
+
+    def op_QLinearMul(self, node, a):
+        self.q_float(node, a, "Mul", [0, 3], 6)
+
     def op_QLinearSoftmax(self, node, a):
         self.q_input(node, 0)
         name = self.op_Softmax(node, a, opset=a.get("opset", 13))

@@ -38,7 +38,8 @@ def attributes(node):
 
 #: ops of the com.microsoft domain that ONNX Runtime's quantizer emits and we map
 MICROSOFT_OPS = {"QGemm", "QLinearAdd", "QLinearAveragePool", "QLinearConcat",
-                 "QLinearGlobalAveragePool", "QLinearSoftmax"}
+                 "QLinearGlobalAveragePool", "QLinearLeakyRelu", "QLinearMul", "QLinearSigmoid",
+                 "QLinearSoftmax"}
 
 
 class Translator(QuantizedOps):
@@ -275,6 +276,8 @@ class Translator(QuantizedOps):
                 self.shape_of(acts[0]) == self.shape_of(acts[1]):
             return self.add(self.base(node), nn.Add(), [self.source[s] for s in acts],
                             node.output[0])
+        if node.op_type == "Mul" and acts:
+            return self.mul(node, acts)
         self.float_op(node, BINARY[node.op_type])
 
     op_Add = op_Sub = op_Mul = op_Div = op_Pow = op_Max = op_Min = binary
