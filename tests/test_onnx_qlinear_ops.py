@@ -72,6 +72,29 @@ def test_qlinear_mul_equals_onnxruntime_on_every_pair_of_codes(dtype):
 
 
 @pytest.mark.parametrize("dtype", [np.uint8, np.int8], ids=["uint8", "int8"])
+def test_lookup_table_ops_are_the_float_op_between_grids(dtype):
+    # QLinearSigmoid / QLinearLeakyRelu: dequantize -> f -> QuantizeLinear for every code
+    from approxmul_cffi.onnx._float_ops import sigmoid
+    from approxmul_cffi.requant_float import quantize_float
+    info = np.iinfo(dtype)
+    x = np.arange(info.min, info.max + 1).astype(dtype)
+    rng = np.random.default_rng(14)
+    for trial in range(20):
+        grids = [(float(np.exp(rng.uniform(np.log(1e-3), hi))), int(rng.integers(info.min,
+                                                                            info.max + 1)))
+                 for hi in (0.0, -2.0)]
+        qps = [QParams(s, z, signed=dtype == np.int8) for s, z in grids]
+        real = qps[0].dequantize(x).astype(F32)
+        for op, f, attributes in (("QLinearSigmoid", sigmoid, {}),
+                                  ("QLinearLeakyRelu", lambda v: np.where(v >= 0, v, 0.1 * v),
+                                   {"alpha": 0.1})):
+            want = _session(op, "x", grids, dtype, [None], **attributes).run(None, {"x": x})[0]
+            with np.errstate(over="ignore"):
+                got = quantize_float(np.asarray(f(real)), qps[1])
+            assert np.array_equal(got, want), (op, grids, int((got != want).sum()))
+
+
+@pytest.mark.parametrize("dtype", [np.uint8, np.int8], ids=["uint8", "int8"])
 def test_qlinear_softmax_equals_onnxruntime(dtype):
     info = np.iinfo(dtype)
     rng = np.random.default_rng(12)
