@@ -197,7 +197,12 @@ def test_quantized_residual_add_equals_onnxruntime(residual, fmt, act):
     assert not np.array_equal(tflite.run(x, "exact").astype(F32), want)
 
 
-def test_a_qlinear_add_of_a_constant_is_refused(residual, tmp_path):
+@pytest.mark.parametrize("shape", [(), (6, 1, 1), (8,)], ids=["scalar", "per-channel", "row"])
+@pytest.mark.parametrize("first", [False, True], ids=["constant-second", "constant-first"])
+def test_qlinear_adds_of_constants_and_broadcasts_equal_onnxruntime(residual, tmp_path, shape,
+                                                                     first):
+    # QLinearAdd of an activation and a uint8 constant that broadcasts: the Add float node with
+    # the constant's codes and grid, in ONNX Runtime's arithmetic
     folder, x = residual
     path = folder / "q_QOperator_QUInt8.onnx"
     if not path.exists():
@@ -205,11 +210,20 @@ def test_a_qlinear_add_of_a_constant_is_refused(residual, tmp_path):
                                      quant_format=quantization.QuantFormat.QOperator)
     model = onnx.load(str(path))
     add = next(n for n in model.graph.node if n.op_type == "QLinearAdd")
-    constant = next(i.name for i in model.graph.initializer if i.data_type == TensorProto.UINT8)
-    add.input[3] = constant  # the other operand becomes a constant tensor
+    codes = np.random.default_rng(7).integers(0, 256, shape).astype(np.uint8)
+    model.graph.initializer.extend([numpy_helper.from_array(codes, "k"),
+                                    numpy_helper.from_array(F32(0.05), "k_scale"),
+                                    numpy_helper.from_array(np.uint8(100), "k_zp")])
+    kept = list(add.input[3:6]) if first else list(add.input[0:3])
+    operands = ["k", "k_scale", "k_zp"] + kept if first else kept + ["k", "k_scale", "k_zp"]
+    del add.input[:6]
+    add.input[:0] = operands
     onnx.save(model, str(tmp_path / "constant.onnx"))
-    with pytest.raises(nn.ModelError, match="QLinearAdd of a constant"):
-        load_onnx(tmp_path / "constant.onnx")
+    imported = load_onnx(tmp_path / "constant.onnx")
+    assert not any(isinstance(n.layer, nn.Add) for n in imported.nodes)
+    session = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    want = session.run(None, {"x": x})[0]
+    np.testing.assert_array_equal(nn.quantize(imported, None).run(x, "exact").astype(F32), want)
 
 
 @pytest.mark.parametrize("fmt,act", [("QOperator", "QUInt8"), ("QOperator", "QInt8"),
@@ -243,6 +257,8 @@ ELEMENTWISE = {  # between two convolutions: (nodes, extra initializers)
                helper.make_node("Mul", ["c", "s"], ["m"], name="mul")], {}),
     "scaled": ([helper.make_node("Mul", ["c", "k"], ["m"], name="mul")], {"k": F32(0.7)}),
     "leaky": ([helper.make_node("LeakyRelu", ["c"], ["m"], name="leaky", alpha=0.1)], {}),
+    "bias": ([helper.make_node("Add", ["c", "kc"], ["m"], name="bias")],
+             {"kc": np.linspace(-1, 1, 4, dtype=F32).reshape(4, 1, 1)}),
 }
 
 
@@ -251,7 +267,8 @@ ELEMENTWISE = {  # between two convolutions: (nodes, extra initializers)
                                      ("QDQ", "QUInt8"), ("QDQ", "QInt8")])
 def test_quantized_elementwise_ops_equal_onnxruntime(tmp_path, case, fmt, act):
     # QLinearSigmoid/QLinearLeakyRelu (lookup tables of dequantize -> f -> QuantizeLinear: the
-    # float node between grids), QLinearMul (its own float32 arithmetic, qlinear_mul)
+    # float node between grids), QLinearMul and QLinearAdd of a broadcast constant (their own
+    # float32 arithmetic, qlinear_mul and qlinear_add)
     rng = np.random.default_rng(6)
     middle, extra = ELEMENTWISE[case]
     nodes = [helper.make_node("Conv", ["x", "w1"], ["c"], name="conv1", pads=[1] * 4), *middle,
@@ -268,8 +285,8 @@ def test_quantized_elementwise_ops_equal_onnxruntime(tmp_path, case, fmt, act):
     assert any(n.op_type.startswith("QLinear") for n in model.graph.node if n.op_type not in
                ("QLinearConv",)) == (fmt == "QOperator")
     imported = load_onnx(tmp_path / "q.onnx")
-    if case == "scaled":  # the constant's codes and grid reach the quantized Mul
-        (mul,) = [n.layer for n in imported.nodes if type(n.layer).__name__ == "MulOp"]
+    if case in ("scaled", "bias"):  # the constant's codes and grid reach the quantized node
+        (mul,) = [n.layer for n in imported.nodes if type(n.layer).__name__ == "BinaryOp"]
         assert mul.constant is not None
     session = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
     want = session.run(None, {"x": x})[0]

@@ -15,7 +15,7 @@ import numpy as np
 
 from ..errors import ModelError
 from ..quant import convert_codes, quantize_values
-from ..requant_float import qlinear_mul, qlinear_softmax
+from ..requant_float import qlinear_add, qlinear_mul, qlinear_softmax
 from ..nn.integer import CodeOp, QTensor
 from ..nn.layers import Layer
 from ..nn.windows import pool
@@ -95,34 +95,39 @@ class _SoftmaxNode:
         return QTensor(qlinear_softmax(inputs[0].codes, x_qp, out_qp), out_qp)
 
 
-class MulOp(OnnxFloatOp):
-    """ONNX Mul of an activation by an activation or a quantized constant (``constant``:
-    its codes and QParams); with ``requantization="onnxruntime"`` its quantized form is
-    ONNX Runtime's QLinearMul (which it fuses DQ -> Mul -> Q into)."""
+class BinaryOp(OnnxFloatOp):
+    """ONNX Add or Mul of an activation by an activation or a quantized constant
+    (``constant``: its codes, QParams and input position). With
+    ``requantization="onnxruntime"`` its quantized form is ONNX Runtime's QLinearAdd or
+    QLinearMul (which it fuses DQ -> op -> Q into), broadcasting as ONNX does."""
 
-    def __init__(self, fn, arity, constant=None):
-        super().__init__("Mul", fn, arity)
+    ARITHMETIC = {"Add": qlinear_add, "Mul": qlinear_mul}
+
+    def __init__(self, op, fn, arity, constant=None):
+        super().__init__(op, fn, arity)
         self.constant = constant
 
     def lower(self, in_qparams, out_qparams, config):
         if config.requantization != "onnxruntime" or (self.arity == 1 and self.constant is None):
             return super().lower(in_qparams, out_qparams, config)
-        return _MulNode(in_qparams, out_qparams, self.constant)
+        return _BinaryNode(self.ARITHMETIC[self.op], in_qparams, out_qparams, self.constant)
 
 
-class _MulNode:
+class _BinaryNode:
     takes_multiplier = False
 
-    def __init__(self, in_qparams, out_qparams, constant):
-        self.in_qparams, self.out_qparams, self.constant = in_qparams, out_qparams, constant
+    def __init__(self, arithmetic, in_qparams, out_qparams, constant):
+        self.arithmetic, self.in_qparams = arithmetic, in_qparams
+        self.out_qparams, self.constant = out_qparams, constant
 
     def forward(self, inputs, multiplier=None):
         # in the grids' own domains: the float rounding is not shift-invariant
         operands = [(convert_codes(x.codes, q.signed), q) for x, q in zip(inputs, self.in_qparams)]
         if self.constant is not None:
-            operands.append(self.constant)
+            codes, qparams, position = self.constant
+            operands.insert(position, (codes, qparams))
         (a, a_qp), (b, b_qp) = operands
-        codes = qlinear_mul(a, a_qp, b, b_qp, self.out_qparams)
+        codes = self.arithmetic(a, a_qp, b, b_qp, self.out_qparams)
         signed = inputs[0].qparams.signed
         return QTensor(convert_codes(codes, signed), self.out_qparams.to_domain(signed))
 

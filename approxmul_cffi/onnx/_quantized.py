@@ -194,16 +194,9 @@ class QuantizedOps:
         self.linear_given(node, src, codes, w_qp, out_qp, self.const(node, 6))
 
     def op_QLinearAdd(self, node, a):
-        # a residual add of two activations; ONNX Runtime's arithmetic (requant_float.qlinear_add)
-        if self.is_const(node.input[0]) or self.is_const(node.input[3]):
-            raise ModelError("QLinearAdd of a constant is not supported (two activations only)")
-        if self.shape_of(node.input[0]) != self.shape_of(node.input[3]):
-            raise ModelError(f"QLinearAdd of shapes {self.shape_of(node.input[0])} and "
-                             f"{self.shape_of(node.input[3])}: broadcasting is not supported")
-        (left, _), (right, _) = self.q_input(node, 0), self.q_input(node, 3)
-        name = self.add(self.base(node), nn.Add(), [left, right], node.output[0])
-        self.set_grid(name, qparams_of(self.const(node, 6), self.const(node, 7)))
-        self.quantized_tensors[node.output[0]] = name
+        # a residual add (nn.Add), or an add that broadcasts or reads a constant (the Add
+        # float node); both run ONNX Runtime's arithmetic (requant_float.qlinear_add)
+        self.q_float(node, a, "Add", [0, 3], 6)
 
     def q_pool(self, node, a, build):
         """QLinear(Global)AveragePool: ``build()`` makes the float pool, whose mean node and
@@ -269,17 +262,20 @@ class QuantizedOps:
         self.set_grid(name, qparams_of(self.const(node, out_grid), self.const(node, out_grid + 1)))
         self.quantized_tensors[node.output[0]] = name
 
-    def mul(self, node, acts):
-        """ONNX Mul: a float node that knows a quantized constant operand's codes and grid."""
+    def quantizable_binary(self, node, acts):
+        """ONNX Add/Mul: a float node that knows a quantized constant operand's codes and
+        grid, so a quantized graph can run ONNX Runtime's QLinearAdd/QLinearMul on it."""
         constant = None
         consts = [s for s in node.input if self.is_const(s)]
         if len(consts) == 1 and consts[0] in self.dq_consts:
             codes, scale, zp, _ = self.dq_consts[consts[0]]
-            if np.ndim(scale) == 0:  # a per-tensor grid: ONNX Runtime's QLinearMul
-                constant = (np.asarray(codes), qparams_of(scale, zp))
+            if np.ndim(scale) == 0:  # a per-tensor grid, as ONNX Runtime's kernels take
+                constant = (np.asarray(codes), qparams_of(scale, zp),
+                            list(node.input).index(consts[0]))
         slots = [np.asarray(self.constants[s], np.float32) if s in consts else None
                  for s in node.input]
-        layer = F.MulOp(F.bind(np.multiply, slots), len(acts), constant)
+        fn = {"Add": np.add, "Mul": np.multiply}[node.op_type]
+        layer = F.BinaryOp(node.op_type, F.bind(fn, slots), len(acts), constant)
         return self.add(self.base(node), layer, [self.source[s] for s in acts], node.output[0])
 
     def op_QLinearSigmoid(self, node, a):

@@ -276,8 +276,8 @@ class Translator(QuantizedOps):
                 self.shape_of(acts[0]) == self.shape_of(acts[1]):
             return self.add(self.base(node), nn.Add(), [self.source[s] for s in acts],
                             node.output[0])
-        if node.op_type == "Mul" and acts:
-            return self.mul(node, acts)
+        if node.op_type in F.BinaryOp.ARITHMETIC and acts:
+            return self.quantizable_binary(node, acts)
         self.float_op(node, BINARY[node.op_type])
 
     op_Add = op_Sub = op_Mul = op_Div = op_Pow = op_Max = op_Min = binary
