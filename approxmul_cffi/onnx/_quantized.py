@@ -5,11 +5,11 @@ give the grid (QParams) of the nn node whose output they quantize.
 DequantizeLinear of a constant is folded, but its codes and QParams are kept,
 so Conv/Gemm/MatMul reading it take those codes as given weights (and int32
 biases). QLinearConv, QLinearMatMul and QGemm (com.microsoft) become the
-same Conv2d/Linear/MatMul layers with given weights and grids, QLinearAdd
-the residual Add with its grids, QLinearAveragePool and
-QLinearGlobalAveragePool requantizing AvgPool2d/GlobalAvgPool layers (as do
-QDQ pools, which ONNX Runtime fuses into those kernels), QLinearConcat the
-float Concat between grids. The result
+same Conv2d/Linear/MatMul layers with given weights and grids; the other
+QLinear ops become the nn or float node their QDQ form gives, with their
+grids: Add, Mul, pools and Softmax compute ONNX Runtime's arithmetic for
+them (requant_float), and ops ONNX Runtime runs as lookup tables (Sigmoid,
+LeakyRelu, Concat) are the float op between grids (docs/onnx.md). The result
 is a :class:`GivenQuantization` that ``nn.quantize`` uses instead of
 calibrating, with ONNX Runtime's requantization arithmetic by default.
 """
