@@ -291,3 +291,25 @@ def test_quantized_elementwise_ops_equal_onnxruntime(tmp_path, case, fmt, act):
     session = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
     want = session.run(None, {"x": x})[0]
     np.testing.assert_array_equal(nn.quantize(imported, None).run(x, "exact").astype(F32), want)
+
+
+@pytest.mark.parametrize("opset", [13, 11], ids=["one-axis", "flattened"])
+@pytest.mark.parametrize("fmt", ["QOperator", "QDQ"])
+def test_quantized_softmax_over_channels_equals_onnxruntime(tmp_path, opset, fmt):
+    # per-pixel class scores (a segmentation head): softmax over axis 1 of (N, C, H, W), which
+    # ONNX Runtime transposes last (opset 13), or over C*H*W flattened (opset < 13)
+    rng = np.random.default_rng(8)
+    nodes = [helper.make_node("Conv", ["x", "w"], ["h"], name="conv", pads=[1] * 4),
+             helper.make_node("Softmax", ["h"], ["y"], name="softmax", axis=1)]
+    onnx.save(make_model(nodes, [("x", ["N", 3, 6, 6])], [("y", ["N", 5, 6, 6])],
+                         {"w": rng.normal(size=(5, 3, 3, 3)).astype(F32)}, opset=opset),
+              str(tmp_path / "seg.onnx"))
+    x = rng.normal(size=(16, 3, 6, 6)).astype(F32)
+    quantization.quantize_static(str(tmp_path / "seg.onnx"), str(tmp_path / "q.onnx"),
+                                 _Batches(x), quant_format=getattr(quantization.QuantFormat, fmt))
+    model = onnx.load(str(tmp_path / "q.onnx"))
+    assert ("QLinearSoftmax" in {n.op_type for n in model.graph.node}) == (fmt == "QOperator")
+    session = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    want = session.run(None, {"x": x})[0]
+    got = nn.quantize(load_onnx(tmp_path / "q.onnx"), None).run(x, "exact").astype(F32)
+    np.testing.assert_array_equal(got, want)

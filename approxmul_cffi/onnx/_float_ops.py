@@ -66,33 +66,42 @@ class _FloatNode:
 
 
 class SoftmaxOp(OnnxFloatOp):
-    """ONNX Softmax; with ``requantization="onnxruntime"`` its quantized form is ONNX
-    Runtime's QLinearSoftmax (which it fuses DQ -> Softmax -> Q into), over the last axis."""
+    """ONNX Softmax over ``axis``, or (``flatten=True``, opset < 13) over all axes from it on.
 
-    def __init__(self, fn, last_axis):
+    With ``requantization="onnxruntime"`` its quantized form is ONNX Runtime's
+    QLinearSoftmax (which it fuses DQ -> Softmax -> Q into): over the flattened
+    trailing axes, or over one axis moved last, as ONNX Runtime transposes it.
+    """
+
+    def __init__(self, axis, flatten):
+        fn = (lambda x: softmax(x, None, axis)) if flatten else (lambda x: softmax(x, axis))
         super().__init__("Softmax", fn)
-        self.last_axis = last_axis
+        self.axis, self.flatten = axis, flatten
 
     def lower(self, in_qparams, out_qparams, config):
         if config.requantization != "onnxruntime":
             return super().lower(in_qparams, out_qparams, config)
-        if not self.last_axis:
-            raise ModelError("is over another axis than the last: ONNX Runtime's QLinearSoftmax "
-                             "arithmetic is mirrored over the last axis only")
-        return _SoftmaxNode(in_qparams[0], out_qparams)
+        return _SoftmaxNode(self.axis, self.flatten, in_qparams[0], out_qparams)
 
 
 class _SoftmaxNode:
     takes_multiplier = False
 
-    def __init__(self, in_qparams, out_qparams):
+    def __init__(self, axis, flatten, in_qparams, out_qparams):
+        self.axis, self.flatten = axis, flatten
         self.in_qparams, self.out_qparams = in_qparams, out_qparams
 
     def forward(self, inputs, multiplier=None):
+        codes = inputs[0].codes
         signed = inputs[0].qparams.signed  # either domain: the same codes (qlinear_softmax)
-        x_qp = self.in_qparams.to_domain(signed)
-        out_qp = self.out_qparams.to_domain(signed)
-        return QTensor(qlinear_softmax(inputs[0].codes, x_qp, out_qp), out_qp)
+        x_qp, out_qp = (q.to_domain(signed) for q in (self.in_qparams, self.out_qparams))
+        if self.flatten:
+            rows = codes.reshape(int(np.prod(codes.shape[:self.axis])), -1)
+            out = qlinear_softmax(rows, x_qp, out_qp).reshape(codes.shape)
+        else:
+            out = np.moveaxis(qlinear_softmax(np.moveaxis(codes, self.axis, -1), x_qp, out_qp),
+                              -1, self.axis)
+        return QTensor(np.ascontiguousarray(out), out_qp)
 
 
 class BinaryOp(OnnxFloatOp):

@@ -348,9 +348,8 @@ class Translator(QuantizedOps):
         axis = a.get("axis", 1 if old else -1) % rank
         if axis == 0:
             raise ModelError("axis 0 is the batch")
-        fn = (lambda x: F.softmax(x, None, axis)) if old else (lambda x: F.softmax(x, axis))
-        layer = F.SoftmaxOp(fn, axis == rank - 1)
-        return self.add(self.base(node), layer, [self.source[node.input[0]]], node.output[0])
+        return self.add(self.base(node), F.SoftmaxOp(axis, old), [self.source[node.input[0]]],
+                        node.output[0])
 
     def op_LRN(self, node, a):
         size, alpha = int(a["size"]), float(a.get("alpha", 1e-4))
