@@ -112,6 +112,15 @@ def fma32(x, y, z):
     return odd.astype(np.float32).reshape(np.shape(p + z))
 
 
+def _float32_scales(op, *grids):
+    """The grids' scales as ONNX Runtime holds them (float32), which must stay positive."""
+    scales = [np.float32(float(q.scale)) for q in grids]
+    if not all(np.isfinite(v) and v > 0 for v in scales):
+        raise InvalidArgumentError(f"{op} scales must be finite and positive in float32: "
+                                   f"{', '.join(str(v) for v in scales)}")
+    return scales
+
+
 def qlinear_add(a, a_qparams, b, b_qparams, out_qparams):
     """ONNX Runtime's QLinearAdd on x86-64 (MLAS, float32 with fused multiply-adds).
 
@@ -128,10 +137,7 @@ def qlinear_add(a, a_qparams, b, b_qparams, out_qparams):
     [16, 254]
     """
     f32 = np.float32
-    sa, sb, sc = (f32(float(q.scale)) for q in (a_qparams, b_qparams, out_qparams))
-    if not all(np.isfinite(v) and v > 0 for v in (sa, sb, sc)):
-        raise InvalidArgumentError(f"QLinearAdd scales must be finite and positive: "
-                                   f"{sa}, {sb}, {sc}")
+    sa, sb, sc = _float32_scales("QLinearAdd", a_qparams, b_qparams, out_qparams)
     ra, rb = sa / sc, sb / sc
     za, zb, zc = (f32(int(q.zero_point)) for q in (a_qparams, b_qparams, out_qparams))
     fixed = f32(zc - fma32(ra, za, rb * zb))
@@ -212,7 +218,8 @@ def qlinear_softmax(codes, in_qparams, out_qparams):
     for j in range(count):  # in order, in float32
         total = total + entries[..., j]
     factor = f32(np.floor(f32(1.0) / f32(float(out_qparams.scale))))
-    out = np.rint(entries * factor / total[..., None]).astype(np.int64) + int(out_qparams.zero_point)
+    out = np.rint(entries * factor / total[..., None]).astype(np.int64)
+    out += int(out_qparams.zero_point)
     return np.clip(out, out_qparams.qmin, out_qparams.qmax).astype(out_qparams.dtype)
 
 
@@ -230,7 +237,7 @@ def qlinear_mul(a, a_qparams, b, b_qparams, out_qparams):
     [16, 22]
     """
     f32 = np.float32
-    sa, sb, sc = (f32(float(q.scale)) for q in (a_qparams, b_qparams, out_qparams))
+    sa, sb, sc = _float32_scales("QLinearMul", a_qparams, b_qparams, out_qparams)
     ratio = (sa * sb) / sc
     product = ((np.asarray(a, np.int64) - int(a_qparams.zero_point)) *
                (np.asarray(b, np.int64) - int(b_qparams.zero_point))).astype(f32)

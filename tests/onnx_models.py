@@ -29,6 +29,20 @@ def make_model(nodes, inputs, outputs, initializers=(), opset=OPSET):
     return model
 
 
+def calibration_reader(x, batch=16):
+    """An onnxruntime.quantization.CalibrationDataReader over ``x`` in batches, input "x"."""
+    from onnxruntime.quantization import CalibrationDataReader
+
+    class Batches(CalibrationDataReader):
+        def __init__(self):
+            self.batches = iter([{"x": x[i:i + batch]} for i in range(0, len(x), batch)])
+
+        def get_next(self):
+            return next(self.batches, None)
+
+    return Batches()
+
+
 def lenet_onnx():
     """The bundled digits LeNet as ONNX: Conv, BatchNormalization, Relu, MaxPool, Flatten, Gemm."""
     native = bundled_model()

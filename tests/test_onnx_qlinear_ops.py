@@ -13,8 +13,9 @@ from onnx import TensorProto, helper, numpy_helper  # noqa: E402
 from approxmul_cffi import nn  # noqa: E402
 from approxmul_cffi.onnx import load_onnx  # noqa: E402
 from approxmul_cffi.quant import QParams, convert_codes  # noqa: E402
-from approxmul_cffi.requant_float import fma32, qlinear_add, qlinear_mul, qlinear_softmax  # noqa: E402,E501
-from onnx_models import make_model  # noqa: E402
+from approxmul_cffi.requant_float import (  # noqa: E402
+    fma32, qlinear_add, qlinear_mul, qlinear_softmax)
+from onnx_models import calibration_reader, make_model  # noqa: E402
 
 F32 = np.float32
 
@@ -39,35 +40,23 @@ def _session(op, inputs, grids, dtype, shape, **attributes):
     return ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
 
 
+@pytest.mark.parametrize("op,arithmetic,low", [("QLinearAdd", qlinear_add, 1e-4),
+                                                ("QLinearMul", qlinear_mul, 1e-3)],
+                         ids=["add", "mul"])
 @pytest.mark.parametrize("dtype", [np.uint8, np.int8], ids=["uint8", "int8"])
-def test_qlinear_add_equals_onnxruntime_on_every_pair_of_codes(dtype):
+def test_binary_ops_equal_onnxruntime_on_every_pair_of_codes(dtype, op, arithmetic, low):
     info = np.iinfo(dtype)
     a, b = (v.ravel().astype(dtype) for v in np.meshgrid(np.arange(info.min, info.max + 1),
                                                          np.arange(info.min, info.max + 1)))
     rng = np.random.default_rng(11)
-    for trial in range(12):  # scales over four decades: ratios from ~1e-4 to ~1e4
-        scales = np.exp(rng.uniform(np.log(1e-4), 0.0, 3)).astype(F32)
+    for trial in range(16):  # scales over three or four decades
+        scales = np.exp(rng.uniform(np.log(low), 0.0, 3)).astype(F32)
         zps = rng.integers(info.min, info.max + 1, 3)
         grids = list(zip(scales.tolist(), zps.tolist()))
-        want = _session("QLinearAdd", "ab", grids, dtype, [None]).run(None, {"a": a, "b": b})[0]
+        want = _session(op, "ab", grids, dtype, [None]).run(None, {"a": a, "b": b})[0]
         qps = [QParams(s, z, signed=dtype == np.int8) for s, z in grids]
-        got = qlinear_add(a, qps[0], b, qps[1], qps[2])
+        got = arithmetic(a, qps[0], b, qps[1], qps[2])
         assert got.dtype == want.dtype
-        assert np.array_equal(got, want), (grids, int((got != want).sum()))
-
-
-@pytest.mark.parametrize("dtype", [np.uint8, np.int8], ids=["uint8", "int8"])
-def test_qlinear_mul_equals_onnxruntime_on_every_pair_of_codes(dtype):
-    info = np.iinfo(dtype)
-    a, b = (v.ravel().astype(dtype) for v in np.meshgrid(np.arange(info.min, info.max + 1),
-                                                         np.arange(info.min, info.max + 1)))
-    rng = np.random.default_rng(13)
-    for trial in range(20):
-        scales = np.exp(rng.uniform(np.log(1e-3), 0.0, 3)).astype(F32)
-        grids = list(zip(scales.tolist(), rng.integers(info.min, info.max + 1, 3).tolist()))
-        want = _session("QLinearMul", "ab", grids, dtype, [None]).run(None, {"a": a, "b": b})[0]
-        qps = [QParams(s, z, signed=dtype == np.int8) for s, z in grids]
-        got = qlinear_mul(a, qps[0], b, qps[1], qps[2])
         assert np.array_equal(got, want), (grids, int((got != want).sum()))
 
 
@@ -144,14 +133,6 @@ def test_fma32_rounds_the_exact_value_once():
     assert not np.array_equal(plain, got)
 
 
-class _Batches(quantization.CalibrationDataReader):
-    def __init__(self, x):
-        self.batches = iter([{"x": x[i:i + 16]} for i in range(0, len(x), 16)])
-
-    def get_next(self):
-        return next(self.batches, None)
-
-
 @pytest.fixture(scope="module")
 def residual(tmp_path_factory):
     """conv -> relu -> h; conv(h) + h (the residual add) -> conv: float ONNX and its input."""
@@ -177,7 +158,8 @@ def residual(tmp_path_factory):
 def test_quantized_residual_add_equals_onnxruntime(residual, fmt, act):
     folder, x = residual
     path = folder / f"q_{fmt}_{act}.onnx"
-    quantization.quantize_static(str(folder / "residual.onnx"), str(path), _Batches(x),
+    quantization.quantize_static(str(folder / "residual.onnx"), str(path),
+                                 calibration_reader(x),
                                  quant_format=getattr(quantization.QuantFormat, fmt),
                                  activation_type=getattr(quantization.QuantType, act),
                                  weight_type=quantization.QuantType.QInt8)
@@ -206,7 +188,8 @@ def test_qlinear_adds_of_constants_and_broadcasts_equal_onnxruntime(residual, tm
     folder, x = residual
     path = folder / "q_QOperator_QUInt8.onnx"
     if not path.exists():
-        quantization.quantize_static(str(folder / "residual.onnx"), str(path), _Batches(x),
+        quantization.quantize_static(str(folder / "residual.onnx"), str(path),
+                                     calibration_reader(x),
                                      quant_format=quantization.QuantFormat.QOperator)
     model = onnx.load(str(path))
     add = next(n for n in model.graph.node if n.op_type == "QLinearAdd")
@@ -236,7 +219,8 @@ def test_quantized_classifier_softmax_equals_onnxruntime(tmp_path, fmt, act):
     onnx.save(make_model(nodes, [("x", ["N", 16])], [("y", ["N", 10])],
                          {"w": rng.normal(size=(10, 16)).astype(F32)}), str(tmp_path / "fc.onnx"))
     x = rng.normal(size=(64, 16)).astype(F32)
-    quantization.quantize_static(str(tmp_path / "fc.onnx"), str(tmp_path / "q.onnx"), _Batches(x),
+    quantization.quantize_static(str(tmp_path / "fc.onnx"), str(tmp_path / "q.onnx"),
+                                 calibration_reader(x),
                                  quant_format=getattr(quantization.QuantFormat, fmt),
                                  activation_type=getattr(quantization.QuantType, act))
     model = onnx.load(str(tmp_path / "q.onnx"))
@@ -278,7 +262,8 @@ def test_quantized_elementwise_ops_equal_onnxruntime(tmp_path, case, fmt, act):
     onnx.save(make_model(nodes, [("x", ["N", 3, 8, 8])], [("y", ["N", 2, 8, 8])], init),
               str(tmp_path / "m.onnx"))
     x = rng.normal(size=(32, 3, 8, 8)).astype(F32)
-    quantization.quantize_static(str(tmp_path / "m.onnx"), str(tmp_path / "q.onnx"), _Batches(x),
+    quantization.quantize_static(str(tmp_path / "m.onnx"), str(tmp_path / "q.onnx"),
+                                 calibration_reader(x),
                                  quant_format=getattr(quantization.QuantFormat, fmt),
                                  activation_type=getattr(quantization.QuantType, act))
     model = onnx.load(str(tmp_path / "q.onnx"))
@@ -306,7 +291,8 @@ def test_quantized_softmax_over_channels_equals_onnxruntime(tmp_path, opset, fmt
               str(tmp_path / "seg.onnx"))
     x = rng.normal(size=(16, 3, 6, 6)).astype(F32)
     quantization.quantize_static(str(tmp_path / "seg.onnx"), str(tmp_path / "q.onnx"),
-                                 _Batches(x), quant_format=getattr(quantization.QuantFormat, fmt))
+                                 calibration_reader(x),
+                                 quant_format=getattr(quantization.QuantFormat, fmt))
     model = onnx.load(str(tmp_path / "q.onnx"))
     assert ("QLinearSoftmax" in {n.op_type for n in model.graph.node}) == (fmt == "QOperator")
     session = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])

@@ -13,7 +13,7 @@ from approxmul_cffi.datasets import load_digits  # noqa: E402
 from approxmul_cffi.evaluation import evaluate  # noqa: E402
 from approxmul_cffi.onnx import load_onnx  # noqa: E402
 from approxmul_cffi.requant_float import requantize_float  # noqa: E402
-from onnx_models import lenet_onnx  # noqa: E402
+from onnx_models import calibration_reader, lenet_onnx  # noqa: E402
 
 X, Y = load_digits("test")
 CALIBRATION = load_digits("train")[0][:200]
@@ -22,14 +22,6 @@ SCHEMES = [("QDQ", False, "QInt8", "QInt8"), ("QDQ", True, "QInt8", "QInt8"),
            ("QDQ", False, "QUInt8", "QInt8"), ("QDQ", True, "QUInt8", "QInt8"),
            ("QOperator", False, "QUInt8", "QInt8"), ("QOperator", True, "QUInt8", "QInt8"),
            ("QOperator", False, "QInt8", "QInt8"), ("QOperator", False, "QUInt8", "QUInt8")]
-
-
-class Reader(quantization.CalibrationDataReader):
-    def __init__(self):
-        self.batches = iter([{"x": CALIBRATION[i:i + 50]} for i in range(0, 200, 50)])
-
-    def get_next(self):
-        return next(self.batches, None)
 
 
 @pytest.fixture(scope="module")
@@ -47,7 +39,7 @@ def quantized(folder, scheme):
     path = folder / f"lenet_{fmt}_{int(per_channel)}_{act}_{weight}.onnx"
     if not path.exists():
         quantization.quantize_static(
-            str(folder / "pre.onnx"), str(path), Reader(),
+            str(folder / "pre.onnx"), str(path), calibration_reader(CALIBRATION, 50),
             quant_format=getattr(quantization.QuantFormat, fmt), per_channel=per_channel,
             activation_type=getattr(quantization.QuantType, act),
             weight_type=getattr(quantization.QuantType, weight))
@@ -155,14 +147,8 @@ def test_quantized_matmuls_equal_onnxruntime(tmp_path, fmt):
               str(tmp_path / "mlp.onnx"))
     x = rng.normal(size=(64, 3, 8)).astype(np.float32)
 
-    class Data(quantization.CalibrationDataReader):
-        def __init__(self):
-            self.batches = iter([{"x": x}])
-
-        def get_next(self):
-            return next(self.batches, None)
-
-    quantization.quantize_static(str(tmp_path / "mlp.onnx"), str(tmp_path / "q.onnx"), Data(),
+    quantization.quantize_static(str(tmp_path / "mlp.onnx"), str(tmp_path / "q.onnx"),
+                                 calibration_reader(x, len(x)),
                                  quant_format=getattr(quantization.QuantFormat, fmt))
     model = onnx.load(str(tmp_path / "q.onnx"))
     imported = load_onnx(tmp_path / "q.onnx")
@@ -187,14 +173,7 @@ def _pool_model(tmp_path, pool):
               str(tmp_path / "pool.onnx"))
     x = rng.normal(size=(16, 3, 8, 8)).astype(np.float32)
 
-    class Data(quantization.CalibrationDataReader):
-        def __init__(self):
-            self.batches = iter([{"x": x}])
-
-        def get_next(self):
-            return next(self.batches, None)
-
-    return Data, x
+    return x
 
 
 POOLS = {"global": lambda: helper.make_node("GlobalAveragePool", ["c"], ["g"], name="gap"),
@@ -209,8 +188,9 @@ def test_quantized_average_pools_equal_onnxruntime(tmp_path, pool, fmt, act):
     # QLinear(Global)AveragePool, or DQ -> pool -> Q that ONNX Runtime fuses into them: the
     # mean requantized to its own grid in ONNX Runtime's arithmetic (and for QDQ int8 graphs,
     # in the uint8 domain ONNX Runtime converts them to)
-    Data, x = _pool_model(tmp_path, POOLS[pool]())
-    quantization.quantize_static(str(tmp_path / "pool.onnx"), str(tmp_path / "q.onnx"), Data(),
+    x = _pool_model(tmp_path, POOLS[pool]())
+    quantization.quantize_static(str(tmp_path / "pool.onnx"), str(tmp_path / "q.onnx"),
+                                 calibration_reader(x, len(x)),
                                  quant_format=getattr(quantization.QuantFormat, fmt),
                                  activation_type=getattr(quantization.QuantType, act))
     model = onnx.load(str(tmp_path / "q.onnx"))
@@ -232,8 +212,9 @@ def test_average_pools_nn_cannot_compute_are_refused_not_approximated(tmp_path):
     # ceil mode: QLinearAveragePool windows nn.AvgPool2d does not have
     pool = helper.make_node("AveragePool", ["c"], ["g"], name="pool", kernel_shape=[3, 3],
                             strides=[2, 2], ceil_mode=1)
-    Data, _ = _pool_model(tmp_path, pool)
-    quantization.quantize_static(str(tmp_path / "pool.onnx"), str(tmp_path / "q.onnx"), Data(),
+    x = _pool_model(tmp_path, pool)
+    quantization.quantize_static(str(tmp_path / "pool.onnx"), str(tmp_path / "q.onnx"),
+                                 calibration_reader(x, len(x)),
                                  quant_format=quantization.QuantFormat.QOperator)
     with pytest.raises(nn.ModelError, match="only windows nn.AvgPool2d computes"):
         load_onnx(tmp_path / "q.onnx")
@@ -258,14 +239,8 @@ def test_quantized_concat_equals_onnxruntime(tmp_path, fmt, act):
               str(tmp_path / "cat.onnx"))
     x = rng.normal(size=(32, 3, 8, 8)).astype(np.float32)
 
-    class Data(quantization.CalibrationDataReader):
-        def __init__(self):
-            self.batches = iter([{"x": x}])
-
-        def get_next(self):
-            return next(self.batches, None)
-
-    quantization.quantize_static(str(tmp_path / "cat.onnx"), str(tmp_path / "q.onnx"), Data(),
+    quantization.quantize_static(str(tmp_path / "cat.onnx"), str(tmp_path / "q.onnx"),
+                                 calibration_reader(x, len(x)),
                                  quant_format=getattr(quantization.QuantFormat, fmt),
                                  activation_type=getattr(quantization.QuantType, act))
     model = onnx.load(str(tmp_path / "q.onnx"))
