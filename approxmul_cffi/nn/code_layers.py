@@ -17,7 +17,7 @@ import numpy as np
 from .. import quant
 from ..errors import ModelError
 from ..requant_float import qlinear_add, qlinear_average_pool, qlinear_global_average_pool
-from .integer import QTensor
+from .integer import QTensor, in_own_domains
 from .layers import Layer, need_ndim, pair, register, window_output
 from .windows import pool, rounded_mean, windows
 
@@ -121,11 +121,9 @@ class _RequantizedMean:
         self.layer, self.in_qparams, self.out_qparams = layer, in_qparams, out_qparams
 
     def forward(self, inputs, multiplier=None):
-        (x,) = inputs
-        codes = quant.convert_codes(x.codes, self.in_qparams.signed)
-        out = self.layer.requantized_mean(codes, self.in_qparams, self.out_qparams)
-        signed = x.qparams.signed
-        return QTensor(quant.convert_codes(out, signed), self.out_qparams.to_domain(signed))
+        return in_own_domains(
+            lambda codes: self.layer.requantized_mean(codes, self.in_qparams, self.out_qparams),
+            inputs, [self.in_qparams], self.out_qparams)
 
 
 @register
@@ -247,12 +245,11 @@ class _QuantizedAdd:
         self.float32 = config.requantization == "onnxruntime"
 
     def forward(self, inputs, multiplier=None):
+        if self.float32:
+            (qa, qb), out = self.in_qparams, self.out_qparams
+            return in_own_domains(lambda a, b: qlinear_add(a, qa, b, qb, out), inputs,
+                                  self.in_qparams, out)
         signed = inputs[0].qparams.signed
-        if self.float32:  # in the grids' own domains: float rounding is not shift-invariant
-            a, b = (quant.convert_codes(x.codes, q.signed)
-                    for x, q in zip(inputs, self.in_qparams))
-            codes = qlinear_add(a, self.in_qparams[0], b, self.in_qparams[1], self.out_qparams)
-            return QTensor(quant.convert_codes(codes, signed), self.out_qparams.to_domain(signed))
         total = 0
         for x, (m, s) in zip(inputs, self.factors):
             centered = x.codes.astype(np.int64) - int(x.qparams.zero_point)

@@ -57,6 +57,21 @@ class QTensor:
         return self.qparams.dequantize(self.codes, dtype=dtype)
 
 
+def in_own_domains(fn, inputs, in_qparams, out_qparams):
+    """``fn(*codes)`` with each input's codes in its own grid's domain, as a QTensor on
+    ``out_qparams`` in the first input's domain. For ONNX Runtime's float arithmetic
+    (requant_float), whose rounding is not the same after the +-128 domain shift.
+
+    >>> qp = quant.QParams(0.5, 0, signed=True)
+    >>> x = QTensor(np.array([130], np.uint8), qp.to_domain(False))
+    >>> in_own_domains(lambda c: c * 2, [x], [qp], qp).codes.tolist()
+    [132]
+    """
+    codes = [quant.convert_codes(x.codes, q.signed) for x, q in zip(inputs, in_qparams)]
+    signed = inputs[0].qparams.signed
+    return QTensor(quant.convert_codes(fn(*codes), signed), out_qparams.to_domain(signed))
+
+
 @dataclasses.dataclass(frozen=True)
 class PreparedWeights:
     """What a :class:`QuantizedLayer` needs in one code domain, computed once."""

@@ -14,9 +14,9 @@ from __future__ import annotations
 import numpy as np
 
 from ..errors import ModelError
-from ..quant import convert_codes, quantize_values
+from ..quant import quantize_values
 from ..requant_float import qlinear_add, qlinear_mul, qlinear_softmax
-from ..nn.integer import CodeOp, QTensor
+from ..nn.integer import CodeOp, QTensor, in_own_domains
 from ..nn.layers import Layer
 from ..nn.windows import pool
 
@@ -130,15 +130,14 @@ class _BinaryNode:
         self.out_qparams, self.constant = out_qparams, constant
 
     def forward(self, inputs, multiplier=None):
-        # in the grids' own domains: the float rounding is not shift-invariant
-        operands = [(convert_codes(x.codes, q.signed), q) for x, q in zip(inputs, self.in_qparams)]
-        if self.constant is not None:
-            codes, qparams, position = self.constant
-            operands.insert(position, (codes, qparams))
-        (a, a_qp), (b, b_qp) = operands
-        codes = self.arithmetic(a, a_qp, b, b_qp, self.out_qparams)
-        signed = inputs[0].qparams.signed
-        return QTensor(convert_codes(codes, signed), self.out_qparams.to_domain(signed))
+        def compute(*codes):
+            operands = list(zip(codes, self.in_qparams))
+            if self.constant is not None:
+                constant_codes, qparams, position = self.constant
+                operands.insert(position, (constant_codes, qparams))
+            (a, a_qp), (b, b_qp) = operands
+            return self.arithmetic(a, a_qp, b, b_qp, self.out_qparams)
+        return in_own_domains(compute, inputs, self.in_qparams, self.out_qparams)
 
 
 class ShapeOp(OnnxFloatOp):

@@ -231,13 +231,7 @@ class QuantizedOps:
         tensors = node.input[2::3]
         if any(self.is_const(t) for t in tensors):
             raise ModelError("QLinearConcat of a constant is not supported (activations only)")
-        for index in range(2, len(node.input), 3):
-            self.q_input(node, index)
-        self.op_Concat(types.SimpleNamespace(op_type="Concat", name=node.name, input=tensors,
-                                             output=node.output), a)
-        name = self.source[node.output[0]]
-        self.set_grid(name, qparams_of(self.const(node, 0), self.const(node, 1)))
-        self.quantized_tensors[node.output[0]] = name
+        self.q_float(node, a, "Concat", range(2, len(node.input), 3), 0)
 
     def q_float(self, node, a, op, operands, out_grid):
         """A QLinear op that ONNX Runtime computes as dequantize -> ``op`` -> quantize (a lookup
@@ -258,8 +252,12 @@ class QuantizedOps:
             names.append(tensor)
         getattr(self, "op_" + op)(types.SimpleNamespace(op_type=op, name=node.name, input=names,
                                                         output=node.output), a)
+        self.q_output(node, out_grid)
+
+    def q_output(self, node, grid):
+        """The grid (scale and zero point at input ``grid``) of the op's output node."""
         name = self.source[node.output[0]]
-        self.set_grid(name, qparams_of(self.const(node, out_grid), self.const(node, out_grid + 1)))
+        self.set_grid(name, qparams_of(self.const(node, grid), self.const(node, grid + 1)))
         self.quantized_tensors[node.output[0]] = name
 
     def quantizable_binary(self, node, acts):
@@ -289,9 +287,8 @@ class QuantizedOps:
 
     def op_QLinearSoftmax(self, node, a):
         self.q_input(node, 0)
-        name = self.op_Softmax(node, a, opset=a.get("opset", 13))
-        self.set_grid(name, qparams_of(self.const(node, 3), self.const(node, 4)))
-        self.quantized_tensors[node.output[0]] = name
+        self.op_Softmax(node, a, opset=a.get("opset", 13))
+        self.q_output(node, 3)
 
     # ---- the grids of every node ----
     def given_quantization(self, model):
