@@ -49,10 +49,16 @@ def test_binary_ops_equal_onnxruntime_on_every_pair_of_codes(dtype, op, arithmet
     a, b = (v.ravel().astype(dtype) for v in np.meshgrid(np.arange(info.min, info.max + 1),
                                                          np.arange(info.min, info.max + 1)))
     rng = np.random.default_rng(11)
-    for trial in range(16):  # scales over three or four decades
+    # grids on which a fused multiply-add would round one pair differently from ONNX
+    # Runtime's QLinearMul (and the plain float32 expression from its QLinearAdd)
+    known = {np.uint8: [(0.034739889204502106, 92), (0.029634447768330574, 6),
+                        (0.10783420503139496, 138)],
+             np.int8: [(0.185519278049469, -99), (0.6478856801986694, 4),
+                       (0.1378239095211029, -127)]}[dtype]
+    for trial in range(17):  # scales over three or four decades
         scales = np.exp(rng.uniform(np.log(low), 0.0, 3)).astype(F32)
         zps = rng.integers(info.min, info.max + 1, 3)
-        grids = list(zip(scales.tolist(), zps.tolist()))
+        grids = known if trial == 16 else list(zip(scales.tolist(), zps.tolist()))
         want = _session(op, "ab", grids, dtype, [None]).run(None, {"a": a, "b": b})[0]
         qps = [QParams(s, z, signed=dtype == np.int8) for s, z in grids]
         got = arithmetic(a, qps[0], b, qps[1], qps[2])
@@ -87,8 +93,9 @@ def test_lookup_table_ops_are_the_float_op_between_grids(dtype):
 def test_qlinear_softmax_equals_onnxruntime(dtype):
     info = np.iinfo(dtype)
     rng = np.random.default_rng(12)
-    for trial in range(16):
-        features = int(rng.integers(2, 40))
+    for trial in range(17):
+        # and one long row: the table's shift depends on the row length
+        features = 1000 if trial == 16 else int(rng.integers(2, 40))
         x = rng.integers(info.min, info.max + 1, (64, features)).astype(dtype)
         x_grid = (float(np.exp(rng.uniform(-5, 0))), int(rng.integers(info.min, info.max + 1)))
         # ONNX Runtime's output grid for probabilities (1/256, saturating at 1.0), or any other
