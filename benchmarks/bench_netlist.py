@@ -1,10 +1,13 @@
 """Time tabulating gate-level netlists: an 8x8 multiplier of a few thousand
-gates (target: well under 10 ms) and a 12x12 one, against the two ways a
+gates (target: well under 10 ms) and a 12x12 one, and a 16x16 one (too
+wide to tabulate) as the multiplier of a matmul, against the two ways a
 user has without approxmul, in the same run:
 
 - a compiled C model: the same gates as C statements, compiled with
   ``cc -O2`` and called once per operand pair (compile time reported apart);
-- NumPy: the gates evaluated one by one over all pairs at once (bool arrays).
+- NumPy: the gates evaluated one by one over all pairs at once (bool arrays);
+  for the 16x16 matmul, a C triple loop calling the compiled model per
+  product instead.
 
     APPROXMUL_LIBRARY=build/capi/libapproxmul.so PYTHONPATH=. \\
         python benchmarks/bench_netlist.py [--threads 2] [--repeats 20] [--quick]
@@ -101,7 +104,11 @@ def to_c(n, gates, outputs):
             "static uint32_t model(uint32_t a, uint32_t b) {\n" + "\n".join(body)
             + f"\n  return {result};\n}}\n"
             f"void table(int32_t *out) {{\n  for (uint32_t a = 0; a < {1 << n}u; ++a)\n"
-            f"    for (uint32_t b = 0; b < {1 << n}u; ++b) out[a << {n} | b] = (int32_t)model(a, b);\n}}\n")
+            f"    for (uint32_t b = 0; b < {1 << n}u; ++b) out[a << {n} | b] = (int32_t)model(a, b);\n}}\n"
+            "void gemm(const uint16_t *a, const uint16_t *b, int64_t *c, int rows, int inner, int cols) {\n"
+            "  for (int i = 0; i < rows; ++i)\n    for (int j = 0; j < cols; ++j) {\n"
+            "      int64_t s = 0;\n      for (int k = 0; k < inner; ++k) s += model(a[i * inner + k], b[k * cols + j]);\n"
+            "      c[i * cols + j] = s;\n    }\n}\n")
 
 
 def numpy_table(n, gates, outputs):
@@ -170,6 +177,44 @@ def run(n, repeats, work):
           f"(x{numpy_seconds / tabulate:.1f})")
 
 
+def run_gemm(n, shape, repeats, work):
+    """A netlist too wide to tabulate (function plan, simulated a GEMM row at a time) in a matmul."""
+    gates, outputs = nand_multiplier(n)
+    path = os.path.join(work, f"tmr{n}.v")
+    with open(path, "w") as handle:
+        handle.write(to_verilog(n, gates, outputs))
+    netlist = verilog.Netlist(path)
+    m = netlist.multiplier()
+    rows, inner, cols = shape
+    rng = np.random.default_rng(0)
+    a = rng.integers(0, 1 << n, size=(rows, inner)).astype(np.uint16)
+    b = rng.integers(0, 1 << n, size=(inner, cols)).astype(np.uint16)
+    exact = a.astype(np.int64) @ b.astype(np.int64)
+    assert np.array_equal(am.matmul(a, b, m), exact)
+
+    source, library = os.path.join(work, f"tmr{n}.c"), os.path.join(work, f"libtmr{n}.so")
+    with open(source, "w") as handle:
+        handle.write(to_c(n, gates, outputs))
+    subprocess.run(["cc", "-O2", "-shared", "-fPIC", "-o", library, source], check=True)
+    c_gemm = ctypes.CDLL(library).gemm
+    out = np.empty((rows, cols), dtype=np.int64)
+    pointer = ctypes.c_void_p
+    call = lambda: c_gemm(pointer(a.ctypes.data), pointer(b.ctypes.data), pointer(out.ctypes.data),
+                          rows, inner, cols)
+    call()
+    assert np.array_equal(out, exact)
+    time.sleep(0.5)
+    ours = best_of(lambda: am.matmul(a, b, m), repeats)
+    time.sleep(0.5)
+    theirs = best_of(call, max(1, repeats // 4))
+    products = rows * inner * cols
+    print(f"{n}x{n} TMR array in a {rows}x{inner}x{cols} matmul: {netlist.info()['gates']} gates, "
+          f"plan {m.plan}")
+    print(f"  approxmul matmul                  {ours * 1e3:10.2f} ms   ({products / ours / 1e6:.1f} M products/s)")
+    print(f"  compiled C model in a C loop      {theirs * 1e3:10.2f} ms   "
+          f"(x{theirs / ours:.1f}; one thread)")
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--threads", type=int, default=2)
@@ -182,6 +227,8 @@ def main():
     with tempfile.TemporaryDirectory() as work:
         for n in ((4,) if args.quick else (8, 12)):
             run(n, 2 if args.quick else args.repeats if n <= 8 else max(1, args.repeats // 10), work)
+        run_gemm(13 if args.quick else 16, (2, 8, 70) if args.quick else (64, 576, 64),
+                 2 if args.quick else max(1, args.repeats // 4), work)
 
 
 if __name__ == "__main__":

@@ -95,6 +95,21 @@ std::shared_ptr<const Multiplier> Multiplier::with_spec(std::shared_ptr<const Mu
     return m;
 }
 
+std::shared_ptr<const Multiplier> Multiplier::with_outer_function(
+    std::shared_ptr<const Multiplier> m, OuterFunction outer) {
+    if (m->has_table())
+        fail(APPROXMUL_ERR_INTERNAL, "%s: an outer function for a tabulated model", m->name_.c_str());
+    const_cast<Multiplier *>(m.get())->outer_function_ = std::move(outer);  // not shared yet
+    return m;
+}
+
+void Multiplier::outer_products(const int64_t *a, int64_t rows, const int64_t *b, int64_t cols,
+                                int64_t *out) const {
+    if (outer_function_) return outer_function_(a, rows, b, cols, out);
+    for (int64_t i = 0; i < rows; ++i)
+        for (int64_t j = 0; j < cols; ++j) out[i * cols + j] = product(a[i], b[j]);
+}
+
 void Multiplier::finish() {
     if (has_table()) {
         auto [lo, hi] = std::minmax_element(table_.begin(), table_.end());

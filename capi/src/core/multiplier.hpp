@@ -39,6 +39,12 @@ class Multiplier {
 public:
     // Maps two operand values to their product; must be pure and thread safe.
     using ProductFunction = std::function<int64_t(int64_t, int64_t)>;
+    // out[i * cols + j] = M(a[i], b[j]): an outer product's products in one
+    // call (a GEMM tile's step along the inner dimension), for models that
+    // compute many products at once (a netlist simulated bit-sliced); same
+    // purity rules.
+    using OuterFunction = std::function<void(const int64_t *a, int64_t rows, const int64_t *b,
+                                             int64_t cols, int64_t *out)>;
 
     // table: 4^bits entries, row = first operand's raw bit pattern.
     static std::shared_ptr<const Multiplier> from_table(std::vector<int32_t> table, int bits,
@@ -68,6 +74,9 @@ public:
                           (static_cast<uint32_t>(b) & operand_mask())];
         return function_(a, b);
     }
+    // out[i * cols + j] = product(a[i], b[j]), through the outer function if any.
+    void outer_products(const int64_t *a, int64_t rows, const int64_t *b, int64_t cols,
+                        int64_t *out) const;
 
     int64_t min_product() const { return min_product_; }
     int64_t max_product() const { return max_product_; }
@@ -96,6 +105,9 @@ public:
     // Gives a model that was just built (not yet shared) its spec.
     static std::shared_ptr<const Multiplier> with_spec(std::shared_ptr<const Multiplier> m,
                                                        std::string spec);
+    // Gives a function model that was just built (not yet shared) an outer function.
+    static std::shared_ptr<const Multiplier> with_outer_function(
+        std::shared_ptr<const Multiplier> m, OuterFunction outer);
 
 private:
     Multiplier(int bits, bool is_signed, std::string name);
@@ -107,6 +119,7 @@ private:
     std::string spec_;
     std::vector<int32_t> table_;
     ProductFunction function_;
+    OuterFunction outer_function_;
     Factorization factorization_;
     bool known_exact_ = false;
     int64_t min_product_ = 0;

@@ -46,7 +46,8 @@ struct ExactStep {
     int64_t operator()(A a, B b) const { return a * b; }
 };
 
-// Function plan: one call of the multiplier's model per product.
+// Function plan: the multiplier's model computes the products, a tile's
+// outer product at a time (accumulate_block below).
 struct FunctionStep {
     const Multiplier *m;
     using A = int64_t;
@@ -55,6 +56,37 @@ struct FunctionStep {
     B pack_b(int64_t v) const { return v; }
     int64_t operator()(A a, B b) const { return m->product(a, b); }
 };
+
+// acc[i][j] += sum over k < nk of M(a[i][k], b[k][j]) on packed operands
+// (rows of a TileInner apart, of b and acc TileCols apart).
+template <typename Acc, typename Step>
+void accumulate_block(const Step &step, const typename Step::A *a, const typename Step::B *b,
+                      int64_t ni, int64_t nk, int64_t nj, Acc *acc) {
+    for (int64_t i = 0; i < ni; ++i)
+        for (int64_t k = 0; k < nk; ++k) {
+            const auto x = a[i * TileInner + k];
+            const auto *row = &b[k * TileCols];
+            for (int64_t j = 0; j < nj; ++j) acc[i * TileCols + j] += static_cast<Acc>(step(x, row[j]));
+        }
+}
+
+// One model call per step along k: a model that evaluates products in
+// blocks (a netlist simulated bit-sliced, 2,048 pairs per pass over its
+// gates) gets up to TileRows x TileCols of them at once.
+template <typename Acc>
+void accumulate_block(const FunctionStep &step, const int64_t *a, const int64_t *b, int64_t ni,
+                      int64_t nk, int64_t nj, Acc *acc) {
+    thread_local std::vector<int64_t> products;
+    products.resize(TileRows * TileCols);
+    int64_t column[TileRows];
+    for (int64_t k = 0; k < nk; ++k) {
+        for (int64_t i = 0; i < ni; ++i) column[i] = a[i * TileInner + k];
+        step.m->outer_products(column, ni, &b[k * TileCols], nj, products.data());
+        for (int64_t i = 0; i < ni; ++i)
+            for (int64_t j = 0; j < nj; ++j)
+                acc[i * TileCols + j] += static_cast<Acc>(products[size_t(i * nj + j)]);
+    }
+}
 
 // Acc is also the output type: the accumulator check makes int32 safe.
 template <typename Acc, typename Step>
@@ -92,14 +124,7 @@ void tiled_gemm(const MatmulProblem &p, const Step &step) {
             for (int64_t k = 0; k < nk; ++k)
                 for (int64_t j = 0; j < nj; ++j)
                     w.b[k * TileCols + j] = step.pack_b(load(p.b, k0 + k, j0 + j));
-            for (int64_t i = 0; i < ni; ++i) {
-                Acc *acc = &w.acc[i * TileCols];
-                for (int64_t k = 0; k < nk; ++k) {
-                    const auto a = w.a[i * TileInner + k];
-                    const auto *b = &w.b[k * TileCols];
-                    for (int64_t j = 0; j < nj; ++j) acc[j] += static_cast<Acc>(step(a, b[j]));
-                }
-            }
+            accumulate_block(step, w.a.data(), w.b.data(), ni, nk, nj, w.acc.data());
         }
         for (int64_t i = 0; i < ni; ++i)
             for (int64_t j = 0; j < nj; ++j) {

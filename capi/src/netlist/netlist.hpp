@@ -68,7 +68,8 @@ std::vector<int32_t> tabulate(const Circuit &circuit, bool is_signed);
 
 // A multiplier of the netlist: tabulated up to 8 bits; 9..12 bits keep the
 // full product table behind a function plan; wider netlists run as a
-// function plan simulated bit-sliced, 64 products of a row per pass.
+// function plan simulated bit-sliced: 2,048 pairs of a GEMM tile's outer
+// product per pass (Multiplier::outer_products), single products 64 per pass.
 std::shared_ptr<const Multiplier> to_multiplier(std::shared_ptr<const Netlist> netlist,
                                                 bool is_signed);
 

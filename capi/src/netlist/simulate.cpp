@@ -63,6 +63,17 @@ void run_gates(const Gate *gates, size_t count, Block *values, size_t first_gate
     evaluate(gates, count, values, first_gate);
 }
 
+// Small outer products (a GEMM of few rows or columns) take 256-pair passes.
+constexpr int kSmallWords = 4;
+typedef uint64_t SmallBlock __attribute__((vector_size(kSmallWords * 8)));
+
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
+__attribute__((target_clones("avx2", "default")))
+#endif
+void run_gates(const Gate *gates, size_t count, SmallBlock *values, size_t first_gate) {
+    evaluate(gates, count, values, first_gate);
+}
+
 // rows[i] bit j <-> rows[j] bit i
 void transpose64(uint64_t rows[64]) {
     uint64_t mask = 0x00000000ffffffffull;
@@ -178,6 +189,55 @@ int64_t simulate_block(const Circuit &c, bool is_signed, uint64_t id, int64_t a,
     return value;
 }
 
+// out[i * cols + j] = M(a[i], b[j]) of a wide netlist, in passes of W
+// words: lane l of word w holds pair p = 64 w + l of the pass, its operand
+// bits transposed into one word per bit (p in row-major order over i, j).
+template <class V, int W>
+void simulate_outer(const Circuit &c, bool is_signed, const int64_t *a, int64_t rows,
+                    const int64_t *b, int64_t cols, int64_t *out) {
+    struct Free { void operator()(V *p) const { std::free(p); } };
+    thread_local std::unique_ptr<V[], Free> storage;
+    thread_local size_t capacity = 0;
+    const size_t signals = size_t(c.first_gate()) + c.gates.size();
+    if (capacity < signals) {
+        storage.reset();
+        capacity = 0;
+        // aligned for the AVX2 clone (see Simulator)
+        storage.reset(static_cast<V *>(std::aligned_alloc(64, signals * sizeof(V))));
+        if (!storage) throw std::bad_alloc();
+        capacity = signals;
+    }
+    V *v = storage.get();
+    const int n = c.a_bits;
+    const uint64_t mask = (uint64_t{1} << n) - 1;
+    for (int w = 0; w < W; ++w) {
+        v[0][w] = 0;
+        v[1][w] = ~uint64_t{0};
+    }
+    const int64_t count = rows * cols;
+    auto pair = [&](int64_t p) { return (uint64_t(a[p / cols]) & mask) << n | (uint64_t(b[p % cols]) & mask); };
+    for (int64_t p0 = 0; p0 < count; p0 += 64 * W) {
+        const int64_t lanes = std::min<int64_t>(64 * W, count - p0);
+        for (int w = 0; w < W; ++w) {
+            uint64_t bits[64] = {};
+            for (int64_t l = 0; l < std::min<int64_t>(64, lanes - 64 * w); ++l) bits[l] = pair(p0 + 64 * w + l);
+            transpose64(bits);  // bits[t]: bit t of every lane's pair index
+            for (int k = 0; k < 2 * n; ++k) v[2 + size_t(k)][w] = bits[k < n ? n + k : k - n];
+        }
+        run_gates(c.gates.data(), c.gates.size(), v, c.first_gate());
+        for (int w = 0; w < W && 64 * w < lanes; ++w) {
+            uint64_t patterns[64] = {};
+            for (size_t k = 0; k < c.outputs.size(); ++k) patterns[k] = v[c.outputs[k]][w];
+            transpose64(patterns);
+            for (int64_t l = 0; l < std::min<int64_t>(64, lanes - 64 * w); ++l) {
+                const int64_t p = p0 + 64 * w + l, value = product_of(patterns[l], c, is_signed);
+                if (!in_range(value, n, is_signed)) out_of_range(c, is_signed, pair(p), value);
+                out[p] = value;
+            }
+        }
+    }
+}
+
 }  // namespace
 
 std::vector<int32_t> tabulate(const Circuit &c, bool is_signed) {
@@ -216,19 +276,35 @@ std::shared_ptr<const Multiplier> to_multiplier(std::shared_ptr<const Netlist> n
     if (n <= 12) {
         auto table = std::make_shared<const std::vector<int32_t>>(tabulate(c, is_signed));
         const uint32_t mask = (uint32_t{1} << n) - 1;
-        return Multiplier::from_function(
+        auto m = Multiplier::from_function(
             [table, mask, n](int64_t a, int64_t b) -> int64_t {
                 return (*table)[(uint32_t(a) & mask) << n | (uint32_t(b) & mask)];
             },
             n, is_signed, netlist->module);
+        return Multiplier::with_outer_function(
+            std::move(m), [table, mask, n](const int64_t *a, int64_t rows, const int64_t *b,
+                                           int64_t cols, int64_t *out) {
+                for (int64_t i = 0; i < rows; ++i) {
+                    const int32_t *row = table->data() + (size_t(uint32_t(a[i]) & mask) << n);
+                    for (int64_t j = 0; j < cols; ++j) out[i * cols + j] = row[uint32_t(b[j]) & mask];
+                }
+            });
     }
     static std::atomic<uint64_t> next_id{1};
     const uint64_t id = next_id++;
-    return Multiplier::from_function(
+    auto m = Multiplier::from_function(
         [netlist, is_signed, id](int64_t a, int64_t b) {
             return simulate_block(netlist->circuit, is_signed, id, a, b);
         },
         n, is_signed, netlist->module);
+    return Multiplier::with_outer_function(
+        std::move(m), [netlist, is_signed](const int64_t *a, int64_t rows, const int64_t *b,
+                                           int64_t cols, int64_t *out) {
+            if (rows * cols <= 64 * kSmallWords)
+                simulate_outer<SmallBlock, kSmallWords>(netlist->circuit, is_signed, a, rows, b, cols, out);
+            else
+                simulate_outer<Block, kWords>(netlist->circuit, is_signed, a, rows, b, cols, out);
+        });
 }
 
 }  // namespace approxmul::netlist
