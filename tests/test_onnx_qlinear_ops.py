@@ -15,7 +15,7 @@ from approxmul_cffi.onnx import load_onnx  # noqa: E402
 from approxmul_cffi.quant import QParams, convert_codes  # noqa: E402
 from approxmul_cffi.requant_float import (  # noqa: E402
     fma32, qlinear_add, qlinear_mul, qlinear_softmax)
-from onnx_models import calibration_reader, make_model  # noqa: E402
+from onnx_models import calibration_reader, make_model, quantize_static  # noqa: E402
 
 F32 = np.float32
 
@@ -165,7 +165,7 @@ def residual(tmp_path_factory):
 def test_quantized_residual_add_equals_onnxruntime(residual, fmt, act):
     folder, x = residual
     path = folder / f"q_{fmt}_{act}.onnx"
-    quantization.quantize_static(str(folder / "residual.onnx"), str(path),
+    quantize_static(str(folder / "residual.onnx"), str(path),
                                  calibration_reader(x),
                                  quant_format=getattr(quantization.QuantFormat, fmt),
                                  activation_type=getattr(quantization.QuantType, act),
@@ -195,7 +195,7 @@ def test_qlinear_adds_of_constants_and_broadcasts_equal_onnxruntime(residual, tm
     folder, x = residual
     path = folder / "q_QOperator_QUInt8.onnx"
     if not path.exists():
-        quantization.quantize_static(str(folder / "residual.onnx"), str(path),
+        quantize_static(str(folder / "residual.onnx"), str(path),
                                      calibration_reader(x),
                                      quant_format=quantization.QuantFormat.QOperator)
     model = onnx.load(str(path))
@@ -226,7 +226,7 @@ def test_quantized_classifier_softmax_equals_onnxruntime(tmp_path, fmt, act):
     onnx.save(make_model(nodes, [("x", ["N", 16])], [("y", ["N", 10])],
                          {"w": rng.normal(size=(10, 16)).astype(F32)}), str(tmp_path / "fc.onnx"))
     x = rng.normal(size=(64, 16)).astype(F32)
-    quantization.quantize_static(str(tmp_path / "fc.onnx"), str(tmp_path / "q.onnx"),
+    quantize_static(str(tmp_path / "fc.onnx"), str(tmp_path / "q.onnx"),
                                  calibration_reader(x),
                                  quant_format=getattr(quantization.QuantFormat, fmt),
                                  activation_type=getattr(quantization.QuantType, act))
@@ -269,7 +269,7 @@ def test_quantized_elementwise_ops_equal_onnxruntime(tmp_path, case, fmt, act):
     onnx.save(make_model(nodes, [("x", ["N", 3, 8, 8])], [("y", ["N", 2, 8, 8])], init),
               str(tmp_path / "m.onnx"))
     x = rng.normal(size=(32, 3, 8, 8)).astype(F32)
-    quantization.quantize_static(str(tmp_path / "m.onnx"), str(tmp_path / "q.onnx"),
+    quantize_static(str(tmp_path / "m.onnx"), str(tmp_path / "q.onnx"),
                                  calibration_reader(x),
                                  quant_format=getattr(quantization.QuantFormat, fmt),
                                  activation_type=getattr(quantization.QuantType, act))
@@ -297,7 +297,7 @@ def test_quantized_softmax_over_channels_equals_onnxruntime(tmp_path, opset, fmt
                          {"w": rng.normal(size=(5, 3, 3, 3)).astype(F32)}, opset=opset),
               str(tmp_path / "seg.onnx"))
     x = rng.normal(size=(16, 3, 6, 6)).astype(F32)
-    quantization.quantize_static(str(tmp_path / "seg.onnx"), str(tmp_path / "q.onnx"),
+    quantize_static(str(tmp_path / "seg.onnx"), str(tmp_path / "q.onnx"),
                                  calibration_reader(x),
                                  quant_format=getattr(quantization.QuantFormat, fmt))
     model = onnx.load(str(tmp_path / "q.onnx"))
