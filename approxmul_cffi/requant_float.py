@@ -10,7 +10,8 @@ float32 arithmetic with fused multiply-adds (:func:`qlinear_add`), QLinearMul
 float32 without (:func:`qlinear_mul`), and its
 quantized pooling and softmax have rules of their own
 (:func:`qlinear_average_pool`, :func:`qlinear_global_average_pool`,
-:func:`qlinear_softmax`).
+:func:`qlinear_softmax`), and DynamicQuantizeLinear picks a tensor's grid
+from its own range (:func:`dynamic_qparams`).
 ``QuantConfig(requantization="onnxruntime")`` selects this arithmetic, so a
 model quantized by ONNX Runtime gives its integer tensors bit for bit.
 docs/quantization.md compares the two.
@@ -86,6 +87,25 @@ def quantize_float(x, qparams):
         zp = qparams.zero_point.reshape(shape)
     q = np.rint(x / scale).astype(np.int64) + zp
     return np.clip(q, qparams.qmin, qparams.qmax).astype(qparams.dtype)
+
+
+def dynamic_qparams(x):
+    """ONNX Runtime's DynamicQuantizeLinear grid of a float32 tensor: (scale, uint8 zero point).
+
+    The range is widened to hold 0, ``scale = float32(hi - lo) / 255`` (1 when
+    the tensor is all zeros) and ``zp = rint(clamp(-lo / scale, 0, 255))``,
+    all in float32; the codes are then :func:`quantize_float`'s.
+
+    >>> scale, zp = dynamic_qparams(np.array([-1.0, 0.5, 3.0], np.float32))
+    >>> bool(scale == np.float32(4.0) / np.float32(255)), zp
+    (True, 64)
+    """
+    x = np.asarray(x, dtype=np.float32)
+    lo = min(np.float32(x.min()) if x.size else np.float32(0), np.float32(0))
+    hi = max(np.float32(x.max()) if x.size else np.float32(0), np.float32(0))
+    scale = np.float32(1) if hi == lo else np.float32((hi - lo) / np.float32(255))
+    zp = np.rint(np.clip(np.float32(0) - lo / scale, np.float32(0), np.float32(255)))
+    return scale, int(zp)
 
 
 def fma32(x, y, z):

@@ -60,6 +60,15 @@ def quantize_static(source, target, reader, **options):
     return quantization.quantize_static(source, target, reader, **options)
 
 
+def quantize_dynamic(source, target, **options):
+    """onnxruntime's quantize_dynamic, with 7-bit weights where its kernels saturate (above)."""
+    from onnxruntime import quantization
+
+    if u8s8_saturates():
+        options.setdefault("reduce_range", True)
+    return quantization.quantize_dynamic(source, target, **options)
+
+
 def calibration_reader(x, batch=16):
     """An onnxruntime.quantization.CalibrationDataReader over ``x`` in batches, input "x"."""
     from onnxruntime.quantization import CalibrationDataReader

@@ -2,7 +2,7 @@
 
 One row per layer: name, op, inputs, output shape (one sample), parameter
 count and multiply-accumulates per sample; the multiply-accumulates of
-Conv2d and Linear layers are those an approximate multiplier computes.
+Conv2d and Linear layers (dynamically quantized ones too) are those an approximate multiplier computes.
 MODEL is a model JSON written by nn.Model.save or an ONNX file (default: the
 bundled digits LeNet). Needs NumPy (and onnx for ONNX files).
 """
@@ -37,15 +37,20 @@ def layer_rows(model):
     >>> [(r["name"], r["output_shape"], r["macs"]) for r in layer_rows(m)]
     [('conv', [4, 6, 6], 1296), ('flat', [144], 0), ('fc', [10], 1440)]
     """
+    from approxmul_cffi.nn import DynamicQuantized
+
     rows = []
     for node in model.nodes:
-        shapes = node.layer.param_shapes()
+        # a dynamically quantized layer: its Conv2d/Linear's shapes and multiplications
+        core = node.layer.layer if isinstance(node.layer, DynamicQuantized) else node.layer
+        shapes = core.param_shapes()
         out_shape = [int(s) for s in model.shapes[node.name]]
         weight = shapes.get("weight")
-        multiplies = type(node.layer).__name__ in ("Conv2d", "Linear") and weight is not None
+        multiplies = type(core).__name__ in ("Conv2d", "Linear") and weight is not None
         rows.append({
             "name": node.name,
-            "op": type(node.layer).__name__,
+            "op": type(node.layer).__name__ + ("" if core is node.layer else
+                                                f"({type(core).__name__})"),
             "inputs": list(node.inputs),
             "output_shape": out_shape,
             "parameters": sum(math.prod(s) for s in shapes.values()),

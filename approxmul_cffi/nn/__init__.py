@@ -28,7 +28,8 @@ Files: :mod:`.layers` (layers with weights and the base class),
 :mod:`.code_layers` (activations, pooling, reshaping, add),
 :mod:`.windows` (sliding windows), :mod:`.graph` (the model graph and its
 files), :mod:`.integer` (one layer's integer forward: :class:`QuantizedLayer`,
-:class:`QTensor`), :mod:`.quantized` (calibration and the quantized graph).
+:class:`QTensor`), :mod:`.quantized` (calibration and the quantized graph),
+:mod:`.dynamic` (layers quantized per batch, from ONNX dynamic quantization).
 """
 
 from ..errors import ModelError
@@ -36,11 +37,13 @@ from .code_layers import Add, AvgPool2d, Flatten, GlobalAvgPool, MaxPool2d, ReLU
 from .graph import INPUT, Model, Node, load, save
 from .integer import CodeOp, PreparedWeights, QTensor, QuantizedLayer, QuantizedMatMul
 from .layers import LAYER_TYPES, BatchNorm2d, Conv2d, Layer, Linear, MatMul, register
-from .quantized import QuantizedModel, RangeObserver, quantize
+from .dynamic import DynamicQuantized
+from .quantized import DynamicQuantizedModel, QuantizedModel, RangeObserver, quantize
 from .. import quant  # noqa: F401  (nn.quant: the arithmetic the layers use)
 
 __all__ = [
-    "Add", "AvgPool2d", "BatchNorm2d", "CodeOp", "Conv2d", "Flatten", "GlobalAvgPool", "INPUT",
+    "Add", "AvgPool2d", "BatchNorm2d", "CodeOp", "Conv2d", "DynamicQuantized",
+    "DynamicQuantizedModel", "Flatten", "GlobalAvgPool", "INPUT",
     "LAYER_TYPES", "Layer", "Linear", "MatMul", "MaxPool2d", "Model", "ModelError", "Node",
     "PreparedWeights", "QTensor", "QuantizedLayer", "QuantizedMatMul", "QuantizedModel",
     "RangeObserver", "ReLU",

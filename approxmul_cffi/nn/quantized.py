@@ -23,10 +23,11 @@ import numpy as np
 from .. import quant
 from ..errors import ModelError
 from ..multipliers import Multiplier, multiplier as resolve
+from .dynamic import DynamicQuantized
 from .graph import INPUT, Node
 from .integer import QTensor
 
-__all__ = ["QuantizedModel", "RangeObserver", "quantize"]
+__all__ = ["DynamicQuantizedModel", "QuantizedModel", "RangeObserver", "quantize"]
 
 
 class RangeObserver:
@@ -64,6 +65,8 @@ def quantize(model, calibration_data, config=None, *, batch_size=256):
     >>> nn.quantize(m, np.array([[0.0], [1.0]])).layer_names
     ['fc']
     """
+    if is_dynamic(model):  # ONNX dynamic quantization: grids per batch, nothing to calibrate
+        return DynamicQuantizedModel(model, config)
     given = getattr(model, "quantization", None)
     if given is not None:  # a pre-quantized model (ONNX QDQ/QOperator) keeps its own grids
         return QuantizedModel(model, given.qparams, config or given.config, given.weights)
@@ -237,3 +240,47 @@ class QuantizedModel:
     def predict(self, x, multiplier=None, *, layers=None, batch_size=256):
         """Class indices: the argmax of :meth:`run`."""
         return self.run(x, multiplier, layers=layers, batch_size=batch_size).argmax(axis=-1)
+
+
+class DynamicQuantizedModel(QuantizedModel):
+    """A float graph whose :class:`DynamicQuantized` layers take the multipliers.
+
+    Every other node runs in float, as in the model; :meth:`run_codes` returns
+    the float output (there are no output codes).
+    """
+
+    def __init__(self, model, config=None):
+        self.model, self.qparams, self.given = model, {}, {}
+        self.config = quant.QuantConfig(requantization="onnxruntime") if config is None \
+            else config
+        self.nodes = [Node(n.name, n.layer, n.inputs) for n in model.nodes]
+        self._by_name = {n.name: n.layer for n in self.nodes}
+        self.output = model.output
+
+    @property
+    def layer_names(self):
+        return [n.name for n in self.nodes if isinstance(n.layer, DynamicQuantized)]
+
+    def prepare(self, assignment):
+        """Nothing to prepare: the weight codes are given."""
+
+    def run_codes(self, x, multiplier=None, *, layers=None, return_all=False):
+        """Float output for one batch (``return_all``: every node's output by name)."""
+        assignment = multiplier if isinstance(multiplier, dict) else \
+            self.assign(multiplier, layers)
+        values = {INPUT: self.model.check_input(x)}
+        for node in self.nodes:
+            args = [values[s] for s in node.inputs]
+            values[node.name] = node.layer.forward_with(args[0], assignment[node.name]) \
+                if node.name in assignment else node.layer.forward(*args)
+        return values if return_all else values[self.output]
+
+
+def is_dynamic(model):
+    """True when ``model`` holds a :class:`DynamicQuantized` layer.
+
+    >>> from approxmul_cffi import nn
+    >>> is_dynamic(nn.Model((1,), [("fc", nn.Linear(1, 1))]))
+    False
+    """
+    return any(isinstance(n.layer, DynamicQuantized) for n in model.nodes)

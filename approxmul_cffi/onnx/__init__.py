@@ -145,6 +145,11 @@ def load_onnx(source, *, input_shape=None):
             tr.translate(node)
         except ModelError as error:
             raise ModelError(f"{name}: {error}") from None
+    if not tr.unsupported:
+        try:
+            tr.finish_dynamic()
+        except ModelError as error:
+            raise ModelError(f"{name}: {error}") from None
     if tr.unsupported:
         kinds = {}
         for node in tr.unsupported:

@@ -15,6 +15,7 @@ import numpy as np
 from .. import nn
 from ..errors import ModelError
 from . import _float_ops as F
+from ._dynamic import DynamicOps
 from ._quantized import QuantizedOps
 from ._reader import MAX_TENSOR_BYTES, import_onnx
 
@@ -42,7 +43,7 @@ MICROSOFT_OPS = {"QGemm", "QLinearAdd", "QLinearAveragePool", "QLinearConcat",
                  "QLinearSoftmax"}
 
 
-class Translator(QuantizedOps):
+class Translator(QuantizedOps, DynamicOps):
     """Builds the (name, layer, inputs) list of an nn.Model from ONNX nodes in order."""
 
     def __init__(self, constants, input_name, input_shape, opset, batch):
@@ -53,6 +54,7 @@ class Translator(QuantizedOps):
         self.nodes, self.unsupported = [], []
         self._names = {nn.INPUT}
         self._q_init()
+        self._dynamic_init()
 
     # ---- helpers ----
     def is_const(self, name):
@@ -152,6 +154,7 @@ class Translator(QuantizedOps):
             self.unsupported.append(node)
             return
         try:
+            self.check_dynamic_reads(node)
             getattr(self, "op_" + node.op_type)(node, attributes(node))
         except ModelError as error:
             raise ModelError(f"{node.op_type} node {self.base(node)!r}: {error}") from None
@@ -169,8 +172,9 @@ class Translator(QuantizedOps):
             self.record_given(name, src, weight, node.input[2] if len(node.input) > 2 else "",
                               self.const(node, 2))
 
-    def conv_layer(self, node, a, src, w, b):
-        """The nn.Conv2d of an ONNX Conv (after a zero Pad if its pads are asymmetric)."""
+    def conv_layer(self, node, a, src, w, b, wrap=None):
+        """The nn.Conv2d of an ONNX Conv (after a zero Pad if its pads are asymmetric);
+        ``wrap`` turns it into the layer added (a dynamically quantized one)."""
         if w.ndim != 4:
             raise ModelError(f"only 2-D convolutions are supported (weight {w.shape})")
         shape = self.shapes[src]
@@ -186,7 +190,7 @@ class Translator(QuantizedOps):
         conv = nn.Conv2d(w.shape[1] * group, w.shape[0], k, stride=strides,
                          padding=pads[:2], dilation=dil, groups=group, bias=b is not None,
                          weight=w, bias_value=b)
-        return self.add(self.base(node), conv, [src], node.output[0])
+        return self.add(self.base(node), wrap(conv) if wrap else conv, [src], node.output[0])
 
     @staticmethod
     def pads(a, hw, kernel, strides, dilations):
@@ -271,6 +275,8 @@ class Translator(QuantizedOps):
     op_Sigmoid = op_Tanh = op_Exp = op_Sqrt = op_Log = op_Reciprocal = op_Neg = op_Abs = unary
 
     def binary(self, node, a):
+        if self.dynamic_binary(node):
+            return
         acts = [s for s in node.input if not self.is_const(s)]
         if node.op_type == "Add" and len(acts) == 2 and \
                 self.shape_of(acts[0]) == self.shape_of(acts[1]):
