@@ -94,7 +94,7 @@ def multipliers(rng):
         "exact 8-bit": (am.Multiplier.exact(8), exact),
         "DRUM(4) table": table(drum_table(4)),
         "truncated(cut=4) table": table(truncated_table(4)),
-        "exact 16-bit (function-width)": (am.Multiplier.exact(16), exact),
+        "exact 16-bit (byte-split GEMMs)": (am.Multiplier.exact(16), exact),
     }
 
 

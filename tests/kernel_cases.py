@@ -84,9 +84,13 @@ def multipliers():
     yield ("table-s8", *from_table(rng.integers(-20000, 20000, (256, 256)), signed=True))
     yield ("table-u6", *from_table(rng.integers(-9, 60000, (64, 64)), bits=6))
     yield ("table-wide", *from_table(rng.integers(-2**30, 2**30, (256, 256))))
-    # 9 to 16 bits: no table; exact GEMM and the function plan
+    # 9 to 16 bits: no table; exact GEMMs (split into byte GEMMs), factorized
+    # families whose factors fit int16, and the function plan
     yield "exact-s12", am.Multiplier.exact(12, signed=True), True, exact
     yield "exact-u16", am.Multiplier.exact(16), False, exact
+    yield "exact-s16", am.Multiplier.exact(16, signed=True), True, exact
+    yield ("drum-u12", am.multiplier("drum:bits=12,k=4"), False,
+           lambda a, b: drum_values(a, 4) * drum_values(b, 4))
     yield ("drum-u16", am.multiplier("drum:bits=16,k=4"), False,
            lambda a, b: drum_values(a, 4) * drum_values(b, 4))
 
@@ -111,7 +115,8 @@ def cases():
                  TABLE_SHAPES if mname in TABLE_PATH else [])
         for index, (rows, inner, cols) in enumerate(SHAPES + extra):
             if inner > 1000 and mname not in ("exact-u8", "exact-s8", "trunc4", "table-u8",
-                                              "drum", "table-wide"):
+                                              "drum", "table-wide", "exact-u16", "exact-s16",
+                                              "drum-u12"):
                 continue
             wide = index % 4 == 3
             a = operands(rng, (rows, inner), bits, signed, wide)

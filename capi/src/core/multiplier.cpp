@@ -1,6 +1,7 @@
 #include "multiplier.hpp"
 
 #include <algorithm>
+#include <cstdlib>
 #include <limits>
 
 #include "error.hpp"
@@ -129,9 +130,23 @@ void Multiplier::finish() {
                                    max_operand() * max_operand()};
         min_product_ = *std::min_element(std::begin(corners), std::end(corners));
         max_product_ = *std::max_element(std::begin(corners), std::end(corners));
+    } else if (factorization_.rank > 0) {
+        // Wide models are not scanned (2^32 pairs); an exact factorization
+        // bounds every product by sum_r max|u_r| max|v_r|
+        int64_t bound = 0;
+        const size_t side = size_t{1} << bits_;
+        for (int r = 0; r < factorization_.rank; ++r) {
+            int64_t u = 0, v = 0;
+            for (size_t x = 0; x < side; ++x) {
+                u = std::max<int64_t>(u, std::abs(factorization_.u[size_t(r) * side + x]));
+                v = std::max<int64_t>(v, std::abs(factorization_.v[size_t(r) * side + x]));
+            }
+            bound += u * v;
+        }
+        min_product_ = -bound;
+        max_product_ = bound;
     } else {
-        // Wide models are not scanned (2^32 pairs); bound them by the largest
-        // value a 2n-bit product can take, which the kernels then respect.
+        // else by the largest value a 2n-bit product can take, which the kernels then respect.
         const int64_t limit = int64_t{1} << (2 * bits_);
         min_product_ = is_signed_ ? -limit : 0;
         max_product_ = limit;

@@ -124,6 +124,7 @@ void matmul(const MatmulProblem &problem) {
     if (std::strcmp(kernels.name, "generic") != 0) {
         if (u8_gemm(kernels, problem)) return;
         if (int16_gemm(kernels, problem)) return;
+        if (split_gemm(kernels, problem)) return;
         if (table_gemm(kernels, problem)) return;
     }
     generic_matmul(problem);
