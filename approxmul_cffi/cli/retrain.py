@@ -38,6 +38,10 @@ def add_parser(subparsers):
     p.add_argument("--batch-size", type=int, default=16, help="batch size (default 16)")
     p.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
     p.add_argument("--calibration", choices=("minmax", "percentile"), default="minmax")
+    p.add_argument("--bias-correction", action="store_true",
+                   help="cancel each layer's mean multiplier error per output channel, measured "
+                        "on the training images at each calibration (evaluate --bias-correction "
+                        "reproduces the figures)")
     p.add_argument("--threads", metavar="N", type=int, help="library and torch threads")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     add_table_options(p)
@@ -108,13 +112,14 @@ def _retrain(args):
                      gradient=args.gradient, lr=args.lr,
                      batch_size=args.batch_size, seed=args.seed, progress=not args.no_progress,
                      scheme=quant.QuantConfig(calibration=args.calibration),
-                     log=log,
+                     log=log, bias_correction=args.bias_correction,
                      on_start=lambda a: print(f"before:     top-1 {a:6.2f} %", flush=True))
     print(f"after:      top-1 {result['after']:6.2f} %  (before {result['before']:.2f} %)")
     if args.out:
         save_weights(result["model"], model)
         model.metadata.update(retrained={"multiplier": args.multiplier, "layers": args.layers,
                                          "gradient": args.gradient, "epochs": args.epochs,
+                                         "bias_correction": args.bias_correction,
                                          "top1": result["after"]})
         path = model.save(args.out)
         print(f"wrote {path}")
