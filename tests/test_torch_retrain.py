@@ -30,6 +30,22 @@ def test_cli_retrain_improves_and_writes_weights_evaluate_reads(tmp_path, capsys
     assert row.top1 == pytest.approx(result["after"], abs=1e-9)     # the same model, both ways
 
 
+def test_bias_correction_retrains_truncation_and_evaluate_agrees(tmp_path):
+    out, report = tmp_path / "tuned", tmp_path / "r.json"
+    spec = "truncated:bits=8,cut=10"
+    assert main(["retrain", "-m", spec, "--bias-correction", "--epochs", "2", "--threads", "2",
+                 "--no-progress", "--out", str(out), "--json", str(report)]) == 0
+    result = json.loads(report.read_text())
+    assert result["before"] == pytest.approx(36.222222, abs=1e-4)   # evaluate --bias-correction
+    assert result["after"] > 85
+    x, y = load_digits("test")
+    kwargs = dict(calibration=load_digits("train")[0], progress=False)
+    row = evaluate(str(out) + ".json", (x, y), [spec], bias_correction=True, **kwargs).row(spec)
+    assert row.top1 == pytest.approx(result["after"], abs=1e-9)
+    plain = evaluate(str(out) + ".json", (x, y), [spec], **kwargs).row(spec)
+    assert plain.top1 < result["after"] - 20    # the weights rely on the correction
+
+
 @pytest.mark.parametrize("gradient", ["table", "table2d"])
 def test_table_gradients_retrain(gradient):
     torch.manual_seed(0)
