@@ -1,7 +1,7 @@
 """Retraining through approximate multipliers: ste vs table vs table2d over seeds.
 
     python benchmarks/bench_retrain.py [--seeds 0 1 2] [--epochs 10] [--threads 2]
-                                       [--lr 3e-3] [--batch-size 16] [--bias-correction]
+                                       [--lr 3e-3] [--batch-size 16] [--no-bias-correction]
                                        [--out FILE.json]
 
 Runs ``approxmul retrain`` on the bundled digits LeNet (unsigned uint8
@@ -24,7 +24,7 @@ MULTIPLIERS = ("drum:k=3", "truncated:bits=8,cut=10")
 GRADIENTS = ("ste", "table", "table2d")
 
 
-def run(multiplier, gradient, seed, epochs, threads, lr, batch_size, bias_correction=False):
+def run(multiplier, gradient, seed, epochs, threads, lr, batch_size, bias_correction=True):
     with tempfile.TemporaryDirectory() as tmp:
         out = os.path.join(tmp, "r.json")
         start = time.perf_counter()
@@ -32,7 +32,7 @@ def run(multiplier, gradient, seed, epochs, threads, lr, batch_size, bias_correc
                         "--gradient", gradient, "--epochs", str(epochs), "--seed", str(seed),
                         "--threads", str(threads), "--lr", str(lr), "--batch-size",
                         str(batch_size), "--no-progress", "--json", out]
-                       + (["--bias-correction"] if bias_correction else []),
+                       + (["--bias-correction"] if bias_correction else ["--no-bias-correction"]),
                        check=True, stdout=subprocess.DEVNULL)
         seconds = time.perf_counter() - start
         with open(out) as f:
@@ -50,8 +50,9 @@ def main():
     parser.add_argument("--batch-size", type=int, default=16, help="(retrain's default)")
     parser.add_argument("--multipliers", nargs="+", default=list(MULTIPLIERS))
     parser.add_argument("--gradients", nargs="+", default=list(GRADIENTS))
-    parser.add_argument("--bias-correction", action="store_true",
-                        help="retrain --bias-correction (per-channel mean error cancelled)")
+    parser.add_argument("--bias-correction", action=argparse.BooleanOptionalAction, default=True,
+                        help="retrain --bias-correction: per-channel mean error cancelled "
+                             "(retrain's default: on)")
     parser.add_argument("--out", help="write every run as JSON")
     args = parser.parse_args()
     runs = []
