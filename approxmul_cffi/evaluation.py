@@ -287,6 +287,9 @@ def evaluate(model, data, multipliers=None, *, layers=None, limit=None, threads=
     if qmodel is None:
         qmodel = nn.quantize(float_model, x if calibration is None else calibration, config)
     cal_x = x if calibration is None else calibration
+    # a given QuantizedModel gets its own corrections back afterwards
+    saved = {node.name: node.layer._correction for node in qmodel.nodes
+             if isinstance(node.layer, nn.QuantizedLayer)} if bias_correction else {}
     rows = _normalise_multipliers(multipliers)
     overrides = {name: multiplier(m) for name, m in (layers or {}).items()}
     qmodel.assign(None, overrides)  # unknown layer names fail before any work
@@ -358,11 +361,8 @@ def evaluate(model, data, multipliers=None, *, layers=None, limit=None, threads=
     finally:
         bar.close()
         quiet.close()
-        if bias_correction:  # a given QuantizedModel is left as it came
-            for name in qmodel.layer_names:
-                layer = qmodel.layer(name)
-                if isinstance(layer, nn.QuantizedLayer):
-                    layer.set_correction(None, None)
+        for name, correction in saved.items():
+            qmodel.layer(name)._correction = correction
     return result
 
 

@@ -1,5 +1,6 @@
 """approxmul_cffi.torch forward: bit-exact against an int64 reference and the evaluator."""
 
+import copy
 import sys
 import pathlib
 
@@ -196,6 +197,8 @@ def test_bias_correction_bit_exact_with_the_evaluator(spec, top1):
             out = model(torch.from_numpy(x)).numpy()
         np.testing.assert_array_equal(
             ref.quantize(out, float(qp.scale), int(qp.zero_point), qp.qmin, qp.qmax), expected.codes)
+    with torch.no_grad():   # a copy keeps the corrections
+        np.testing.assert_array_equal(copy.deepcopy(approx)(torch.from_numpy(x)).numpy(), out)
     accuracy = float((out.argmax(1) == y).mean() * 100)
     result = evaluate(bundled_model(), (x, y), [spec], calibration=x_train, progress=False,
                       bias_correction=True)
