@@ -358,6 +358,8 @@ def evaluate(model, data, multipliers=None, *, layers=None, limit=None, threads=
                                   metrics["mae_percent"], metrics["wce_percent"], top1,
                                   top1 - exact_top1[signed], speed, kind, identity(m)))
         result.run = run_identity(model_source, float_model, x, y, data_source)
+        if bias_correction:  # exported rows say so; absent, the columns stay as they were
+            result.run["bias_correction"] = True
     finally:
         bar.close()
         quiet.close()

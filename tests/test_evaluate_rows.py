@@ -122,6 +122,8 @@ def test_bias_correction_rows_each_corrected_for_their_multiplier(data):
     specs = ["truncated:bits=8,cut=10", "drum:k=3"]
     result = ev.evaluate(qmodel, data, specs, calibration=calibration, progress=False,
                          bias_correction=True)
+    assert result.to_dicts()[-1]["bias_correction"] is True          # the export says so
+    assert "bias_correction" not in ev.evaluate(qmodel, data, specs[:1], progress=False).run
     assert all(qmodel.layer(n).correction(am.multiplier(s)) is None   # left as it came
                for n in qmodel.layer_names for s in specs)
     for spec in specs:
