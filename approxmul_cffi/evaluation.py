@@ -251,7 +251,8 @@ def _normalise_multipliers(multipliers):
 
 
 def evaluate(model, data, multipliers=None, *, layers=None, limit=None, threads=None,
-             progress=True, calibration=None, config=None, batch_size=256, data_source=None):
+             progress=True, calibration=None, config=None, batch_size=256, data_source=None,
+             bias_correction=False):
     """Top-1 accuracy of ``model`` on ``data`` for each multiplier.
 
     model: an ``nn.Model`` (quantized here, calibrated on ``calibration``
@@ -267,6 +268,9 @@ def evaluate(model, data, multipliers=None, *, layers=None, limit=None, threads=
     threads: library thread count for the run (restored afterwards).
     data_source: how the data is named in the exported results (a path, a
         split); its SHA-256 is recorded either way.
+    bias_correction: before each approximate row, cancel every layer's mean
+        multiplier error on the calibration inputs
+        (:meth:`nn.QuantizedModel.correct_bias`); off by default.
 
     Returns an :class:`EvalResult`: the float row, the exact quantized
     baseline of each code domain in use, then one row per multiplier;
@@ -282,6 +286,10 @@ def evaluate(model, data, multipliers=None, *, layers=None, limit=None, threads=
     x, y = _check_data(float_model, data, limit)
     if qmodel is None:
         qmodel = nn.quantize(float_model, x if calibration is None else calibration, config)
+    cal_x = x if calibration is None else calibration
+    # a given QuantizedModel gets its own corrections back afterwards
+    saved = {node.name: node.layer._correction for node in qmodel.nodes
+             if isinstance(node.layer, nn.QuantizedLayer)} if bias_correction else {}
     rows = _normalise_multipliers(multipliers)
     overrides = {name: multiplier(m) for name, m in (layers or {}).items()}
     qmodel.assign(None, overrides)  # unknown layer names fail before any work
@@ -322,6 +330,8 @@ def evaluate(model, data, multipliers=None, *, layers=None, limit=None, threads=
         for label, m, layer_ms, kind in plan:
             assignment = qmodel.assign(m, layer_ms)
             qmodel.prepare(assignment)  # keep weight quantization out of images/s
+            if bias_correction and kind == "approximate":
+                qmodel.correct_bias(cal_x, assignment, batch_size=batch_size)
             # One untimed batch: thread pools wake, workspaces fault in, and the
             # BLAS threads the float row left spinning settle; images/s then
             # measures the multiplier, not what ran before it.
@@ -348,9 +358,13 @@ def evaluate(model, data, multipliers=None, *, layers=None, limit=None, threads=
                                   metrics["mae_percent"], metrics["wce_percent"], top1,
                                   top1 - exact_top1[signed], speed, kind, identity(m)))
         result.run = run_identity(model_source, float_model, x, y, data_source)
+        if bias_correction:  # exported rows say so; absent, the columns stay as they were
+            result.run["bias_correction"] = True
     finally:
         bar.close()
         quiet.close()
+        for name, correction in saved.items():
+            qmodel.layer(name)._correction = correction
     return result
 
 

@@ -47,7 +47,7 @@ def torch_run(args, train, test):
     start = time.perf_counter()
     r = retrain(to_torch(bundled_model()), args.multiplier, train, test, epochs=args.epochs,
                 gradient=args.gradient, lr=args.lr, batch_size=args.batch_size, seed=args.seed,
-                progress=False)
+                progress=False, bias_correction=False)   # the Keras adapter has none
     return dict(framework="torch", before=r["before"], epochs=r["epochs"], after=r["after"],
                 seconds=time.perf_counter() - start)
 

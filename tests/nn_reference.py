@@ -44,11 +44,13 @@ def gemmlowp_scale(x, mantissa, shift):
     return (high >> right) + (1 if remainder > threshold else 0)
 
 
-def requantize(acc, bias, s_x, s_w, s_y, zp_y, lo, hi):
-    """acc (N, C, ...) int64 -> output codes, per output channel on axis 1."""
+def requantize(acc, bias, s_x, s_w, s_y, zp_y, lo, hi, offset=None):
+    """acc (N, C, ...) int64 -> output codes, per output channel on axis 1; ``offset``:
+    integers added to each channel's int32 bias (bias correction)."""
     out = np.empty(acc.shape, dtype=np.int64)
     for c in range(acc.shape[1]):
         b = round_half_away(float(bias[c]) / (s_x * float(s_w[c])))
+        b += 0 if offset is None else int(offset[c])
         m, s = quantize_multiplier(s_x * float(s_w[c]) / s_y)
         flat = acc[:, c].ravel()
         vals = [min(hi, max(lo, zp_y + gemmlowp_scale(int(a) + b, m, s))) for a in flat]

@@ -54,6 +54,18 @@ def test_options_and_outputs(tmp_path):
     assert (tmp_path / "r.png").read_bytes()[:4] == b"\x89PNG"
 
 
+def test_bias_correction_flag(tmp_path):
+    args = ("evaluate", "-m", "truncated:bits=8,cut=10", "--threads", "1", "--no-progress")
+    rows = {}
+    for extra in ((), ("--bias-correction",)):
+        proc = approxmul(*args, *extra, cwd=tmp_path)
+        assert proc.returncode == 0, proc.stderr
+        rows[extra] = {line.split()[0]: line.split()[3] for line in proc.stdout.splitlines()[3:]}
+    assert rows[()]["truncated:bits=8,cut=10"] == "9.33"           # the published figure
+    assert rows[("--bias-correction",)]["truncated:bits=8,cut=10"] == "36.22"
+    assert rows[()]["exact"] == rows[("--bias-correction",)]["exact"] == "99.56"
+
+
 def test_own_model_and_data_files(tmp_path):
     model = bundled_model()
     model.save(tmp_path / "mine")

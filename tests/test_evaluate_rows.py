@@ -113,3 +113,23 @@ def test_images_per_second_repeats_within_20_percent():
     # loose (shared CI machines, sanitizers): the swing reported was 50x; the idle-machine
     # spread (+-6 % over 5 CLI runs) is in docs/benchmarks.md
     assert max(speeds) / min(speeds) < 3.0
+
+
+def test_bias_correction_rows_each_corrected_for_their_multiplier(data):
+    x, y = data
+    calibration = load_digits("train")[0][:300]
+    qmodel = nn.quantize(nn.load(ev.BUNDLED_MODEL), calibration)
+    specs = ["truncated:bits=8,cut=10", "drum:k=3"]
+    result = ev.evaluate(qmodel, data, specs, calibration=calibration, progress=False,
+                         bias_correction=True)
+    assert result.to_dicts()[-1]["bias_correction"] is True          # the export says so
+    assert "bias_correction" not in ev.evaluate(qmodel, data, specs[:1], progress=False).run
+    assert all(qmodel.layer(n).correction(am.multiplier(s)) is None   # left as it came
+               for n in qmodel.layer_names for s in specs)
+    for spec in specs:
+        fresh = nn.quantize(nn.load(ev.BUNDLED_MODEL), calibration)
+        plain = (fresh.predict(x, spec) == y).mean() * 100
+        fresh.correct_bias(calibration, spec)
+        corrected = (fresh.predict(x, spec) == y).mean() * 100
+        assert result.row(spec).top1 == pytest.approx(corrected, abs=1e-9)
+        assert corrected > plain + 10

@@ -1,5 +1,6 @@
 """approxmul_cffi.torch forward: bit-exact against an int64 reference and the evaluator."""
 
+import copy
 import sys
 import pathlib
 
@@ -11,7 +12,7 @@ import approxmul_cffi as am
 from approxmul_cffi import nn, quant
 from approxmul_cffi.datasets import load_digits
 from approxmul_cffi.evaluation import bundled_model, evaluate
-from approxmul_cffi.torch import approximate, layers
+from approxmul_cffi.torch import ApproximationError, approximate, layers, recalibrate
 from approxmul_cffi.torch.graph import to_torch
 
 import torch_reference as ref
@@ -174,3 +175,50 @@ def test_exact_multiplier_is_close_to_float():
     with torch.no_grad():
         err = (approx(x) - net(x)).abs().max() / net(x).abs().max()
     assert err < 0.05
+
+
+@pytest.mark.parametrize("spec, top1", [("truncated:bits=8,cut=10", 36.22), ("drum:k=3", 75.56),
+                                        ("drum:k=4,signed=1", None)])
+def test_bias_correction_bit_exact_with_the_evaluator(spec, top1):
+    """bias_correction=True: the evaluator's corrections on the same data, the same codes."""
+    net = _torch_lenet()
+    x_train = load_digits("train")[0]
+    x, y = load_digits("test")
+    approx = approximate(net, spec, calibration=[torch.from_numpy(x_train)], bias_correction=True)
+    m = am.multiplier(spec)
+    qmodel = nn.quantize(bundled_model(), x_train)
+    corrections = qmodel.correct_bias(x_train, m)
+    for name, c in corrections.items():
+        np.testing.assert_array_equal(getattr(approx, name).q_node.correction(m), c)
+    expected = qmodel.run_codes(x, m)
+    qp = expected.qparams
+    for model in (approx, recalibrate(approx, [torch.from_numpy(x_train)])):  # kept on recalibration
+        with torch.no_grad():
+            out = model(torch.from_numpy(x)).numpy()
+        np.testing.assert_array_equal(
+            ref.quantize(out, float(qp.scale), int(qp.zero_point), qp.qmin, qp.qmax), expected.codes)
+    with torch.no_grad():   # a copy keeps the corrections
+        np.testing.assert_array_equal(copy.deepcopy(approx)(torch.from_numpy(x)).numpy(), out)
+    accuracy = float((out.argmax(1) == y).mean() * 100)
+    result = evaluate(bundled_model(), (x, y), [spec], calibration=x_train, progress=False,
+                      bias_correction=True)
+    assert accuracy == pytest.approx(result[-1].top1, abs=1e-9)
+    plain = evaluate(bundled_model(), (x, y), [spec], calibration=x_train, progress=False)
+    assert plain[-1].top1 < result[-1].top1                    # off by default, and it helps
+    if top1 is not None:
+        assert result[-1].top1 == pytest.approx(top1, abs=0.01)
+
+
+def test_bias_correction_needs_the_graph():
+    class Odd(torch.nn.Module):   # a sine: no approxmul graph node, calibrated per layer
+        def __init__(self):
+            super().__init__()
+            self.fc = torch.nn.Linear(3, 2)
+
+        def forward(self, x):
+            return self.fc(torch.sin(x))
+
+    x = torch.rand(8, 3)
+    assert approximate(Odd(), "drum:k=3", calibration=[x]).approxmul_plan["calibration"] == "per-layer"
+    with pytest.raises(ApproximationError, match="bias correction runs the evaluator's graph"):
+        approximate(Odd(), "drum:k=3", calibration=[x], bias_correction=True)

@@ -16,10 +16,11 @@ from approxmul_cffi.torch.training import retrain
 def test_cli_retrain_improves_and_writes_weights_evaluate_reads(tmp_path, capsys):
     out, report = tmp_path / "tuned", tmp_path / "r.json"
     rc = main(["retrain", "-m", "drum:k=3", "--epochs", "2", "--threads", "2", "--no-progress",
-               "--out", str(out), "--json", str(report)])
+               "--no-bias-correction", "--out", str(out), "--json", str(report)])
     assert rc == 0
     text = capsys.readouterr().out
     assert "before:" in text and "epoch   2:" in text and "after:" in text
+    assert "no bias correction" in text
     result = json.loads(report.read_text())
     assert set(result) == {"before", "epochs", "after"} and len(result["epochs"]) == 2
     assert result["before"] == pytest.approx(22.888888, abs=1e-4)   # evaluate's figure
@@ -30,12 +31,29 @@ def test_cli_retrain_improves_and_writes_weights_evaluate_reads(tmp_path, capsys
     assert row.top1 == pytest.approx(result["after"], abs=1e-9)     # the same model, both ways
 
 
+def test_bias_correction_retrains_truncation_and_evaluate_agrees(tmp_path, capsys):
+    out, report = tmp_path / "tuned", tmp_path / "r.json"
+    spec = "truncated:bits=8,cut=10"
+    assert main(["retrain", "-m", spec, "--epochs", "2", "--threads", "2",   # on by default
+                 "--no-progress", "--out", str(out), "--json", str(report)]) == 0
+    result = json.loads(report.read_text())
+    assert "(evaluate it with --bias-correction)" in capsys.readouterr().out
+    assert result["before"] == pytest.approx(36.222222, abs=1e-4)   # evaluate --bias-correction
+    assert result["after"] > 85
+    x, y = load_digits("test")
+    kwargs = dict(calibration=load_digits("train")[0], progress=False)
+    row = evaluate(str(out) + ".json", (x, y), [spec], bias_correction=True, **kwargs).row(spec)
+    assert row.top1 == pytest.approx(result["after"], abs=1e-9)
+    plain = evaluate(str(out) + ".json", (x, y), [spec], **kwargs).row(spec)
+    assert plain.top1 < result["after"] - 20    # the weights rely on the correction
+
+
 @pytest.mark.parametrize("gradient", ["table", "table2d"])
 def test_table_gradients_retrain(gradient):
     torch.manual_seed(0)
     train, test = load_digits("train"), load_digits("test")
     result = retrain(to_torch(bundled_model()), "drum:k=3", train, test, epochs=1,
-                     gradient=gradient, progress=False)
+                     gradient=gradient, progress=False, bias_correction=False)
     assert result["after"] > result["before"] + 20
 
 

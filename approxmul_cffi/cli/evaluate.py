@@ -33,6 +33,9 @@ def add_parser(subparsers):
                         "digits held-out split")
     p.add_argument("--calibration", choices=("minmax", "percentile"), default="minmax",
                    help="activation range calibration (default: minmax)")
+    p.add_argument("--bias-correction", action="store_true",
+                   help="cancel each layer's mean multiplier error, per output channel, "
+                        "measured on the calibration images (default: off)")
     p.add_argument("--limit", metavar="N", type=int, help="evaluate the first N samples only")
     p.add_argument("--threads", metavar="N", type=int, help="library threads")
     p.add_argument("--json", metavar="FILE", help="also write the table as JSON")
@@ -123,7 +126,7 @@ def _evaluate(args):
     result = evaluate(model_path, data, _multipliers(args.multipliers, args), layers=layers,
                       limit=args.limit, threads=args.threads, progress=not args.no_progress,
                       calibration=calibration, config=quant.QuantConfig(calibration=args.calibration),
-                      data_source=data_source)
+                      data_source=data_source, bias_correction=args.bias_correction)
     n = len(data[1]) if args.limit is None else min(args.limit, len(data[1]))
     print(f"model {os.path.basename(model_path)}: {n} samples of the {source}")
     print(result.format_table())

@@ -7,6 +7,7 @@ after each epoch and at the end, and writes the weights for ``evaluate``.
 Needs torch (pip install 'approxmul[torch]').
 """
 
+import argparse
 import json
 import sys
 
@@ -38,6 +39,10 @@ def add_parser(subparsers):
     p.add_argument("--batch-size", type=int, default=16, help="batch size (default 16)")
     p.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
     p.add_argument("--calibration", choices=("minmax", "percentile"), default="minmax")
+    p.add_argument("--bias-correction", action=argparse.BooleanOptionalAction, default=True,
+                   help="cancel each layer's mean multiplier error per output channel, measured "
+                        "on the training images at each calibration; evaluate the written model "
+                        "with --bias-correction (default: on)")
     p.add_argument("--threads", metavar="N", type=int, help="library and torch threads")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     add_table_options(p)
@@ -99,7 +104,8 @@ def _retrain(args):
     assignment = {n: overrides.get(n, multipliers) for n in names}
     print(f"retraining {args.model} with {args.multiplier}"
           + "".join(f", {k}={v}" for k, v in layer_specs.items())
-          + f", gradient {args.gradient}, {args.epochs} epochs, {len(train[1])} training images")
+          + f", gradient {args.gradient}, {args.epochs} epochs, {len(train[1])} training images"
+          + ("" if args.bias_correction else ", no bias correction"))
 
     def log(epoch, acc, seconds):
         print(f"epoch {epoch:3d}: top-1 {acc:6.2f} %  ({seconds:.1f} s)", flush=True)
@@ -108,16 +114,18 @@ def _retrain(args):
                      gradient=args.gradient, lr=args.lr,
                      batch_size=args.batch_size, seed=args.seed, progress=not args.no_progress,
                      scheme=quant.QuantConfig(calibration=args.calibration),
-                     log=log,
+                     log=log, bias_correction=args.bias_correction,
                      on_start=lambda a: print(f"before:     top-1 {a:6.2f} %", flush=True))
     print(f"after:      top-1 {result['after']:6.2f} %  (before {result['before']:.2f} %)")
     if args.out:
         save_weights(result["model"], model)
         model.metadata.update(retrained={"multiplier": args.multiplier, "layers": args.layers,
                                          "gradient": args.gradient, "epochs": args.epochs,
+                                         "bias_correction": args.bias_correction,
                                          "top1": result["after"]})
         path = model.save(args.out)
-        print(f"wrote {path}")
+        print(f"wrote {path}" + (" (evaluate it with --bias-correction)" if args.bias_correction
+                                 else ""))
     if args.json:
         with open(args.json, "w") as f:
             json.dump({k: result[k] for k in ("before", "epochs", "after")}, f, indent=1)

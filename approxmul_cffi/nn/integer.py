@@ -113,6 +113,8 @@ class QuantizedLayer:
         self.given = given
         # per domain: (input zero point, output QParams, output clamp)
         self._grids = {}
+        # (multiplier, int64 per-channel accumulator offset): bias correction, off by default
+        self._correction = None
 
     def set_parameters(self, weight, bias):
         """New float weight and bias (retraining changed them): prepared weights are redone."""
@@ -156,19 +158,60 @@ class QuantizedLayer:
         """The output codes' QParams in the domain of a (``signed``) multiplier."""
         return self._grid(bool(signed))[1]
 
+    def set_correction(self, multiplier, correction):
+        """Add ``correction`` (integers, one per output channel) to the accumulators
+        whenever ``multiplier`` (the same object or spec) runs the layer; None: no more.
+
+        >>> import approxmul_cffi as am
+        >>> from approxmul_cffi import nn
+        >>> layer = QuantizedLayer(nn.Linear(1, 2), [[1.0], [1.0]], [0.0, 0.0],
+        ...                        quant.QParams(1.0, 0, False), quant.QParams(1.0, 0, False))
+        >>> m = am.Multiplier.exact(8)
+        >>> layer.set_correction(m, [765, -255])  # accumulator units: s_x s_w = 1/255
+        >>> layer.forward_codes(np.array([[5]], np.uint8), m).tolist()
+        [[8, 4]]
+        >>> layer.forward_codes(np.array([[5]], np.uint8), am.Multiplier.exact(8, True)).tolist()
+        [[-123, -123]]
+        """
+        if correction is None:
+            self._correction = None
+            return
+        correction = np.rint(np.asarray(correction, dtype=np.float64)).astype(np.int64)
+        if correction.shape != self.bias.shape:
+            raise ModelError(f"correction of shape {correction.shape}: the layer has "
+                             f"{self.bias.shape[0]} output channels")
+        self._correction = (multiplier, correction)
+
+    def correction(self, multiplier):
+        """The accumulator correction applied with ``multiplier``, or None."""
+        if self._correction is None:
+            return None
+        owner, value = self._correction
+        spec = getattr(multiplier, "spec", None)
+        return value if owner is multiplier or (spec is not None and spec == owner.spec) else None
+
+    def accumulators(self, codes, multiplier):
+        """The integer accumulators (before bias and any correction) for input codes."""
+        signed = bool(multiplier.signed)
+        prepared = self.prepare(signed)
+        return self.layer.accumulate(quant.convert_codes(codes, signed), prepared.codes,
+                                     multiplier, self._grid(signed)[0], prepared.zero_point)
+
     def forward_codes(self, codes, multiplier):
         """Output codes (the multiplier's domain) from input codes (int8 or uint8)."""
         signed = bool(multiplier.signed)
-        codes = quant.convert_codes(codes, signed)
         prepared = self.prepare(signed)
-        x_zero_point, out_qp, (lo, hi) = self._grid(signed)
-        acc = self.layer.accumulate(codes, prepared.codes, multiplier, x_zero_point,
-                                    prepared.zero_point)
+        _, out_qp, (lo, hi) = self._grid(signed)
+        acc = self.accumulators(codes, multiplier)
         axis = getattr(self.layer, "channel_axis", 1)
+        bias, correction = prepared.bias, self.correction(multiplier)
+        if correction is not None:  # folded into the int32 bias, saturating
+            info = np.iinfo(np.int32)
+            bias = np.clip(bias.astype(np.int64) + correction, info.min, info.max).astype(np.int32)
         if self.config.requantization == "onnxruntime":
-            return requantize_float(acc, prepared.bias, prepared.scale, int(out_qp.zero_point),
+            return requantize_float(acc, bias, prepared.scale, int(out_qp.zero_point),
                                     lo, hi, axis=axis).astype(out_qp.dtype)
-        return quant.requantize(acc, prepared.bias, prepared.mantissa, prepared.shift,
+        return quant.requantize(acc, bias, prepared.mantissa, prepared.shift,
                                 int(out_qp.zero_point), lo, hi,
                                 axis=axis, signed=signed,
                                 rounding=self.config.rounding)

@@ -25,7 +25,7 @@ from ..errors import ModelError
 from ..multipliers import Multiplier, multiplier as resolve
 from .dynamic import DynamicQuantized
 from .graph import INPUT, Node
-from .integer import QTensor
+from .integer import QTensor, QuantizedLayer
 
 __all__ = ["DynamicQuantizedModel", "QuantizedModel", "RangeObserver", "quantize"]
 
@@ -210,13 +210,57 @@ class QuantizedModel:
         BN/ReLU nodes are part of their Conv2d/Linear).
         """
         assignment = multiplier if isinstance(multiplier, Mapping) else self.assign(multiplier, layers)
+        values = self._run_prefix(self.model.check_input(x), assignment, len(self.nodes))
+        return values if return_all else values[self.output]
+
+    def correct_bias(self, x, multiplier=None, *, layers=None, batch_size=256):
+        """Bias correction: cancel each layer's mean multiplier error on inputs ``x``.
+
+        For each Conv2d/Linear layer in order, the correction of output channel
+        ``o`` is the rounded mean over ``x`` (and positions) of the exact
+        accumulator minus the approximate one, with the layers before it
+        already corrected; it is added to the int32 bias whenever the same
+        multiplier runs the layer (:meth:`QuantizedLayer.set_correction`).
+        Off unless called. Returns {layer name: correction}.
+
+        >>> from approxmul_cffi import nn
+        >>> m = nn.Model((2,), [("fc", nn.Linear(2, 1, weight=[[1.0, 1.0]]))])
+        >>> x = np.array([[0.0, 0.0], [1.0, 1.0], [0.5, 0.25]])
+        >>> q = quantize(m, x)
+        >>> q.correct_bias(x, "truncated:bits=8,cut=8")["fc"].tolist()
+        [1302]
+        """
+        assignment = multiplier if isinstance(multiplier, Mapping) else self.assign(multiplier, layers)
         x = self.model.check_input(x)
+        if len(x) == 0:
+            raise ModelError("bias correction needs calibration inputs; got none")
+        corrections = {}
+        for k, node in enumerate(self.nodes):
+            m = assignment.get(node.name)
+            if m is None or not isinstance(node.layer, QuantizedLayer):
+                continue
+            layer, exact = node.layer, Multiplier.exact(bits=m.bits, signed=m.signed)
+            layer.set_correction(m, None)
+            total, count = 0, 0
+            for i in range(0, len(x), batch_size):
+                values = self._run_prefix(x[i:i + batch_size], assignment, k)
+                codes = values[node.inputs[0]].codes
+                error = (layer.accumulators(codes, exact).astype(np.int64)
+                         - layer.accumulators(codes, m))
+                axis = getattr(layer.layer, "channel_axis", 1) % error.ndim
+                per_channel = np.moveaxis(error, axis, -1).reshape(-1, error.shape[axis])
+                total, count = total + per_channel.sum(axis=0), count + len(per_channel)
+            layer.set_correction(m, total / count)
+            corrections[node.name] = layer.correction(m)
+        return corrections
+
+    def _run_prefix(self, x, assignment, stop):
         values = {INPUT: QTensor(quant.quantize_values(x, self.input_qparams, self.config),
                                  self.input_qparams)}
-        for node in self.nodes:
+        for node in self.nodes[:stop]:
             values[node.name] = node.layer.forward([values[s] for s in node.inputs],
                                                    assignment.get(node.name))
-        return values if return_all else values[self.output]
+        return values
 
     def run(self, x, multiplier=None, *, layers=None, batch_size=256):
         """Integer inference; returns the dequantized output (float64).

@@ -119,8 +119,9 @@ def recalibrate(model, calibration):
     """Calibrate an approximated model again, in place (after its weights changed).
 
     Activation ranges come from the float model with the current weights, as
-    ``approximate`` did; retraining calls this once per epoch so that the
-    model matches what ``approxmul evaluate`` makes of its saved weights.
+    ``approximate`` did (and the bias correction is measured again if it was
+    asked for); retraining calls this once per epoch so that the model
+    matches what ``approxmul evaluate`` makes of its saved weights.
 
     >>> import torch
     >>> net = approximate(torch.nn.Sequential(torch.nn.Linear(2, 2)), "exact",
@@ -132,7 +133,10 @@ def recalibrate(model, calibration):
     if plan_info is None:
         raise ApproximationError("recalibrate() takes a model returned by approximate()")
     layers_ = {name: m for name, m in model.named_modules() if isinstance(m, ApproxLayer)}
-    plan, how, why = _plan(model, _batches(calibration), plan_info["config"], list(layers_))
+    correct = ({name: m.q_multiplier for name, m in layers_.items()}
+               if plan_info.get("bias_correction") else None)
+    plan, how, why = _plan(model, _batches(calibration), plan_info["config"], list(layers_),
+                           correct)
     for name, module in layers_.items():
         entry = plan[name]
         module._setup(name, module.q_multiplier, entry["node"], module._q_bn, module.q_gradient,
@@ -141,7 +145,8 @@ def recalibrate(model, calibration):
     return model
 
 
-def approximate(model, multipliers, *, calibration, scheme=None, gradient="ste", inplace=False):
+def approximate(model, multipliers, *, calibration, scheme=None, gradient="ste", inplace=False,
+                bias_correction=False):
     """A copy of ``model`` (or ``model`` itself with ``inplace``) with approximate layers.
 
     multipliers: one multiplier for every Conv1d/Conv2d/Linear layer (a
@@ -155,6 +160,11 @@ def approximate(model, multipliers, *, calibration, scheme=None, gradient="ste",
         multiplier's signedness as in ``approxmul evaluate``.
     gradient: "ste", "table" (1-D slopes), "table2d" (full gradient tables)
         or "none" (inference only).
+    bias_correction: add to each layer's accumulators minus their mean
+        multiplier error per output channel on the calibration data, as
+        ``approxmul evaluate --bias-correction`` does
+        (:meth:`approxmul_cffi.nn.QuantizedModel.correct_bias`); needs a model
+        torch.fx translates.
 
     When torch.fx can trace the model into approxmul's graph (Conv2d,
     Linear, BatchNorm2d, ReLU/ReLU6, pools, flatten, add), calibration runs
@@ -181,7 +191,8 @@ def approximate(model, multipliers, *, calibration, scheme=None, gradient="ste",
     if not inplace:
         model = copy.deepcopy(model)
         modules = dict(model.named_modules())
-    plan, how, why = _plan(model, batches, config, list(assignment))
+    plan, how, why = _plan(model, batches, config, list(assignment),
+                           assignment if bias_correction else None)
     for name, m in assignment.items():
         entry, module = plan[name], modules[name]
         bn = modules[entry["bn"]] if entry["bn"] else None
@@ -190,5 +201,6 @@ def approximate(model, multipliers, *, calibration, scheme=None, gradient="ste",
         _swap_class(module, ApproxLayer, "Approx")
         module._setup(name, m, entry["node"], bn, gradient, tuple(entry["sample_shape"]))
     model.approxmul_plan = {"calibration": how, "reason": why, "config": config,
+                            "bias_correction": bool(bias_correction),
                             "layers": {name: getattr(m, "spec", None) for name, m in assignment.items()}}
     return model

@@ -23,11 +23,13 @@ from ._common import ApproximationError
 from ._translate import Untranslatable, translate
 from .layer import ApproxLayer
 
-def _plan_from_graph(model, batches, config):
+def _plan_from_graph(model, batches, config, correct):
     sample = batches[0]
     graph = translate(model, sample.to(torch.float32))
     data = np.concatenate([b.detach().to(torch.float32).numpy() for b in batches])
     qmodel = nn.quantize(graph, data, config)
+    if correct is not None:  # the evaluator's bias correction, on the same data
+        qmodel.correct_bias(data, qmodel.assign(None, correct))
     float_nodes = {n.name: n for n in graph.nodes}
     plan = {}
     for node in qmodel.nodes:
@@ -97,14 +99,20 @@ def _plan_by_layer(model, batches, config, selected):
     return plan
 
 
-def plan(model, batches, config, selected):
+def plan(model, batches, config, selected, correct=None):
+    """{layer: its integer node, folded BN, input shape}, how, why; ``correct``: the
+    multipliers ({layer: Multiplier}) to apply bias correction for, or None."""
     float_layers = [m for m in model.modules() if isinstance(m, ApproxLayer)]
     for m in float_layers:
         m._q_float = True
     try:
         try:
-            return _plan_from_graph(model, batches, config), "graph", None
+            return _plan_from_graph(model, batches, config, correct), "graph", None
         except Untranslatable as e:
+            if correct is not None:
+                raise ApproximationError(
+                    f"bias correction runs the evaluator's graph, and torch.fx cannot translate "
+                    f"this model ({e}); approximate it without bias_correction") from None
             return _plan_by_layer(model, batches, config, selected), "per-layer", str(e)
     finally:
         for m in float_layers:

@@ -50,16 +50,19 @@ def accuracy(model, data, batch_size=256):
 
 def retrain(net, multipliers, train, test, *, epochs, gradient="ste", calibration=None,
             scheme=None, lr=3e-3, batch_size=16, seed=0, progress=True, log=None,
-            on_start=None):
+            on_start=None, bias_correction=True):
     """Fine-tune ``net`` through approximate layers; accuracies in percent.
 
     net: a float torch model (changed in place: it is returned trained).
     multipliers, scheme, gradient: as :func:`approxmul_cffi.torch.approximate`.
+    bias_correction: as there, but on by default: truncation-like multipliers
+    with a one-sided error barely retrain without it (docs/retraining.md).
     train, test: ``(images, labels)``; calibration: images (default: train images).
     Adam with a cosine learning-rate decay to 0 over ``epochs``; batch norms
     stay folded with their running statistics. After each epoch the model is
     calibrated again on the new weights, so each accuracy is what
-    ``approxmul evaluate`` reports for the weights at that point.
+    ``approxmul evaluate`` (with ``--bias-correction`` when on) reports for the
+    weights at that point.
     ``on_start(accuracy)`` is called before training, ``log(epoch, accuracy,
     seconds)`` after each epoch.
 
@@ -70,7 +73,7 @@ def retrain(net, multipliers, train, test, *, epochs, gradient="ste", calibratio
     xt, yt = _tensors(train)
     cal = [xt if calibration is None else torch.as_tensor(np.asarray(calibration))]
     model = approximate(net, multipliers, calibration=cal, scheme=scheme, gradient=gradient,
-                        inplace=True)
+                        inplace=True, bias_correction=bias_correction)
     before = accuracy(model, test)
     if on_start is not None:
         on_start(before)
