@@ -86,12 +86,16 @@ def _other_threads_cpu_ns():
     return total
 
 
-def settle(timeout=0.25, window=0.005, busy=0.05):
+def settle(timeout=0.25, window=0.005, busy=0.5):
     """Wait until the other threads of this process are idle; True once they are.
 
     Idle: over two successive ``window`` s they used less than ``busy`` of
     one core each time, as pools that have parked do (two, so that a
-    spinning thread the scheduler left out of one window still counts). Gives up after ``timeout``
+    spinning thread the scheduler left out of one window still counts). A
+    spinning pool thread burns a whole core; a host's own housekeeping
+    threads (a Dask worker's event loop and profiler) use far less, but on
+    a loaded machine more than a few percent, and a lower default made every
+    call in a Dask worker wait the whole timeout. Gives up after ``timeout``
     seconds (threads doing real work never settle) and returns False. Off
     Linux, where per-thread CPU time is not read, it sleeps ``timeout``
     (long enough for OpenBLAS's default spin) and returns True.
