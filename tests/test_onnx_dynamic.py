@@ -119,6 +119,9 @@ def test_evaluate_under_approximate_multipliers(dynamic):
     exact = q.run_codes(X[:50], "exact", return_all=True)
     approx = q.run_codes(X[:50], "drum:k=4", return_all=True)
     assert all(not np.array_equal(exact[n], approx[n]) for n in q.layer_names)
+    with pytest.raises(ModelError, match="bias correction needs static activation grids"):
+        evaluate(str(dynamic), (X[:20], Y[:20]), ["drum:k=4"], bias_correction=True,
+                 progress=False)
     # one layer assigned by its ONNX node name changes that layer only
     first, second = q.layer_names[:2]
     mixed = q.run_codes(X[:50], q.assign("exact", {second: "drum:k=4"}), return_all=True)

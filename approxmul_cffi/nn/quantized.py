@@ -308,6 +308,11 @@ class DynamicQuantizedModel(QuantizedModel):
     def prepare(self, assignment):
         """Nothing to prepare: the weight codes are given."""
 
+    def correct_bias(self, x, multiplier=None, *, layers=None, batch_size=256):
+        """Refused: a bias in a dynamic layer's accumulator scale moves with every batch's grid."""
+        raise ModelError("bias correction needs static activation grids; this model "
+                         "quantizes each batch on its own grid (dynamic quantization)")
+
     def run_codes(self, x, multiplier=None, *, layers=None, return_all=False):
         """Float output for one batch (``return_all``: every node's output by name)."""
         assignment = multiplier if isinstance(multiplier, dict) else \
