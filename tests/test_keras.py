@@ -258,11 +258,24 @@ def test_digits_lenet_predictions_equal_the_evaluator(spec):
     from approxmul_cffi import nn
     from approxmul_cffi.datasets import load_digits
     from approxmul_cffi.evaluation import bundled_model
+    from approxmul_cffi.keras.layer import qparams_of
     from approxmul_cffi.keras.models import digits_lenet
     x_train, (x, y) = load_digits("train")[0], load_digits("test")
     approx = approximate(digits_lenet(), spec, calibration=[x_train.transpose(0, 2, 3, 1)])
     out = approx.predict(x.transpose(0, 2, 3, 1), batch_size=256, verbose=0)
-    expected = nn.quantize(bundled_model(), x_train).run(x, am.multiplier(spec))
+    # The adapter observes ranges in TensorFlow's float32 forward, the evaluator in
+    # NumPy's float64 one: the grids agree to float32 rounding, and with the
+    # adapter's grids the evaluator gives its outputs exactly (an AVX2 machine
+    # turned one of 4,500 logits by a code with the evaluator's own grids).
+    own = nn.quantize(bundled_model(), x_train)
+    qparams = dict(own.qparams)
+    tails = {"conv1": "relu1", "conv2": "relu2", "fc1": "relu3", "fc2": "fc2"}
+    qparams[nn.INPUT] = qparams_of(approx.get_layer("conv1").in_qparams_dict)
+    for layer, tail in tails.items():
+        grid = qparams_of(approx.get_layer(layer).out_qparams_dict)
+        np.testing.assert_allclose(float(grid.scale), float(own.qparams[tail].scale), rtol=1e-6)
+        qparams[tail] = grid
+    expected = nn.QuantizedModel(bundled_model(), qparams, own.config).run(x, am.multiplier(spec))
     np.testing.assert_array_equal(out.argmax(1), expected.argmax(1))
     np.testing.assert_allclose(out, expected, atol=1e-5)
 
