@@ -202,8 +202,10 @@ void simulate_outer(const Circuit &c, bool is_signed, const int64_t *a, int64_t 
     if (capacity < signals) {
         storage.reset();
         capacity = 0;
-        // aligned for the AVX2 clone (see Simulator)
-        storage.reset(static_cast<V *>(std::aligned_alloc(64, signals * sizeof(V))));
+        // aligned for the AVX2 clone (see Simulator); aligned_alloc wants a
+        // size that is a multiple of the alignment
+        const size_t bytes = (signals * sizeof(V) + 63) / 64 * 64;
+        storage.reset(static_cast<V *>(std::aligned_alloc(64, bytes)));
         if (!storage) throw std::bad_alloc();
         capacity = signals;
     }
