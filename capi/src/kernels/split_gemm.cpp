@@ -27,10 +27,12 @@ using Parts = std::array<std::shared_ptr<const Multiplier>, 3>;
 Parts make_parts(int bits, bool is_signed) {
     const int64_t side = int64_t{1} << bits;
     auto value = [&](int64_t code) { return is_signed && code >= side / 2 ? code - side : code; };
+    auto lo = [](int64_t x) { return x & 0xff; };
+    auto hi = [](int64_t x) { return (x - (x & 0xff)) / 256; };  // exact: floor division
     std::vector<int64_t> low(static_cast<size_t>(side)), high(static_cast<size_t>(side));
     for (int64_t code = 0; code < side; ++code) {
-        low[size_t(code)] = value(code) & 0xff;
-        high[size_t(code)] = (value(code) - low[size_t(code)]) / 256;  // exact: floor division
+        low[size_t(code)] = lo(value(code));
+        high[size_t(code)] = hi(value(code));
     }
     auto factors = [&](std::vector<std::vector<int64_t>> u, std::vector<std::vector<int64_t>> v) {
         Factorization f;
@@ -41,8 +43,6 @@ Parts make_parts(int bits, bool is_signed) {
         }
         return f;
     };
-    auto lo = [](int64_t x) { return x & 0xff; };
-    auto hi = [](int64_t x) { return (x - (x & 0xff)) / 256; };
     Parts parts;
     parts[0] = Multiplier::from_function([=](int64_t a, int64_t b) { return lo(a) * lo(b); }, bits,
                                          is_signed, "exact low bytes", factors({low}, {low}));
