@@ -12,7 +12,11 @@ import approxmul_cffi as am
 
 SHAPES = [(0, 3, 4), (1, 1, 1), (3, 0, 5), (7, 33, 5), (9, 65, 129), (33, 130, 17),
           (64, 200, 70), (5, 300, 257), (130, 40, 3), (2, 40000, 3), (3, 70000, 2),
-          (300, 20, 2)]
+          (300, 20, 2),
+          # conv2d's im2col shape: pixels x taps (column-major: index 13 is
+          # Fortran-ordered) against few channels, which the int16 GEMM flips so
+          # that the pixels pack as B; odd inner sizes leave half pairs
+          (16, 45, 700), (700, 45, 16)]
 # Only for the multipliers of the byte (vpdpbusd) path: several row and
 # column jobs on 2 threads, and A packed in more than one row block.
 BYTE_SHAPES = [(40, 100, 700), (72, 70000, 2)]

@@ -43,22 +43,36 @@ struct Int16Plan {
     int threads;
 };
 
-// The micro-kernel's tile is MR rows x NR (2 vectors) columns: the longer
-// dimension goes on the columns when the padding says so (conv2d's pixels x
-// 16 channels would otherwise fill half of every vector), but only for a
-// clear saving: the packing of a transposed operand is slower (a 64 x 3136
-// problem flipped on AVX2 to save 3 % padding ran 3x slower).
+// Orientation: the operand that becomes B should be the large one with
+// contiguous rows (pixels of conv2d's im2col, a matmul's wide right side),
+// because B rows pack by vector widening or a table lookup per element while
+// A packs one strided element at a time (about ten times the cost per
+// element). The cost of each orientation, in multiply-accumulates of the
+// micro-kernel: its padded tile grid plus each operand's packing times the
+// number of jobs that repack it (B once per row block, A once per column
+// block, both at least once). conv2d's 65,536 pixels x 144 taps against 16
+// channels ran 4x faster on AVX2 once the pixels went to B, at 12.5 % more
+// padded rows; a 64 x 3136 matmul flipped to save 3 % padding ran 3x slower.
+constexpr int64_t kPackA = 64;        // per element (and rank) of a packed A
+constexpr int64_t kPackBRows = 8;     // per element of B read along contiguous rows
+constexpr int64_t kPackBStrided = 64; // per element of B read one strided element at a time
+
+int64_t orientation_cost(const MatmulProblem &p, int64_t MR, int64_t NR, int rank) {
+    const int64_t padded = ceil_div(p.rows, MR) * MR * ceil_div(p.cols, NR) * NR;
+    const int64_t b_cost = p.b.col_stride == 1 ? kPackBRows : kPackBStrided;
+    return padded * p.inner + rank * p.inner * (kPackA * p.rows + b_cost * p.cols);
+}
+
 void orient(const KernelTable &kt, const MatmulProblem &p0, Int16Plan &plan) {
     const Multiplier &m = *p0.multiplier;
     plan.MR = kt.gemm_mr;
     plan.NR = kt.gemm_nr;
-    auto padded = [&](int64_t rows, int64_t cols) {
-        return ceil_div(rows, plan.MR) * plan.MR * ceil_div(cols, plan.NR) * plan.NR;
-    };
-    const bool flip = padded(p0.cols, p0.rows) * 5 < padded(p0.rows, p0.cols) * 4;
-    plan.p = flip ? transposed_problem(p0) : p0;
     plan.side = int64_t{1} << m.bits();
     plan.rank = operand_factors(m, plan.u, plan.v);
+    const MatmulProblem flipped = transposed_problem(p0);
+    const bool flip = orientation_cost(flipped, plan.MR, plan.NR, plan.rank) <
+                      orientation_cost(p0, plan.MR, plan.NR, plan.rank);
+    plan.p = flip ? flipped : p0;
     if (flip) std::swap(plan.u, plan.v);
     plan.mask = m.operand_mask();
     const MatrixView &b = plan.p.b;
@@ -101,43 +115,69 @@ void split_jobs(Int16Plan &plan) {
 
 // A's rows i0..i0+ni, inner steps k0..k0+nk, as MR-row panels of pairs:
 // panel[(t / 2) * MR * 2 + r * 2 + t % 2] = u_{t % rank} of A[i, k0 + t / rank].
+// Walks t with a (step, factor) counter, a pair per store (no division per
+// element: it cost more than the lookup).
 void pack_a_block(const Int16Plan &plan, int64_t i0, int64_t ni, int64_t k0, int64_t nk,
                   int64_t kpairs, int16_t *dst) {
     const int64_t MR = plan.MR;
     with_codes(plan.p.a, plan.mask, [&](auto code) {
         for (int64_t i = 0; i < ni; ++i) {
             int16_t *panel = dst + (i / MR) * kpairs * MR * 2 + (i % MR) * 2;
-            for (int64_t k = 0; k < nk; ++k) {
-                const uint32_t x = code(i0 + i, k0 + k);
-                for (int r = 0; r < plan.rank; ++r) {
-                    const int64_t t = k * plan.rank + r;
-                    panel[(t >> 1) * MR * 2 + (t & 1)] = plan.u[r * plan.side + x];
-                }
+            int64_t k = 0;
+            int r = 0;
+            auto next = [&]() {
+                const int16_t value = plan.u[r * plan.side + code(i0 + i, k0 + k)];
+                if (++r == plan.rank) r = 0, ++k;
+                return value;
+            };
+            for (int64_t kp = 0; kp < kpairs; ++kp) {
+                const int16_t lo = next();
+                panel[kp * MR * 2] = lo;
+                panel[kp * MR * 2 + 1] = k < nk ? next() : int16_t{0};
             }
         }
     });
 }
 
 // B's columns j0..j0+nj, inner steps k0..k0+nk, as NR-column panels of pairs.
+// Each column's pair (transformed inner indices 2 kp, 2 kp + 1) is written
+// whole from two source rows: contiguous stores the compiler vectorises
+// (writing one half per pass left gaps, and scalar stores, behind).
 void pack_b_block(const Int16Plan &plan, int64_t j0, int64_t nj, int64_t k0, int64_t nk,
                   int64_t kpairs, int16_t *dst) {
     const MatmulProblem &p = plan.p;
-    const int64_t NR = plan.NR, jp_count = ceil_div(nj, NR);
+    const int64_t NR = plan.NR, jp_count = ceil_div(nj, NR), steps = nk * plan.rank;
+    // pair kp's halves: (step k, factor r) of transformed index t = k * rank + r
+    auto half = [&](int64_t t, int64_t &k, int &r) {
+        k = k0 + t / plan.rank;
+        r = static_cast<int>(t % plan.rank);
+        return t < steps;
+    };
     if (plan.plain_b) {
-        // the transform is a plain widening, which the compiler vectorises
+        // the transform is a plain widening
         const auto *base = static_cast<const uint8_t *>(p.b.data);
         const bool sign = p.multiplier->is_signed();
         for (int64_t jp = 0; jp < jp_count; ++jp) {
             int16_t *panel = dst + jp * kpairs * NR * 2;
             const int64_t jn = std::min(NR, nj - jp * NR), jb = j0 + jp * NR;
-            for (int64_t k = 0; k < nk; ++k) {
-                int16_t *out = panel + (k >> 1) * NR * 2 + (k & 1);
-                const uint8_t *src = base + (k0 + k) * p.b.row_stride + jb;
-                if (sign)
+            for (int64_t kp = 0; kp < kpairs; ++kp) {
+                int16_t *out = panel + kp * NR * 2;
+                const uint8_t *s0 = base + (k0 + 2 * kp) * p.b.row_stride + jb;
+                const uint8_t *s1 = 2 * kp + 1 < nk ? s0 + p.b.row_stride : nullptr;
+                if (s1 == nullptr) {
                     for (int64_t j = 0; j < jn; ++j)
-                        out[2 * j] = static_cast<int16_t>(static_cast<int8_t>(src[j]));
-                else
-                    for (int64_t j = 0; j < jn; ++j) out[2 * j] = src[j];
+                        out[2 * j] = sign ? static_cast<int8_t>(s0[j]) : s0[j];
+                } else if (sign) {
+                    for (int64_t j = 0; j < jn; ++j) {
+                        out[2 * j] = static_cast<int8_t>(s0[j]);
+                        out[2 * j + 1] = static_cast<int8_t>(s1[j]);
+                    }
+                } else {
+                    for (int64_t j = 0; j < jn; ++j) {
+                        out[2 * j] = s0[j];
+                        out[2 * j + 1] = s1[j];
+                    }
+                }
             }
         }
         return;
@@ -146,13 +186,22 @@ void pack_b_block(const Int16Plan &plan, int64_t j0, int64_t nj, int64_t k0, int
         for (int64_t jp = 0; jp < jp_count; ++jp) {
             int16_t *panel = dst + jp * kpairs * NR * 2;
             const int64_t jn = std::min(NR, nj - jp * NR), jb = j0 + jp * NR;
-            for (int64_t k = 0; k < nk; ++k)
-                for (int r = 0; r < plan.rank; ++r) {
-                    const int64_t t = k * plan.rank + r;
-                    int16_t *out = panel + (t >> 1) * NR * 2 + (t & 1);
-                    const int16_t *lut = plan.v.data() + r * plan.side;
-                    for (int64_t j = 0; j < jn; ++j) out[2 * j] = lut[code(k0 + k, jb + j)];
+            for (int64_t kp = 0; kp < kpairs; ++kp) {
+                int16_t *out = panel + kp * NR * 2;
+                int64_t ka, kb;
+                int ra, rb;
+                half(2 * kp, ka, ra);
+                const int16_t *lut_a = plan.v.data() + ra * plan.side;
+                if (!half(2 * kp + 1, kb, rb)) {
+                    for (int64_t j = 0; j < jn; ++j) out[2 * j] = lut_a[code(ka, jb + j)];
+                    continue;
                 }
+                const int16_t *lut_b = plan.v.data() + rb * plan.side;
+                for (int64_t j = 0; j < jn; ++j) {
+                    out[2 * j] = lut_a[code(ka, jb + j)];
+                    out[2 * j + 1] = lut_b[code(kb, jb + j)];
+                }
+            }
         }
     });
 }
