@@ -41,6 +41,12 @@ struct Int16Plan {
     // jobs: row blocks of mcp panels x column blocks of ncp panels
     int64_t mcp, ncp, col_jobs, jobs, ldc;
     int threads;
+
+    // A packed once for every job (shared_a), when several column jobs would
+    // each repack it and it is small: k block kb's panels start at
+    // kb * a_block_stride, panel ip of that block at ip * kpairs * MR * 2
+    std::vector<int16_t> shared_a;
+    int64_t a_block_stride = 0;
 };
 
 // Orientation: the operand that becomes B should be the large one with
@@ -206,6 +212,30 @@ void pack_b_block(const Int16Plan &plan, int64_t j0, int64_t nj, int64_t k0, int
     });
 }
 
+// Packed A as several column jobs share it (2 MiB at most): conv2d's
+// weights were repacked by every job of every pixel block, a quarter of a
+// layer's time on AVX2.
+constexpr int64_t kSharedABytes = int64_t{2} << 20;
+
+void pack_shared_a(Int16Plan &plan) {
+    const MatmulProblem &p = plan.p;
+    const int64_t MR = plan.MR, mpanels = ceil_div(p.rows, MR);
+    const int64_t stride = mpanels * plan.kpairs_max * MR * 2;
+    if (plan.col_jobs < 2 || stride * plan.k_blocks * 2 > kSharedABytes) return;
+    plan.a_block_stride = stride;
+    plan.shared_a.assign(static_cast<size_t>(stride * plan.k_blocks), 0);
+    constexpr int64_t kPanelsPerTask = 8;
+    const int64_t row_tasks = ceil_div(mpanels, kPanelsPerTask);
+    parallel_for(row_tasks * plan.k_blocks, plan.threads, [&](int64_t task, int) {
+        const int64_t kb = task / row_tasks, ip0 = task % row_tasks * kPanelsPerTask;
+        const int64_t k0 = kb * plan.kc, nk = std::min(plan.kc, p.inner - k0);
+        const int64_t kpairs = ceil_div(nk * plan.rank, 2);
+        const int64_t i0 = ip0 * MR, ni = std::min(kPanelsPerTask * MR, p.rows - i0);
+        pack_a_block(plan, i0, ni, k0, nk, kpairs,
+                     plan.shared_a.data() + kb * stride + ip0 * kpairs * MR * 2);
+    });
+}
+
 struct Workspace {
     std::vector<int16_t> a, b;
     std::vector<int32_t> c;
@@ -218,7 +248,7 @@ void run_job(const KernelTable &kt, const Int16Plan &plan, const CrossTerms &cro
              Workspace &w) {
     const MatmulProblem &p = plan.p;
     const int64_t MR = plan.MR, NR = plan.NR, ldc = plan.ldc;
-    w.a.resize(static_cast<size_t>(plan.mcp * MR * plan.kpairs_max * 2));
+    if (plan.shared_a.empty()) w.a.resize(static_cast<size_t>(plan.mcp * MR * plan.kpairs_max * 2));
     w.b.resize(static_cast<size_t>(plan.ncp * NR * plan.kpairs_max * 2));
     w.c.resize(static_cast<size_t>(plan.mcp * MR * ldc));
     if (plan.wide) w.wide.assign(static_cast<size_t>(plan.mcp * MR * ldc), 0);
@@ -228,14 +258,19 @@ void run_job(const KernelTable &kt, const Int16Plan &plan, const CrossTerms &cro
     for (int64_t kb = 0; kb < plan.k_blocks; ++kb) {
         const int64_t k0 = kb * plan.kc, nk = std::min(plan.kc, p.inner - k0);
         const int64_t kpairs = ceil_div(nk * plan.rank, 2);
-        std::fill(w.a.begin(), w.a.end(), int16_t{0});
+        const int16_t *a = w.a.data();
+        if (!plan.shared_a.empty()) {
+            a = plan.shared_a.data() + kb * plan.a_block_stride + i0 / MR * kpairs * MR * 2;
+        } else {
+            std::fill(w.a.begin(), w.a.end(), int16_t{0});
+            pack_a_block(plan, i0, ni, k0, nk, kpairs, w.a.data());
+        }
         std::fill(w.b.begin(), w.b.end(), int16_t{0});
-        pack_a_block(plan, i0, ni, k0, nk, kpairs, w.a.data());
         pack_b_block(plan, j0, nj, k0, nk, kpairs, w.b.data());
         const bool accumulate = kb % plan.blocks_per_flush != 0;
         for (int64_t jp = 0; jp < jp_count; ++jp)
             for (int64_t ip = 0; ip < ip_count; ++ip)
-                kt.gemm_micro(kpairs, w.a.data() + ip * kpairs * MR * 2,
+                kt.gemm_micro(kpairs, a + ip * kpairs * MR * 2,
                               w.b.data() + jp * kpairs * NR * 2,
                               w.c.data() + ip * MR * ldc + jp * NR, ldc, accumulate);
         const bool flush = kb % plan.blocks_per_flush == plan.blocks_per_flush - 1 ||
@@ -261,6 +296,7 @@ bool int16_gemm(const KernelTable &kt, const MatmulProblem &p0) {
     orient(kt, p0, plan);
     if (!block_inner(m, plan)) return false;
     split_jobs(plan);
+    pack_shared_a(plan);
     const MatmulProblem &p = plan.p;
     const CrossTerms cross(p.a, p.b, p.inner, p.a_zero_point, p.b_zero_point);
     std::vector<Workspace> workspaces(static_cast<size_t>(plan.threads));
