@@ -2,17 +2,19 @@
 
 Python delivers KeyboardInterrupt to the main thread between bytecodes, so a
 C call of several seconds (16-bit metrics, a large network's matmuls) would
-ignore Ctrl-C until it returned. Here such a call runs on a helper thread
-while the main thread waits, interruptibly; on KeyboardInterrupt it asks the
-library to stop (``approxmul_cancel``, polled by the C loops), waits for the
-call to return, so that no buffer is released while C still uses it, and
-re-raises. Short calls, and calls from other threads (which never receive
+ignore Ctrl-C until it returned. Here such a call runs on a long-lived
+helper thread while the main thread waits, interruptibly; on
+KeyboardInterrupt it asks the library to stop (``approxmul_cancel``, polled
+by the C loops), waits for the call to return, so that no buffer is released
+while C still uses it, and re-raises. Short calls, and calls from other threads (which never receive
 signals), run directly.
 
 :class:`InterruptibleLibrary` wraps the opened cffi library so that the
 long entry points take this route with no change at their call sites.
 """
 
+import os
+import queue
 import threading
 
 # Work (multiply-accumulates or products) above which a kernel call may take
@@ -55,8 +57,62 @@ _WORK = {
 _main_message = [None]
 
 
+class _Helper:
+    """One long-lived thread that runs the main thread's long calls in turn.
+
+    Long-lived because an OpenMP runtime keeps a team of worker threads per
+    calling thread: a new thread per call made libgomp create and destroy
+    approxmul's team every time (0.4 ms of a 1.2 ms conv2d on 2 cores), and
+    a fresh team starts with cold caches. Replaced in a forked child, which
+    inherits the queue but not the thread.
+    """
+
+    _queue = None
+
+    @classmethod
+    def submit(cls, job):
+        if cls._queue is None:
+            cls._queue = queue.SimpleQueue()
+            threading.Thread(target=cls._serve, args=(cls._queue,), name="approxmul calls",
+                             daemon=True).start()
+        cls._queue.put(job)
+
+    @staticmethod
+    def _serve(jobs):
+        while True:
+            jobs.get()()
+
+    @classmethod
+    def forget(cls):
+        cls._queue = None
+
+    @classmethod
+    def run_if_started(cls, function):
+        """``function()`` on the helper thread, waited for (its exception re-raised
+        here); None at once if there is no helper."""
+        if cls._queue is None:
+            return None
+        outcome, done = {}, threading.Event()
+
+        def job():
+            try:
+                outcome["value"] = function()
+            except BaseException as error:  # re-raised on the waiting thread
+                outcome["error"] = error
+            finally:
+                done.set()
+        cls._queue.put(job)
+        done.wait()
+        if "error" in outcome:
+            raise outcome["error"]
+        return outcome["value"]
+
+
+os.register_at_fork(after_in_child=_Helper.forget)
+
+
 def run_interruptibly(function, args, ffi, lib):
-    """``function(*args)``, a C call returning a status, on a helper thread.
+    """``function(*args)``, a C call returning a status, on the helper thread.
 
     The calling (main) thread waits, receives KeyboardInterrupt at once, then
     cancels the call and waits for it to return before re-raising. The
@@ -82,9 +138,8 @@ def run_interruptibly(function, args, ffi, lib):
         finally:
             done.set()
 
-    worker = threading.Thread(target=call, name="approxmul call", daemon=True)
     try:
-        worker.start()
+        _Helper.submit(call)
         while not done.wait(0.5):
             pass
     except KeyboardInterrupt:

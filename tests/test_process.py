@@ -116,3 +116,29 @@ def test_python_m_pytest_from_the_root_imports_the_installed_package():
                              "tests/portable/test_core.py"], cwd=ROOT, env=env,
                             capture_output=True, text=True, timeout=600)
     assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-2000:]
+
+
+def test_long_calls_share_one_helper_thread_and_a_forked_child_gets_its_own(python_runner):
+    # Long calls from the main thread run on a helper thread (for Ctrl-C): one
+    # for the whole process, so that OpenMP keeps its team between calls; a
+    # child forked after such a call has no helper yet and must start one.
+    code = textwrap.dedent("""
+        import os, threading, numpy as np, approxmul_cffi as am
+        a = np.full((300, 300), 3, np.uint8)
+        m = am.Multiplier.exact(8)
+        def helpers():
+            return [t.ident for t in threading.enumerate() if t.name == "approxmul calls"]
+        assert not helpers()
+        for _ in range(3):
+            assert int(am.matmul(a, a, m)[0, 0]) == 2700
+        assert len(helpers()) == 1, helpers()
+        pid = os.fork()
+        if pid == 0:
+            ok = int(am.matmul(a, a, m)[5, 7]) == 2700 and len(helpers()) == 1
+            os._exit(0 if ok else 3)
+        _, status = os.waitpid(pid, 0)
+        print("child", os.waitstatus_to_exitcode(status), "helpers", len(helpers()))
+    """)
+    result = python_runner(code, timeout=60)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == "child 0 helpers 1"
