@@ -2,20 +2,20 @@
 
 Python delivers KeyboardInterrupt to the main thread between bytecodes, so a
 C call of several seconds (16-bit metrics, a large network's matmuls) would
-ignore Ctrl-C until it returned. Here such a call runs on a long-lived
-helper thread while the main thread waits, interruptibly; on
-KeyboardInterrupt it asks the library to stop (``approxmul_cancel``, polled
-by the C loops), waits for the call to return, so that no buffer is released
-while C still uses it, and re-raises. Short calls, and calls from other threads (which never receive
-signals), run directly.
+ignore Ctrl-C until it returned. Here such a call still runs on the main
+thread, and a watcher thread that sees the signal at once (through Python's
+wakeup fd) asks the library to stop (``approxmul_cancel``, polled by the C
+loops); KeyboardInterrupt is raised as the call returns. Short calls, and
+calls from other threads (which never receive signals), run directly.
 
 :class:`InterruptibleLibrary` wraps the opened cffi library so that the
 long entry points take this route with no change at their call sites.
 """
 
 import os
-import queue
+import signal
 import threading
+import time
 
 # Work (multiply-accumulates or products) above which a kernel call may take
 # milliseconds: the helper thread's start-up (~0.1 ms) is then noise.
@@ -52,114 +52,74 @@ _WORK = {
 }
 
 
-# The message a helper thread's failed call left, as cdata. Only the main
-# thread uses helper threads, so it is the main thread's until its next call.
-_main_message = [None]
+class _CtrlC:
+    """Turns Ctrl-C into ``approxmul_cancel()`` while the main thread is in a long call.
 
-
-class _Helper:
-    """One long-lived thread that runs the main thread's long calls in turn.
-
-    Long-lived because an OpenMP runtime keeps a team of worker threads per
-    calling thread: a new thread per call made libgomp create and destroy
-    approxmul's team every time (0.4 ms of a 1.2 ms conv2d on 2 cores), and
-    a fresh team starts with cold caches. Replaced in a forked child, which
-    inherits the queue but not the thread.
+    The call runs on the main thread itself, so that it uses the OpenMP team
+    that thread already has, the one PyTorch's operators use too (running it
+    on a new thread per call made libgomp build a team every time, 0.4 ms of
+    a 1.2 ms conv2d on 2 cores, and left torch's team spinning beside it).
+    Python's C-level signal handler writes the signal's number to the wakeup
+    fd at once, even while the main thread is in C: during the call that fd
+    is this pipe, and a watcher thread reading it cancels the call. Python
+    raises KeyboardInterrupt as soon as the call returns.
     """
 
-    _queue = None
+    write_fd = None
+    running = False  # a plain attribute: setting it runs no Python code that a signal could interrupt
+    seen = bytearray()  # signal numbers read during a call, passed on to the previous fd
 
     @classmethod
-    def submit(cls, job):
-        if cls._queue is None:
-            cls._queue = queue.SimpleQueue()
-            threading.Thread(target=cls._serve, args=(cls._queue,), name="approxmul calls",
+    def pipe(cls, lib):
+        if cls.write_fd is None:
+            read_fd, write_fd = os.pipe()
+            os.set_blocking(write_fd, False)
+            threading.Thread(target=cls._watch, args=(read_fd, lib), name="approxmul Ctrl-C",
                              daemon=True).start()
-        cls._queue.put(job)
+            cls.write_fd = write_fd
+        return cls.write_fd
 
-    @staticmethod
-    def _serve(jobs):
+    @classmethod
+    def _watch(cls, read_fd, lib):
         while True:
-            jobs.get()()
+            data = os.read(read_fd, 64)
+            cls.seen += data
+            if signal.SIGINT in data:
+                # a cancel stops the calls already started: repeat it until the
+                # call returns, in case the signal came before the call began
+                while cls.running:
+                    lib.approxmul_cancel()
+                    time.sleep(0.05)
 
     @classmethod
-    def forget(cls):
-        cls._queue = None
-
-    @classmethod
-    def run_if_started(cls, function):
-        """``function()`` on the helper thread, waited for (its exception re-raised
-        here); None at once if there is no helper."""
-        if cls._queue is None:
-            return None
-        outcome, done = {}, threading.Event()
-
-        def job():
-            try:
-                outcome["value"] = function()
-            except BaseException as error:  # re-raised on the waiting thread
-                outcome["error"] = error
-            finally:
-                done.set()
-        cls._queue.put(job)
-        done.wait()
-        if "error" in outcome:
-            raise outcome["error"]
-        return outcome["value"]
+    def forget(cls):  # a forked child has the pipe but not the watcher thread
+        cls.write_fd, cls.running, cls.seen = None, False, bytearray()
 
 
-os.register_at_fork(after_in_child=_Helper.forget)
+os.register_at_fork(after_in_child=_CtrlC.forget)
 
 
 def run_interruptibly(function, args, ffi, lib):
-    """``function(*args)``, a C call returning a status, on the helper thread.
-
-    The calling (main) thread waits, receives KeyboardInterrupt at once, then
-    cancels the call and waits for it to return before re-raising. The
-    status is returned as from a direct call; the library keeps error
-    messages per thread, so the helper thread's message is kept for
-    :meth:`InterruptibleLibrary.approxmul_last_error` on this thread.
-    """
-    outcome = {"phase": "pending"}  # -> "running" -> done, or -> "aborted" (never called)
-    phase_lock = threading.Lock()
-    done = threading.Event()
-
-    def call():
-        with phase_lock:
-            if outcome["phase"] == "aborted":
-                return
-            outcome["phase"] = "running"
-        try:
-            status = function(*args)
-            outcome["status"] = status
-            if status:
-                outcome["message"] = ffi.string(lib.approxmul_last_error()).decode(
-                "utf-8", "replace")
-        finally:
-            done.set()
-
+    """``function(*args)``, a C call returning a status, on the main thread,
+    cancelled by Ctrl-C (then KeyboardInterrupt is raised as it returns)."""
     try:
-        _Helper.submit(call)
-        while not done.wait(0.5):
-            pass
-    except KeyboardInterrupt:
-        # Ctrl-C may land anywhere above, even before the thread runs: a call
-        # not yet started never starts; one started is cancelled and awaited,
-        # so that no buffer it uses is released under it.
-        with phase_lock:
-            started = outcome["phase"] == "running"
-            outcome["phase"] = "aborted" if not started else "running"
-        while started:
-            try:
-                lib.approxmul_cancel()  # each round: it only stops calls already started
-                started = not done.wait(0.05)
-            except KeyboardInterrupt:  # a second Ctrl-C while the cancel takes effect
-                pass
-        raise
-    status = outcome["status"]
-    if status:
-        _main_message[0] = ffi.new("char[]", outcome["message"].encode())
-    return status
+        previous = signal.set_wakeup_fd(_CtrlC.pipe(lib), warn_on_full_buffer=False)
+    except ValueError:  # not the main interpreter's main thread: a plain call
+        return function(*args)
+    _CtrlC.running = True
+    try:
+        return function(*args)
+    finally:
+        # the fd first: a KeyboardInterrupt may be raised at the next Python call
+        signal.set_wakeup_fd(previous, warn_on_full_buffer=False)
+        _CtrlC.running = False
+        if _CtrlC.seen:  # e.g. asyncio's loop learns its signals from its wakeup fd
+            seen, _CtrlC.seen = bytes(_CtrlC.seen), bytearray()
+            if previous != -1:
+                try:
+                    os.write(previous, seen)
+                except OSError:
+                    pass
 
 
 class InterruptibleLibrary:
@@ -189,13 +149,6 @@ class InterruptibleLibrary:
     def __dir__(self):
         return dir(self._library)
 
-    def approxmul_last_error(self):
-        """This thread's last message, including one a helper thread's call left."""
-        message = _main_message[0]
-        if message is not None and threading.current_thread() is threading.main_thread():
-            return message
-        return self._library.approxmul_last_error()
-
     def _wrap(self, name, function, work):
         from ._arguments import argument_error
 
@@ -203,8 +156,6 @@ class InterruptibleLibrary:
         params = self._parameters[name]
 
         def call(*args):
-            if _main_message[0] is not None and threading.current_thread() is threading.main_thread():
-                _main_message[0] = None  # a new call: the older message is void
             try:
                 if (work is not None and threading.current_thread() is threading.main_thread()
                         and _work(work, ffi, library, args) > LONG_WORK):

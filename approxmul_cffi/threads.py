@@ -60,7 +60,6 @@ import sys
 import threading
 import time
 
-from ._interrupt import _Helper
 from ._library import LIBRARY_FILE, check, lib
 
 __all__ = ["ApproxmulController", "exclusive", "pool_info", "release", "settle"]
@@ -123,11 +122,10 @@ def settle(timeout=0.25, window=0.005, busy=0.5):
 
 
 def release():
-    """End approxmul's OpenMP teams on this thread now; the next kernel call starts it again.
+    """End approxmul's OpenMP team on this thread now; the next kernel call starts it again.
 
     Its idle threads then exit instead of spinning (about a millisecond in
-    libgomp) beside what runs next. The team of the helper thread that runs
-    the main thread's long calls (for Ctrl-C) ends too. A PyTorch sharing approxmul's libgomp
+    libgomp) beside what runs next. A PyTorch sharing approxmul's libgomp
     restarts its threads at its next parallel operation too.
 
     >>> import numpy as np, approxmul_cffi as am
@@ -137,7 +135,6 @@ def release():
     [[2]]
     """
     check(lib.approxmul_release_threads())
-    _Helper.run_if_started(lambda: check(lib.approxmul_release_threads()))
 
 
 # ------------------------------------------------------------ threadpoolctl
