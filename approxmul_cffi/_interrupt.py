@@ -18,7 +18,7 @@ import threading
 import time
 
 # Work (multiply-accumulates or products) above which a kernel call may take
-# milliseconds: the helper thread's start-up (~0.1 ms) is then noise.
+# milliseconds: setting the wakeup fd twice (microseconds) is then noise.
 LONG_WORK = 1 << 24
 
 
