@@ -571,11 +571,82 @@ void requantize_loop(int64_t n, const Acc *__restrict acc, const int32_t *__rest
     }
 }
 
+#if defined(__AVX2__) && !defined(__AVX512F__)
+// AVX2 has no 64-bit arithmetic shift, minimum or full multiply, so the
+// loop above stays scalar there (2 ns per element on a Zen 3). For the
+// common case (int32 accumulators, double rounding, one channel's factors
+// for the whole run) this is the same arithmetic in 32-bit lanes: the
+// 64-bit product of each lane through vpmuldq (even and odd lanes apart);
+// bits 31..62 of the nudged product are the high half whichever way it is
+// shifted, as it fits int32. Returns the elements done (a multiple of 8).
+int64_t requantize_double_avx2(int64_t n, const int32_t *acc, int32_t bias, int32_t mantissa,
+                               int32_t shift, int32_t zero_point, int32_t qmin, int32_t qmax,
+                               uint8_t *out) {
+    const __m256i zero = _mm256_setzero_si256(), b = _mm256_set1_epi32(bias);
+    const __m256i int_max = _mm256_set1_epi32(0x7fffffff);
+    const __m256i m = _mm256_set1_epi32(mantissa);
+    const __m128i left = _mm_cvtsi32_si128(shift > 0 ? shift : 0);
+    const int right_bits = shift < 0 ? -shift : 0;
+    const __m128i right = _mm_cvtsi32_si128(right_bits);
+    const __m256i nudge_pos = _mm256_set1_epi64x(int64_t{1} << 30);
+    const __m256i nudge_neg = _mm256_set1_epi64x(1 - (int64_t{1} << 30));
+    const __m256i toward_zero = _mm256_set1_epi64x(0x7fffffff);
+    const __m256i mask = _mm256_set1_epi32(static_cast<int32_t>((1u << right_bits) - 1u));
+    const __m256i half_mask = _mm256_srli_epi32(mask, 1);
+    const __m256i lo = _mm256_set1_epi32(qmin), hi = _mm256_set1_epi32(qmax);
+    const __m256i zp = _mm256_set1_epi32(zero_point);
+    const __m256i low_bytes = _mm256_setr_epi8(0, 4, 8, 12, -1, -1, -1, -1, -1, -1, -1, -1, -1,
+                                               -1, -1, -1, 0, 4, 8, 12, -1, -1, -1, -1, -1, -1,
+                                               -1, -1, -1, -1, -1, -1);
+    auto high_half = [&](__m256i x) {  // SaturatingRoundingDoublingHighMul(x, m), even lanes
+        const __m256i product = _mm256_mul_epi32(x, m);
+        const __m256i sum = _mm256_add_epi64(
+            product, _mm256_blendv_epi8(nudge_pos, nudge_neg, _mm256_cmpgt_epi64(zero, product)));
+        const __m256i adjusted =
+            _mm256_add_epi64(sum, _mm256_and_si256(_mm256_cmpgt_epi64(zero, sum), toward_zero));
+        return _mm256_srli_epi64(adjusted, 31);
+    };
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        const __m256i a = _mm256_loadu_si256(reinterpret_cast<const __m256i *>(acc + i));
+        // t = sat32(a + bias): overflow when both addends' signs differ from the sum's
+        __m256i t = _mm256_add_epi32(a, b);
+        const __m256i over = _mm256_srai_epi32(  // a whole-lane mask, as blendv reads every byte
+            _mm256_and_si256(_mm256_xor_si256(a, t), _mm256_xor_si256(b, t)), 31);
+        t = _mm256_blendv_epi8(t, _mm256_xor_si256(_mm256_srai_epi32(a, 31), int_max), over);
+        // x = sat32(t * 2^left)
+        __m256i x = _mm256_sll_epi32(t, left);
+        const __m256i lost = _mm256_xor_si256(_mm256_sra_epi32(x, left), t);
+        x = _mm256_blendv_epi8(x, _mm256_xor_si256(_mm256_srai_epi32(t, 31), int_max),
+                               _mm256_xor_si256(_mm256_cmpeq_epi32(lost, zero),
+                                                _mm256_set1_epi32(-1)));
+        const __m256i even = high_half(x), odd = high_half(_mm256_srli_epi64(x, 32));
+        const __m256i high = _mm256_blend_epi32(even, _mm256_slli_epi64(odd, 32), 0xaa);
+        // RoundingDivideByPOT(high, right): ties away from zero
+        const __m256i threshold = _mm256_sub_epi32(half_mask, _mm256_cmpgt_epi32(zero, high));
+        const __m256i up = _mm256_cmpgt_epi32(_mm256_and_si256(high, mask), threshold);
+        const __m256i y = _mm256_sub_epi32(_mm256_sra_epi32(high, right), up);
+        const __m256i code = _mm256_min_epi32(_mm256_max_epi32(_mm256_add_epi32(y, zp), lo), hi);
+        const __m256i bytes = _mm256_permutevar8x32_epi32(_mm256_shuffle_epi8(code, low_bytes),
+                                                          _mm256_setr_epi32(0, 4, 0, 0, 0, 0, 0, 0));
+        _mm_storel_epi64(reinterpret_cast<__m128i *>(out + i), _mm256_castsi256_si128(bytes));
+    }
+    return i;
+}
+#endif
+
 template <typename Acc, bool Single>
 void requantize_acc(int64_t n, const void *acc, const int32_t *bias, const int32_t *mantissa,
                     const int32_t *shift, int step, int32_t zero_point, int32_t qmin,
                     int32_t qmax, uint8_t *out) {
     const Acc *a = static_cast<const Acc *>(acc);
+#if defined(__AVX2__) && !defined(__AVX512F__)
+    if (std::is_same<Acc, int32_t>::value && !Single && step == 0) {
+        const int64_t done = requantize_double_avx2(n, reinterpret_cast<const int32_t *>(a), *bias,
+                                                    *mantissa, *shift, zero_point, qmin, qmax, out);
+        a += done, out += done, n -= done;
+    }
+#endif
     if (step == 0)
         requantize_loop<Acc, 0, Single>(n, a, bias, mantissa, shift, zero_point, qmin, qmax, out);
     else
