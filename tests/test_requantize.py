@@ -157,3 +157,16 @@ def test_bad_requantize_arguments_leave_out_untouched():
     assert call() == lib.APPROXMUL_OK and (out == 0).all()
     with pytest.raises(ValueError, match="bias: 2 values for 3 channels"):
         quant.requantize(acc, np.ones(2), 1 << 30, 0, 0, -128, 127)
+
+
+def test_codes_of_the_largest_accumulators_do_not_wrap_with_the_zero_point():
+    # y reaches 2^31 - 2 here and the zero point 300 would carry it past
+    # int32 (the fuzz harness found this in the AVX2 path): the code is qmax
+    acc = np.full((1, 1, 70), 2**31 - 1, np.int32)
+    acc[0, 0, 1::2] = -2**31
+    mantissa, shift = np.int32(2**31 - 1), np.int32(0)
+    for signed, zero_point, (lo, hi) in ((False, 300, (0, 255)), (True, -300, (-128, 127))):
+        args = (acc, 0, mantissa, shift, zero_point, lo, hi)
+        got = quant.requantize(*args, signed=signed)
+        np.testing.assert_array_equal(got, plain_requantize(*args, signed=signed))
+        assert got[0, 0, 0] == hi and got[0, 0, 1] == lo

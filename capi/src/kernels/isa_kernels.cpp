@@ -593,6 +593,13 @@ int64_t requantize_double_avx2(int64_t n, const int32_t *acc, int32_t bias, int3
     const __m256i toward_zero = _mm256_set1_epi64x(0x7fffffff);
     const __m256i mask = _mm256_set1_epi32(static_cast<int32_t>((1u << right_bits) - 1u));
     const __m256i half_mask = _mm256_srli_epi32(mask, 1);
+    // y + zero_point may not fit int32 (y reaches +-2^31): y is first clamped
+    // to the values that still reach qmin..qmax, which the sum then cannot pass
+    auto to32 = [](int64_t v) {
+        return static_cast<int32_t>(v < INT32_MIN ? INT32_MIN : v > INT32_MAX ? INT32_MAX : v);
+    };
+    const __m256i y_lo = _mm256_set1_epi32(to32(int64_t{qmin} - zero_point));
+    const __m256i y_hi = _mm256_set1_epi32(to32(int64_t{qmax} - zero_point));
     const __m256i lo = _mm256_set1_epi32(qmin), hi = _mm256_set1_epi32(qmax);
     const __m256i zp = _mm256_set1_epi32(zero_point);
     const __m256i low_bytes = _mm256_setr_epi8(0, 4, 8, 12, -1, -1, -1, -1, -1, -1, -1, -1, -1,
@@ -626,7 +633,8 @@ int64_t requantize_double_avx2(int64_t n, const int32_t *acc, int32_t bias, int3
         const __m256i threshold = _mm256_sub_epi32(half_mask, _mm256_cmpgt_epi32(zero, high));
         const __m256i up = _mm256_cmpgt_epi32(_mm256_and_si256(high, mask), threshold);
         const __m256i y = _mm256_sub_epi32(_mm256_sra_epi32(high, right), up);
-        const __m256i code = _mm256_min_epi32(_mm256_max_epi32(_mm256_add_epi32(y, zp), lo), hi);
+        const __m256i inside = _mm256_min_epi32(_mm256_max_epi32(y, y_lo), y_hi);
+        const __m256i code = _mm256_min_epi32(_mm256_max_epi32(_mm256_add_epi32(inside, zp), lo), hi);
         const __m256i bytes = _mm256_permutevar8x32_epi32(_mm256_shuffle_epi8(code, low_bytes),
                                                           _mm256_setr_epi32(0, 4, 0, 0, 0, 0, 0, 0));
         _mm_storel_epi64(reinterpret_cast<__m128i *>(out + i), _mm256_castsi256_si128(bytes));
