@@ -253,16 +253,17 @@ def test_keras_md_example_runs(tmp_path, monkeypatch):
     assert (tmp_path / "approx.keras").is_file()
 
 
-@pytest.mark.parametrize("spec", ["exact", "drum:k=3", "drum:k=4,signed=1"])
-def test_digits_lenet_predictions_equal_the_evaluator(spec):
+def _digits_lenet(spec, **options):
+    """(approximated Keras digits LeNet, the evaluator's QuantizedModel on the adapter's
+    grids, training images, test images) for one multiplier."""
     from approxmul_cffi import nn
     from approxmul_cffi.datasets import load_digits
     from approxmul_cffi.evaluation import bundled_model
     from approxmul_cffi.keras.layer import qparams_of
     from approxmul_cffi.keras.models import digits_lenet
     x_train, (x, y) = load_digits("train")[0], load_digits("test")
-    approx = approximate(digits_lenet(), spec, calibration=[x_train.transpose(0, 2, 3, 1)])
-    out = approx.predict(x.transpose(0, 2, 3, 1), batch_size=256, verbose=0)
+    approx = approximate(digits_lenet(), spec, calibration=[x_train.transpose(0, 2, 3, 1)],
+                         **options)
     # The adapter observes ranges in TensorFlow's float32 forward, the evaluator in
     # NumPy's float64 one: the grids agree to float32 rounding, and with the
     # adapter's grids the evaluator gives its outputs exactly (an AVX2 machine
@@ -275,9 +276,43 @@ def test_digits_lenet_predictions_equal_the_evaluator(spec):
         grid = qparams_of(approx.get_layer(layer).out_qparams_dict)
         np.testing.assert_allclose(float(grid.scale), float(own.qparams[tail].scale), rtol=1e-6)
         qparams[tail] = grid
-    expected = nn.QuantizedModel(bundled_model(), qparams, own.config).run(x, am.multiplier(spec))
+    return approx, nn.QuantizedModel(bundled_model(), qparams, own.config), x_train, x
+
+
+@pytest.mark.parametrize("spec", ["exact", "drum:k=3", "drum:k=4,signed=1"])
+def test_digits_lenet_predictions_equal_the_evaluator(spec):
+    approx, qmodel, _, x = _digits_lenet(spec)
+    out = approx.predict(x.transpose(0, 2, 3, 1), batch_size=256, verbose=0)
+    expected = qmodel.run(x, am.multiplier(spec))
     np.testing.assert_array_equal(out.argmax(1), expected.argmax(1))
     np.testing.assert_allclose(out, expected, atol=1e-5)
+
+
+@pytest.mark.parametrize("spec", ["truncated:bits=8,cut=10", "drum:k=3,signed=1"])
+def test_bias_correction_equals_the_evaluator(spec):
+    from approxmul_cffi.keras import recalibrate
+    from approxmul_cffi.keras.layer import ApproxLayer
+    approx, qmodel, x_train, x = _digits_lenet(spec, bias_correction=True)
+    m = am.multiplier(spec)
+    expected = qmodel.correct_bias(x_train, m)
+    names = ("conv1", "conv2", "fc1", "fc2")
+    for name in names:
+        assert approx.get_layer(name).correction == expected[name].tolist(), name
+    assert any(np.any(expected[name] != 0) for name in names)
+    out = approx.predict(x.transpose(0, 2, 3, 1), batch_size=256, verbose=0)
+    logits = qmodel.run(x, m)
+    np.testing.assert_array_equal(out.argmax(1), logits.argmax(1))
+    np.testing.assert_allclose(out, logits, atol=1e-5)
+    # the correction travels in the config (saved models keep it) ...
+    layer = approx.get_layer("conv2")
+    assert ApproxLayer.from_config(layer.get_config()).correction == layer.correction
+    # ... and recalibration measures it again, as a fresh approximate on the same data
+    part = x_train[:300].transpose(0, 2, 3, 1)
+    recalibrate(approx, [part])
+    from approxmul_cffi.keras.models import digits_lenet
+    fresh = approximate(digits_lenet(), spec, calibration=[part], bias_correction=True)
+    for name in names:
+        assert approx.get_layer(name).correction == fresh.get_layer(name).correction, name
 
 
 def test_recalibrate_gives_the_grids_of_a_fresh_approximate():

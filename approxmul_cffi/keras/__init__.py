@@ -169,7 +169,26 @@ def _observe(model, selected, batches, config):
             for layer in selected}
 
 
-def approximate(model, multipliers, *, calibration, scheme=None, gradient="ste"):
+def _correct_bias(model, batches):
+    """Bias correction of every approximate layer, in model order: minus its mean
+    multiplier error per output channel on ``batches``, measured through the
+    approximate model with the layers before it already corrected (as
+    ``nn.QuantizedModel.correct_bias`` does on the evaluator's graph)."""
+    inputs = model.inputs[0] if len(model.inputs) == 1 else model.inputs
+    for layer in model.layers:
+        if not isinstance(layer, ApproxLayer):
+            continue
+        layer.set_correction(None)
+        probe = keras.Model(inputs, layer.input)
+        total, count = 0, 0
+        for b in batches:
+            sums, n = layer.error_sums(keras.ops.convert_to_numpy(probe(b, training=False)))
+            total, count = total + sums, count + n
+        layer.set_correction(total / count)
+
+
+def approximate(model, multipliers, *, calibration, scheme=None, gradient="ste",
+                bias_correction=False):
     """A clone of the Keras ``model`` (weights kept) with approximate layers.
 
     multipliers: one multiplier for every approximable layer, or a mapping
@@ -179,6 +198,10 @@ def approximate(model, multipliers, *, calibration, scheme=None, gradient="ste")
     scheme: a QuantConfig, a dict of its fields, or "minmax"/"percentile".
     gradient: "ste", "table" (1-D slopes), "table2d" (full gradient tables)
         or "none" (inference only).
+    bias_correction: add to each layer's accumulators minus their mean
+        multiplier error per output channel on the calibration data, as
+        ``approxmul evaluate --bias-correction`` does; kept in the layers'
+        config (saved models keep it) and measured again by :func:`recalibrate`.
     """
     check_gradient(gradient)
     config = config_of(scheme)
@@ -199,7 +222,8 @@ def approximate(model, multipliers, *, calibration, scheme=None, gradient="ste")
         settings[name] = dict(kind=kind, sample_shape=sample, use_bias=layer.use_bias,
                               activation=_activation(name, layer),
                               **_geometry(name, layer, kind, sample))
-    ranges = _observe(model, selected, _batches(calibration), config)
+    batches = _batches(calibration)
+    ranges = _observe(model, selected, batches, config)
 
     def clone(layer):
         if layer.name not in assignment:
@@ -216,6 +240,8 @@ def approximate(model, multipliers, *, calibration, scheme=None, gradient="ste")
     for layer in out.layers:
         layer.set_weights(model.get_layer(layer.name).get_weights())
     out.approxmul_layers = {name: getattr(m, "spec", None) for name, m in assignment.items()}
+    if bias_correction:
+        _correct_bias(out, batches)
     return out
 
 
@@ -225,7 +251,8 @@ def recalibrate(model, calibration, scheme=None):
     The approximate layers run as float layers with their current weights
     on the batches (eagerly) and take new activation grids, as
     :func:`approximate` chose them; the torch adapter's recalibrate does
-    the same after each retraining epoch.
+    the same after each retraining epoch. A model approximated with
+    ``bias_correction`` gets its corrections measured again on the batches.
 
     >>> import keras, numpy as np
     >>> net = keras.Sequential([keras.Input((2,)), keras.layers.Dense(2)])
@@ -236,7 +263,7 @@ def recalibrate(model, calibration, scheme=None):
     approx = [layer for layer in model.layers if isinstance(layer, ApproxLayer)]
     if not approx:
         raise ApproximationError("recalibrate() takes a model returned by approximate()")
-    obs = {}
+    obs, batches = {}, _batches(calibration)
 
     def observer(name, config):
         def record(x, y):
@@ -249,7 +276,7 @@ def recalibrate(model, calibration, scheme=None):
     for layer in approx:
         layer.observer = observer(layer.name, configs[layer.name])
     try:
-        for b in _batches(calibration):
+        for b in batches:
             model(b, training=False)
     finally:
         for layer in approx:
@@ -258,4 +285,6 @@ def recalibrate(model, calibration, scheme=None):
         symmetric = configs[layer.name].activation_symmetric
         layer.set_grids(*(quant.choose_qparams(*obs[(layer.name, key)].range(), signed=False,
                                                symmetric=symmetric) for key in ("in", "out")))
+    if any(layer.correction is not None for layer in approx):
+        _correct_bias(model, batches)
     return model

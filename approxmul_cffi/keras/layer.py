@@ -69,7 +69,7 @@ class ApproxLayer(keras.layers.Layer):
     def __init__(self, *, kind, units, multiplier, in_qparams, out_qparams, sample_shape,
                  kernel_size=(1, 1), strides=(1, 1), padding=(0, 0), dilation=(1, 1),
                  depth_multiplier=1, use_bias=True, activation=None, gradient="ste",
-                 scheme=None, **kwargs):
+                 scheme=None, correction=None, **kwargs):
         kwargs.setdefault("dtype", "float32")
         super().__init__(**kwargs)
         if kind not in KINDS:
@@ -84,6 +84,8 @@ class ApproxLayer(keras.layers.Layer):
         self.depth_multiplier, self.use_bias = int(depth_multiplier), bool(use_bias)
         self.activation = activation
         self.scheme = dict(scheme or {})
+        # bias correction (accumulator units, per output channel) or None
+        self.correction = None if correction is None else [int(v) for v in correction]
         self._node, self._params, self._cache = None, None, {}
         self.observer = None  # set by recalibrate: run the float layer and record ranges
 
@@ -95,7 +97,8 @@ class ApproxLayer(keras.layers.Layer):
                 "kernel_size": list(self.kernel_size), "strides": list(self.strides),
                 "padding": list(self.pads), "dilation": list(self.dilation),
                 "depth_multiplier": self.depth_multiplier, "use_bias": self.use_bias,
-                "activation": self.activation, "gradient": self.gradient, "scheme": self.scheme}
+                "activation": self.activation, "gradient": self.gradient, "scheme": self.scheme,
+                "correction": self.correction}
 
     def kernel_shape(self):
         channels = self.sample_shape[-1]
@@ -127,12 +130,35 @@ class ApproxLayer(keras.layers.Layer):
             layer, np.zeros(layer.weight_shape), np.zeros(out), qparams_of(self.in_qparams_dict),
             qparams_of(self.out_qparams_dict), self.activation if self.activation in _FUSED else None,
             quant.QuantConfig(**self.scheme))
+        if self.correction is not None:
+            self._node.set_correction(self.multiplier, self.correction)
         self._params, self._cache = None, {}
 
     def set_grids(self, in_qparams, out_qparams):
         """New activation grids (recalibration): the integer layer is rebuilt on them."""
         self.in_qparams_dict, self.out_qparams_dict = in_qparams.to_dict(), out_qparams.to_dict()
         self._make_node()
+
+    def set_correction(self, correction):
+        """Per-output-channel integers added to the accumulators (bias correction); None: off."""
+        self.correction = None if correction is None else \
+            np.rint(np.asarray(correction, np.float64)).astype(np.int64).tolist()
+        self._node.set_correction(self.multiplier, self.correction)
+
+    def error_sums(self, x):
+        """(per output channel sum of exact minus approximate accumulators, positions) on a
+        float input batch: what bias correction averages (nn.QuantizedLayer.error_sums)."""
+        x = np.asarray(x, np.float32)
+        node = self.q_node
+        codes = quant.convert_codes(node.in_qparams.quantize(x), bool(self.multiplier.signed))
+        return node.error_sums(self._layout(codes), self.multiplier)
+
+    def _layout(self, codes):
+        """Channels-last input codes as the integer layer takes them (views, no copy)."""
+        if self.kind == "dense":
+            return codes.reshape(-1, codes.shape[-1])
+        c4 = codes[:, None] if self.kind == "conv1d" else codes   # N H W C
+        return c4.transpose(0, 3, 1, 2)
 
     def out_channels(self):
         if self.kind == "depthwise":
@@ -202,15 +228,13 @@ class ApproxLayer(keras.layers.Layer):
         codes = node.in_qparams.quantize(x, out=_adoptable(x.shape, node.in_qparams.dtype))
         codes = quant.convert_codes(codes, bool(m.signed), in_place=True)
         if self.kind == "dense":
-            flat = codes.reshape(-1, codes.shape[-1])
             # float32 straight from C (the same bits as float64 then astype), into
             # a buffer TensorFlow can adopt
-            acc = node.forward_codes(flat, m)
+            acc = node.forward_codes(self._layout(codes), m)
             y = node.output_qparams(m.signed).dequantize(
                 acc, dtype=np.float32, out=_adoptable(acc.shape, np.float32))
             return y.reshape(*x.shape[:-1], -1), codes
-        c4 = codes[:, None] if self.kind == "conv1d" else codes   # N H W C
-        out = node.forward_codes(c4.transpose(0, 3, 1, 2), m)     # a strided view, no copy
+        out = node.forward_codes(self._layout(codes), m)
         n, o, oh, ow = out.shape
         y = _adoptable((n, oh, ow, o), np.float32)                # NHWC, filled in one pass
         np.copyto(y, node.output_qparams(m.signed).dequantize(out, dtype=np.float32)

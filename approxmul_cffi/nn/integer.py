@@ -29,6 +29,7 @@ import numpy as np
 
 from .. import ops, quant
 from ..errors import ModelError
+from ..multipliers import Multiplier
 from ..requant_float import float_scale, requantize_float
 
 __all__ = ["CodeOp", "PreparedWeights", "QTensor", "QuantizedLayer", "QuantizedMatMul"]
@@ -196,6 +197,15 @@ class QuantizedLayer:
         prepared = self.prepare(signed)
         return self.layer.accumulate(quant.convert_codes(codes, signed), prepared.codes,
                                      multiplier, self._grid(signed)[0], prepared.zero_point)
+
+    def error_sums(self, codes, multiplier):
+        """(per output channel sum of exact minus ``multiplier``'s accumulators, count of
+        positions summed) for input codes: what bias correction averages."""
+        exact = Multiplier.exact(bits=multiplier.bits, signed=bool(multiplier.signed))
+        error = self.accumulators(codes, exact).astype(np.int64) - self.accumulators(codes, multiplier)
+        axis = getattr(self.layer, "channel_axis", 1) % error.ndim
+        per_channel = np.moveaxis(error, axis, -1).reshape(-1, error.shape[axis])
+        return per_channel.sum(axis=0), len(per_channel)
 
     def forward_codes(self, codes, multiplier):
         """Output codes (the multiplier's domain) from input codes (int8 or uint8)."""

@@ -239,17 +239,13 @@ class QuantizedModel:
             m = assignment.get(node.name)
             if m is None or not isinstance(node.layer, QuantizedLayer):
                 continue
-            layer, exact = node.layer, Multiplier.exact(bits=m.bits, signed=m.signed)
+            layer = node.layer
             layer.set_correction(m, None)
             total, count = 0, 0
             for i in range(0, len(x), batch_size):
                 values = self._run_prefix(x[i:i + batch_size], assignment, k)
-                codes = values[node.inputs[0]].codes
-                error = (layer.accumulators(codes, exact).astype(np.int64)
-                         - layer.accumulators(codes, m))
-                axis = getattr(layer.layer, "channel_axis", 1) % error.ndim
-                per_channel = np.moveaxis(error, axis, -1).reshape(-1, error.shape[axis])
-                total, count = total + per_channel.sum(axis=0), count + len(per_channel)
+                sums, n = layer.error_sums(values[node.inputs[0]].codes, m)
+                total, count = total + sums, count + n
             layer.set_correction(m, total / count)
             corrections[node.name] = layer.correction(m)
         return corrections
