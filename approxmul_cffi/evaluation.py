@@ -19,10 +19,7 @@ Example:
 from __future__ import annotations
 
 import contextlib
-import csv
 import dataclasses
-import io
-import json
 import os
 import sys
 import time
@@ -31,6 +28,8 @@ from collections.abc import Mapping
 import numpy as np
 
 from . import nn
+from . import quant
+from .evaluation_results import COLUMNS, EvalResult, EvalRow  # noqa: F401 (part of this API)
 from .multipliers import Multiplier, multiplier
 from .onnx import load_model
 from .provenance import identity, run_identity
@@ -54,6 +53,38 @@ DEFAULT_MULTIPLIERS = (
     "truncated:bits=8,cut=10",
     "drum:k=3",
 )
+
+
+def default_multipliers(bits=8):
+    """Built-in approximate multipliers of increasing error for ``bits``-bit codes:
+    :data:`DEFAULT_MULTIPLIERS` in 8 bits, the same families scaled to other widths.
+
+    >>> default_multipliers(4)
+    ('truncated:bits=4,cut=3', 'drum:bits=4,k=3', 'truncated:bits=4,cut=4', 'drum:bits=4,k=2', 'truncated:bits=4,cut=5')
+    """
+    if bits == 8:
+        return DEFAULT_MULTIPLIERS
+    specs = []
+    for cut, k in ((bits * 3 // 4, bits * 3 // 4), (bits, bits // 2), (bits * 5 // 4, bits * 3 // 8)):
+        specs.append(f"truncated:bits={bits},cut={min(cut, 2 * bits - 1)}")
+        if 2 <= k < bits:
+            specs.append(f"drum:bits={bits},k={k}")
+    return tuple(dict.fromkeys(specs))
+
+
+def _code_width(qmodel, config, rows, overrides):
+    """The width of the network's codes: the given model's or config's, else the
+    multipliers' common width (8 when none is given)."""
+    if qmodel is not None:
+        return qmodel.config.bits
+    if config is not None and config.bits != 8:
+        return config.bits
+    widths = {m.bits for _, m in rows} | {m.bits for m in overrides.values()}
+    if len(widths) > 1:
+        raise nn.ModelError("the multipliers have different widths (" + ", ".join(
+            f"{label}: {m.bits} bits" for label, m in rows) + "); one network is quantized "
+            "to one width: evaluate each width on its own")
+    return widths.pop() if widths else 8
 
 
 def bundled_model(name="digits-lenet"):
@@ -93,90 +124,6 @@ def _label(m, index):
         return spec
     kind = "signed" if m.signed else "unsigned"
     return f"{getattr(m, 'name', 'multiplier')}#{index} ({m.bits}-bit {kind})"
-
-
-# --------------------------------------------------------------------------
-# Result table
-
-
-@dataclasses.dataclass
-class EvalRow:
-    """One evaluated configuration; accuracies in percent."""
-
-    multiplier: str
-    layers: str
-    mae_percent: float | None
-    wce_percent: float | None
-    top1: float
-    delta_vs_exact: float | None
-    images_per_s: float
-    kind: str  # "float", "exact" (quantized baseline) or "approximate"
-    # what rebuilds the row's multiplier: its canonical spec, else its table's SHA-256
-    spec: str | None = None
-
-
-COLUMNS = [f.name for f in dataclasses.fields(EvalRow)]
-
-
-class EvalResult(list):
-    """A list of :class:`EvalRow` with export helpers (no pandas needed).
-
-    ``pandas.DataFrame(result.to_dicts())`` gives a data frame.
-    """
-
-    #: facts of the whole run, repeated in every exported row (see :func:`run_identity`)
-    run = {}
-
-    def to_dicts(self):
-        return [{**dataclasses.asdict(row), **self.run} for row in self]
-
-    def to_json(self, path=None):
-        text = json.dumps(self.to_dicts(), indent=1) + "\n"
-        if path is not None:
-            with open(path, "w") as f:
-                f.write(text)
-        return text
-
-    def to_csv(self, path=None):
-        buf = io.StringIO()
-        writer = csv.DictWriter(buf, fieldnames=COLUMNS + list(self.run), lineterminator="\n")
-        writer.writeheader()
-        writer.writerows(self.to_dicts())
-        if path is not None:
-            with open(path, "w", newline="") as f:
-                f.write(buf.getvalue())
-        return buf.getvalue()
-
-    def row(self, multiplier):
-        """The first row whose multiplier label is ``multiplier``."""
-        for r in self:
-            if r.multiplier == multiplier:
-                return r
-        raise KeyError(multiplier)
-
-    def format_table(self):
-        def num(v, fmt):
-            return "-" if v is None else format(v, fmt)
-
-        show_layers = any(r.layers != "all" for r in self)
-        head = ["multiplier"] + (["layers"] if show_layers else []) + [
-            "MAE%", "WCE%", "top-1%", "vs exact", "images/s"]
-        rows = [[r.multiplier] + ([r.layers] if show_layers else []) + [
-            num(r.mae_percent, ".4f"), num(r.wce_percent, ".4f"), f"{r.top1:.2f}",
-            num(r.delta_vs_exact, "+.2f"), f"{r.images_per_s:,.0f}"] for r in self]
-        widths = [max(len(str(c)) for c in col) for col in zip(head, *rows)]
-        lines = []
-        for i, cells in enumerate([head] + rows):
-            lines.append("  ".join(c.ljust(w) if j < 1 + show_layers else c.rjust(w)
-                                   for j, (c, w) in enumerate(zip(cells, widths))))
-            if i == 0:
-                lines.append("  ".join("-" * w for w in widths))
-        if show_layers:
-            lines.append("MAE%/WCE%: of the row's multiplier, which runs in every layer except "
-                         "those the layers column fixes; the mix has no single MAE.")
-        return "\n".join(lines)
-
-    __str__ = format_table
 
 
 # --------------------------------------------------------------------------
@@ -233,9 +180,9 @@ class _Progress:
             self.bar.close()
 
 
-def _normalise_multipliers(multipliers):
+def _normalise_multipliers(multipliers, bits=8):
     if multipliers is None:
-        multipliers = DEFAULT_MULTIPLIERS
+        multipliers = default_multipliers(bits)
     if isinstance(multipliers, Mapping):
         items = list(multipliers.items())
     else:
@@ -252,7 +199,7 @@ def _normalise_multipliers(multipliers):
 
 def evaluate(model, data, multipliers=None, *, layers=None, limit=None, threads=None,
              progress=True, calibration=None, config=None, batch_size=256, data_source=None,
-             bias_correction=False):
+             bias_correction=False, bits=None):
     """Top-1 accuracy of ``model`` on ``data`` for each multiplier.
 
     model: an ``nn.Model`` (quantized here, calibrated on ``calibration``
@@ -261,7 +208,7 @@ def evaluate(model, data, multipliers=None, *, layers=None, limit=None, threads=
     data: ``(images, labels)``.
     multipliers: Multiplier objects or spec strings (a list, or a dict
         label -> multiplier); each row runs one of them in every layer.
-        None: :data:`DEFAULT_MULTIPLIERS`.
+        None: :func:`default_multipliers` of the width.
     layers: {layer name: multiplier or spec} fixed in every row (per-layer
         assignment); the other layers take the row's multiplier.
     limit: evaluate the first ``limit`` samples only.
@@ -271,6 +218,9 @@ def evaluate(model, data, multipliers=None, *, layers=None, limit=None, threads=
     bias_correction: before each approximate row, cancel every layer's mean
         multiplier error on the calibration inputs
         (:meth:`nn.QuantizedModel.correct_bias`); off by default.
+    bits: the width of activation and weight codes (2..16). By default the
+        multipliers' common width (``drum:bits=4,k=2`` quantizes to 4 bits),
+        or 8; every multiplier must have it.
 
     Returns an :class:`EvalResult`: the float row, the exact quantized
     baseline of each code domain in use, then one row per multiplier;
@@ -284,14 +234,23 @@ def evaluate(model, data, multipliers=None, *, layers=None, limit=None, threads=
     qmodel = model if isinstance(model, nn.QuantizedModel) else None
     float_model = qmodel.model if qmodel else model
     x, y = _check_data(float_model, data, limit)
+    overrides = {name: multiplier(m) for name, m in (layers or {}).items()}
+    if bits is None:
+        given = None if multipliers is None else _normalise_multipliers(multipliers)
+        bits = _code_width(qmodel, config, given or [], overrides)
     if qmodel is None:
+        config = quant.QuantConfig() if config is None else config
+        if config.bits != bits:
+            config = dataclasses.replace(config, bits=bits)
         qmodel = nn.quantize(float_model, x if calibration is None else calibration, config)
+    elif qmodel.config.bits != bits:
+        raise nn.ModelError(f"the quantized model has {qmodel.config.bits}-bit codes, "
+                            f"not the {bits} bits asked for")
     cal_x = x if calibration is None else calibration
     # a given QuantizedModel gets its own corrections back afterwards
     saved = {node.name: node.layer._correction for node in qmodel.nodes
              if isinstance(node.layer, nn.QuantizedLayer)} if bias_correction else {}
-    rows = _normalise_multipliers(multipliers)
-    overrides = {name: multiplier(m) for name, m in (layers or {}).items()}
+    rows = _normalise_multipliers(multipliers, bits)
     qmodel.assign(None, overrides)  # unknown layer names fail before any work
     layers_label = "; ".join(f"{k}={v if isinstance(v, str) else _label(overrides[k], i)}"
                              for i, (k, v) in enumerate((layers or {}).items())) or "all"
@@ -299,8 +258,9 @@ def evaluate(model, data, multipliers=None, *, layers=None, limit=None, threads=
     # The exact baselines of the domains in use, then the requested rows.
     plan = []
     for signed in sorted({bool(m.signed) for _, m in rows} or {False}):
-        label = "exact" if not signed else "exact:signed=1"
-        plan.append((label, Multiplier.exact(bits=8, signed=signed), {}, "exact"))
+        label = "exact" if bits == 8 else f"exact:bits={bits}"
+        label += ("," if bits != 8 else ":") + "signed=1" if signed else ""
+        plan.append((label, Multiplier.exact(bits=bits, signed=signed), {}, "exact"))
     baselines = {plan_m.spec for _, plan_m, _, _ in plan}
     for label, m in rows:
         try:  # every requested multiplier runs, or fails here naming it, before any work
@@ -308,7 +268,7 @@ def evaluate(model, data, multipliers=None, *, layers=None, limit=None, threads=
         except nn.ModelError as error:
             raise nn.ModelError(f"multiplier {label!r}: {error}") from None
         if not overrides and m.spec in baselines:
-            continue  # the baseline row already is this multiplier (8-bit exact)
+            continue  # the baseline row already is this multiplier (exact)
         plan.append((label, m, overrides, "approximate"))
     if not rows and overrides:
         plan.append(("exact", plan[0][1], overrides, "approximate"))

@@ -1,4 +1,4 @@
-"""Affine 8-bit quantization and integer requantization, NumPy only.
+"""Affine quantization (8-bit by default, 2 to 16 bits) and integer requantization.
 
 A real value ``r`` is represented by an integer code ``q`` as
 ``r = scale * (q - zero_point)``. Two code domains exist, one per multiplier
@@ -10,7 +10,9 @@ signedness:
 The same real grid can be written in both domains: a ``uint8`` tensor with
 zero point ``z`` is the ``int8`` tensor with zero point ``z - 128`` and codes
 ``q - 128`` (:func:`convert_codes`), so layers whose multipliers differ in
-signedness chain without loss.
+signedness chain without loss. Other widths (``bits``, as an n-bit
+multiplier needs) shift by 2^(bits-1) and keep their codes in 8-bit
+integers up to 8 bits, 16-bit ones beyond (:func:`code_dtype`).
 
 Requantization follows gemmlowp/TFLite: the real factor
 ``s_in * s_w / s_out`` is a positive int32 mantissa and a power-of-two shift
@@ -37,7 +39,7 @@ import numpy as np
 from . import affine
 from .errors import AccumulatorOverflowError, DTypeError, InvalidArgumentError, ShapeError
 # requantization lives in its own module; its names are part of quant's API
-from .requant import (INT32_MAX, INT32_MIN, ROUNDINGS, _channel_shape,
+from .requant import (INT32_MAX, INT32_MIN, ROUNDINGS, _channel_shape, code_dtype,
                       multiply_by_quantized_multiplier, quantize_multiplier, requantize,
                       requantize_reference, round_half_away)
 from .requant_float import REQUANTIZATIONS, quantize_float
@@ -47,6 +49,7 @@ __all__ = [
     "QuantConfig",
     "activation_bounds",
     "choose_qparams",
+    "code_dtype",
     "code_range",
     "convert_codes",
     "fold_batchnorm",
@@ -62,16 +65,20 @@ __all__ = [
 ]
 
 
-def code_range(signed, narrow=False):
-    """(qmin, qmax) of the 8-bit code domain.
+def code_range(signed, narrow=False, bits=8):
+    """(qmin, qmax) of the ``bits``-bit code domain (2..16 bits; 8 by default).
 
     ``narrow`` drops the most negative code so that a symmetric grid is
     symmetric (-127..127 or 1..255), as TFLite does for int8 weights.
 
     >>> code_range(True), code_range(False), code_range(True, narrow=True)
     ((-128, 127), (0, 255), (-127, 127))
+    >>> code_range(False, bits=4), code_range(True, bits=12)
+    ((0, 15), (-2048, 2047))
     """
-    qmin, qmax = (-128, 127) if signed else (0, 255)
+    code_dtype(signed, bits)  # checks bits
+    half = 1 << (bits - 1)
+    qmin, qmax = (-half, half - 1) if signed else (0, 2 * half - 1)
     return (qmin + 1 if narrow else qmin), qmax
 
 
@@ -93,6 +100,8 @@ class QParams:
     signed: bool
     axis: int | None = None
     narrow: bool = False
+    #: code width: 8-bit codes are int8/uint8, 9 to 16 bits int16/uint16
+    bits: int = 8
 
     def __post_init__(self):
         scale = np.asarray(self.scale, dtype=np.float64)
@@ -106,7 +115,7 @@ class QParams:
             raise InvalidArgumentError("per-channel parameters need an axis, per-tensor ones none")
         if not np.all(np.isfinite(scale) & (scale > 0)):
             raise InvalidArgumentError(f"scales must be finite and positive, got {scale}")
-        qmin, qmax = code_range(self.signed, self.narrow)
+        qmin, qmax = code_range(self.signed, self.narrow, self.bits)
         if np.any(zp < qmin) or np.any(zp > qmax):
             raise InvalidArgumentError(f"zero point {zp} outside the code range {qmin}..{qmax}")
         # private read-only copies: the C parameters below are taken from them once
@@ -118,19 +127,20 @@ class QParams:
 
     def __reduce__(self):
         # rebuilt from the fields: the C parameters hold buffer exports, which do not pickle
-        return QParams, (self.scale, self.zero_point, self.signed, self.axis, self.narrow)
+        return QParams, (self.scale, self.zero_point, self.signed, self.axis, self.narrow,
+                         self.bits)
 
     @property
     def dtype(self):
-        return np.dtype(np.int8 if self.signed else np.uint8)
+        return code_dtype(self.signed, self.bits)
 
     @property
     def qmin(self):
-        return code_range(self.signed, self.narrow)[0]
+        return code_range(self.signed, self.narrow, self.bits)[0]
 
     @property
     def qmax(self):
-        return code_range(self.signed, self.narrow)[1]
+        return code_range(self.signed, self.narrow, self.bits)[1]
 
     @property
     def per_channel(self):
@@ -166,11 +176,12 @@ class QParams:
         return affine.dequantize_reference(codes, self.scale, self.zero_point, axis=self.axis)
 
     def to_domain(self, signed):
-        """The same real grid in the other code domain (zero point +-128)."""
+        """The same real grid in the other code domain (zero point -+2^(bits-1), 128 in 8 bits)."""
         if signed == self.signed:
             return self
-        shift = -128 if signed else 128
-        return QParams(self.scale, self.zero_point + shift, signed, self.axis, self.narrow)
+        half = 1 << (self.bits - 1)
+        return QParams(self.scale, self.zero_point + (-half if signed else half), signed,
+                       self.axis, self.narrow, self.bits)
 
     def to_dict(self):
         return {
@@ -179,26 +190,36 @@ class QParams:
             "signed": self.signed,
             "axis": self.axis,
             "narrow": self.narrow,
+            "bits": self.bits,
         }
 
 
-def convert_codes(codes, signed, *, in_place=False):
-    """Codes in the requested domain; exact (q - 128 is q XOR 0x80 in 8 bits).
+def convert_codes(codes, signed, *, in_place=False, bits=8):
+    """``bits``-bit codes in the requested domain: q -+ 2^(bits-1), exact.
 
-    ``in_place=True`` converts in the codes' own buffer (which callers may have
-    aligned for a framework to adopt) instead of a new array.
+    The shift is done on the container's unsigned bits, modulo 2^8 or 2^16
+    (in 8 bits, q - 128 is q XOR 0x80). ``in_place=True`` converts in the
+    codes' own buffer (which callers may have aligned for a framework to
+    adopt) instead of a new array.
 
     >>> convert_codes(np.array([0, 128, 255], np.uint8), signed=True).tolist()
     [-128, 0, 127]
+    >>> convert_codes(np.array([-8, 7], np.int8), signed=False, bits=4).tolist()
+    [0, 15]
     """
     codes = np.asarray(codes)
-    if codes.dtype == (np.int8 if signed else np.uint8):
+    want = code_dtype(signed, bits)
+    if codes.dtype == want:
         return codes
-    if codes.dtype not in (np.int8, np.uint8):
-        raise DTypeError(f"codes must be int8 or uint8, got {codes.dtype}")
-    raw = codes.view(np.uint8)
-    return np.bitwise_xor(raw, np.uint8(0x80), out=raw if in_place else None) \
-        .view(np.int8 if signed else np.uint8)
+    other = code_dtype(not signed, bits)
+    if codes.dtype != other:
+        raise DTypeError(f"{bits}-bit codes must be {want} or {other}, got {codes.dtype}")
+    unsigned = code_dtype(False, bits)
+    raw = codes.view(unsigned)
+    half = unsigned.type(1 << (bits - 1))
+    out = raw if in_place else None
+    moved = np.subtract(raw, half, out=out) if signed else np.add(raw, half, out=out)
+    return moved.view(want)
 
 
 def observe_range(x, *, method="minmax", percentile=99.99, axis=None):
@@ -234,17 +255,21 @@ def observe_range(x, *, method="minmax", percentile=99.99, axis=None):
     return lo, hi
 
 
-def choose_qparams(lo, hi, *, signed, symmetric=False, narrow=False, axis=None):
-    """QParams covering [lo, hi] (scalars, or 1-d arrays for per channel).
+def choose_qparams(lo, hi, *, signed, symmetric=False, narrow=False, axis=None, bits=8):
+    """QParams of ``bits``-bit codes covering [lo, hi] (scalars, or 1-d arrays for per channel).
 
     The range is widened to contain 0 so that real zero (ReLU output,
     padding) has an exact code. Asymmetric: the range maps onto the whole
     code range. Symmetric: zero point 0 (signed) or 128 (unsigned) and
-    ``scale = max(|lo|, |hi|) / 127``.
+    ``scale = max(|lo|, |hi|) / 127`` (2^(bits-1) and 2^(bits-1) - 1 in
+    other widths).
 
     >>> qp = choose_qparams(-0.5, 1.0, signed=True, symmetric=True)
     >>> float(qp.scale * 127), int(qp.zero_point)
     (1.0, 0)
+    >>> qp = choose_qparams(0.0, 1.5, signed=False, bits=4)
+    >>> float(qp.scale), int(qp.zero_point), qp.dtype
+    (0.1, 0, dtype('uint8'))
     """
     lo = np.minimum(np.asarray(lo, dtype=np.float64), 0.0)
     hi = np.maximum(np.asarray(hi, dtype=np.float64), 0.0)
@@ -252,11 +277,12 @@ def choose_qparams(lo, hi, *, signed, symmetric=False, narrow=False, axis=None):
         raise ShapeError("lo and hi must be scalars or equal 1-d arrays")
     if not (np.all(np.isfinite(lo)) and np.all(np.isfinite(hi))):
         raise InvalidArgumentError("range bounds must be finite")
-    qmin, qmax = code_range(signed, narrow)
+    qmin, qmax = code_range(signed, narrow, bits)
+    half = 1 << (bits - 1)
     if symmetric:
-        zp = np.full(lo.shape, 0 if signed else 128, dtype=np.int64)
+        zp = np.full(lo.shape, 0 if signed else half, dtype=np.int64)
         amax = np.maximum(-lo, hi)
-        scale = amax / 127.0
+        scale = amax / (half - 1.0)
     else:
         scale = (hi - lo) / (qmax - qmin)
     # An all-zero tensor: any positive scale represents it exactly.
@@ -265,11 +291,11 @@ def choose_qparams(lo, hi, *, signed, symmetric=False, narrow=False, axis=None):
         zp = np.clip(qmin - round_half_away(lo / scale), qmin, qmax).astype(np.int64)
     if axis is None and scale.ndim == 1:
         raise InvalidArgumentError("per-channel ranges need an axis")
-    return QParams(scale, zp, signed, axis if scale.ndim == 1 else None, narrow)
+    return QParams(scale, zp, signed, axis if scale.ndim == 1 else None, narrow, bits)
 
 
-def quantize_weight(w, *, signed, per_channel=True, symmetric=True, axis=0):
-    """(codes, QParams) of a weight tensor, min/max calibrated.
+def quantize_weight(w, *, signed, per_channel=True, symmetric=True, axis=0, bits=8):
+    """(codes, QParams) of a weight tensor in ``bits``-bit codes, min/max calibrated.
 
     Symmetric weights use the narrow grid (-127..127, or 1..255 unsigned).
 
@@ -282,7 +308,7 @@ def quantize_weight(w, *, signed, per_channel=True, symmetric=True, axis=0):
     lo, hi = observe_range(w, axis=axis if per_channel else None)
     qp = choose_qparams(
         lo, hi, signed=signed, symmetric=symmetric, narrow=symmetric,
-        axis=axis if per_channel else None,
+        axis=axis if per_channel else None, bits=bits,
     )
     return qp.quantize(w), qp
 
@@ -367,6 +393,8 @@ class QuantConfig:
     rounding: str = "double"
     #: "gemmlowp" (fixed point) or "onnxruntime" (float32 scale, ties to even)
     requantization: str = "gemmlowp"
+    #: width of activation and weight codes, 2..16; each layer's multiplier has this width
+    bits: int = 8
 
     def __post_init__(self):
         if self.calibration not in ("minmax", "percentile"):
@@ -376,6 +404,11 @@ class QuantConfig:
                                        f"one of {REQUANTIZATIONS}")
         if self.rounding not in ROUNDINGS:
             raise InvalidArgumentError(f"unknown rounding {self.rounding!r}; use one of {ROUNDINGS}")
+        if not isinstance(self.bits, (int, np.integer)) or not 2 <= self.bits <= 16:
+            raise InvalidArgumentError(f"bits must be an integer in 2..16, got {self.bits!r}")
+        if self.bits != 8 and self.requantization != "gemmlowp":
+            raise InvalidArgumentError("ONNX Runtime's float requantization is 8-bit only; "
+                                       "other widths use requantization='gemmlowp'")
         for signed in (True, False):
             per_channel, symmetric = self.weight_scheme(signed)
             if per_channel and not symmetric:

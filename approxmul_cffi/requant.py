@@ -117,17 +117,29 @@ def multiply_by_quantized_multiplier(x, mantissa, shift, rounding="double"):
     raise InvalidArgumentError(f"unknown rounding {rounding!r}; use one of {ROUNDINGS}")
 
 
+def code_dtype(signed, bits=8):
+    """The NumPy type of ``bits``-bit codes: 8-bit integers up to 8 bits, else 16-bit.
+
+    >>> code_dtype(True), code_dtype(False, bits=12)
+    (dtype('int8'), dtype('uint16'))
+    """
+    if not 2 <= bits <= 16:
+        raise InvalidArgumentError(f"codes of {bits} bits: approxmul quantizes to 2..16 bits")
+    wide = bits > 8
+    return np.dtype((np.int16 if wide else np.int8) if signed else (np.uint16 if wide else np.uint8))
+
+
 def requantize(acc, bias, mantissa, shift, zero_point, qmin, qmax, *, axis=1,
-               signed=True, rounding="double"):
+               signed=True, rounding="double", bits=8):
     """Output codes from accumulators, as integer inference hardware does.
 
     ``codes = clamp(zero_point + MBQM(sat32(acc + bias), mantissa, shift), qmin, qmax)``
     where MBQM is :func:`multiply_by_quantized_multiplier`; ``bias``,
     ``mantissa`` and ``shift`` are scalars or per channel along ``axis``.
     A fused ReLU/ReLU6 is only a tighter ``qmin``/``qmax``
-    (:func:`activation_bounds`). Runs in the C library
-    (``approxmul_requantize``); :func:`requantize_reference` is the same
-    arithmetic in NumPy.
+    (:func:`activation_bounds`). The codes are :func:`code_dtype` (``signed``,
+    ``bits``). Runs in the C library (``approxmul_requantize``);
+    :func:`requantize_reference` is the same arithmetic in NumPy.
 
     >>> m, s = quantize_multiplier(0.1)
     >>> requantize(np.array([[100, -100, 5000]]), 0, m, s, 3, -128, 127).tolist()
@@ -163,8 +175,7 @@ def requantize(acc, bias, mantissa, shift, zero_point, qmin, qmax, *, axis=1,
 
     bias, mantissa, shift = (per_channel(v, n) for v, n in
                              ((bias, "bias"), (mantissa, "mantissa"), (shift, "shift")))
-    out_dtype = np.int8 if signed else np.uint8
-    out = np.empty(acc.shape, dtype=out_dtype)
+    out = np.empty(acc.shape, dtype=code_dtype(signed, bits))
     rounding_code = {"double": lib.APPROXMUL_ROUND_DOUBLE,
                      "single": lib.APPROXMUL_ROUND_SINGLE}[rounding]
     # exports released right after the call (see _buffers.Tensor)
@@ -181,7 +192,7 @@ def requantize(acc, bias, mantissa, shift, zero_point, qmin, qmax, *, axis=1,
 
 
 def requantize_reference(acc, bias, mantissa, shift, zero_point, qmin, qmax, *, axis=1,
-               signed=True, rounding="double"):
+                         signed=True, rounding="double", bits=8):
     """NumPy statement of :func:`requantize`: the arithmetic, spelled out.
 
     :func:`requantize` runs the same arithmetic in the C library; the two
@@ -206,4 +217,4 @@ def requantize_reference(acc, bias, mantissa, shift, zero_point, qmin, qmax, *, 
     total = _saturate_int32(np.clip(acc, -2**32, 2**32) + along(bias))  # no int64 wrap
     y = multiply_by_quantized_multiplier(total, along(mantissa), along(shift), rounding)
     y = np.clip(y + zero_point, qmin, qmax)
-    return y.astype(np.int8 if signed else np.uint8)
+    return y.astype(code_dtype(signed, bits))

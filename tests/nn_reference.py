@@ -59,8 +59,13 @@ def requantize(acc, bias, s_x, s_w, s_y, zp_y, lo, hi, offset=None):
 
 
 def table_products(table, x, w):
-    """table[x, w] for codes by their 8-bit patterns (signed codes wrap)."""
-    return table[np.asarray(x, np.int64) & 0xFF, np.asarray(w, np.int64) & 0xFF]
+    """table[x, w] for codes by their bit patterns (signed codes wrap), the table
+    being 2^n x 2^n for n-bit codes; a None table: the exact products."""
+    x, w = np.asarray(x, np.int64), np.asarray(w, np.int64)
+    if table is None:
+        return x * w
+    mask = len(table) - 1
+    return table[x & mask, w & mask]
 
 
 def conv2d(table, x, w, zx, zw, padding):

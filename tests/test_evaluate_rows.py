@@ -33,10 +33,23 @@ def test_requested_exact_multipliers_are_not_replaced_by_the_baseline(data, tmp_
         ("float", "float"), ("exact", "exact"), ("exact:signed=1", "exact"),
         (table_file, "approximate")]
     assert result[3].top1 == result[1].top1 and result[3].spec.startswith("file:")
-    # a width the 8-bit network cannot run is an error naming it, not a silent swap
-    for spec in ("exact:bits=12", "exact:bits=4"):
-        with pytest.raises(nn.ModelError, match=rf"multiplier '{spec}': .*8-bit codes"):
+    # one network has one width: mixed widths are an error naming them, not a silent swap
+    for spec, bits in (("exact:bits=12", 12), ("exact:bits=4", 4)):
+        with pytest.raises(nn.ModelError, match=rf"drum:k=4: 8 bits, {spec}: {bits} bits"):
             run(data, ["drum:k=4", spec])
+        with pytest.raises(nn.ModelError, match=rf"multiplier '{spec}': .*8-bit codes, got a "
+                                                rf"multiplier of {bits} bits"):
+            run(data, [spec], bits=8)
+
+
+def test_the_width_follows_the_multipliers(data):
+    result = run(data, ["drum:bits=6,k=3", "exact:bits=6,signed=1"])
+    assert [(r.multiplier, r.kind) for r in result] == [
+        ("float", "float"), ("exact:bits=6", "exact"), ("exact:bits=6,signed=1", "exact"),
+        ("drum:bits=6,k=3", "approximate")]
+    assert result[1].top1 == result[2].top1 > 90   # both domains, one grid
+    defaults = run(data, None, bits=4)
+    assert [r.multiplier for r in defaults][1:] == ["exact:bits=4", *ev.default_multipliers(4)]
 
 
 def test_mixed_rows_say_what_mae_means(data):

@@ -13,7 +13,7 @@ import pytest
 
 import approxmul_cffi as am
 import nn_reference as ref
-from approxmul_cffi import nn
+from approxmul_cffi import nn, quant
 from approxmul_cffi.datasets import load_digits
 from approxmul_cffi.evaluation import bundled_model
 
@@ -37,14 +37,17 @@ def reference_logits(qmodel, x, multipliers, corrections=None, measure=False):
     with ``measure``, each layer's correction is first measured on ``x``
     (rounded mean of exact minus approximate accumulators) and stored there.
     """
+    bits = qmodel.config.bits
     s, zp = float(qmodel.input_qparams.scale), int(qmodel.input_qparams.zero_point)
     v = x.astype(np.float64) / s
-    codes = np.clip(np.sign(v) * np.floor(np.abs(v) + 0.5) + zp, 0, 255).astype(np.int64)
+    codes = np.clip(np.sign(v) * np.floor(np.abs(v) + 0.5) + zp, 0, 2**bits - 1).astype(np.int64)
 
     def weighted(name, codes, s_x, zp_x, relu):
         m = multipliers[name]
-        table = np.asarray(m.table(), dtype=np.int64)
-        shift = 128 if m.signed else 0  # uint8 -> int8 domain: codes and zero point - 128
+        # exact multipliers by arithmetic (no 2^24-entry tables at 12 bits)
+        table = None if m.plan == "exact-gemm" else np.asarray(m.table(), dtype=np.int64)
+        # unsigned -> signed domain: codes and zero point - 2^(bits-1)
+        shift = 2**(bits - 1) if m.signed else 0
         node = qmodel.layer(name)
         wq = node.prepare(m.signed)
         w = wq.codes.astype(np.int64)
@@ -57,11 +60,10 @@ def reference_logits(qmodel, x, multipliers, corrections=None, measure=False):
 
         acc = accumulate(table)
         if measure:
-            exact = np.asarray(am.Multiplier.exact(8, m.signed).table(), dtype=np.int64)
-            error = np.moveaxis(accumulate(exact) - acc, 1, -1).reshape(-1, acc.shape[1])
+            error = np.moveaxis(accumulate(None) - acc, 1, -1).reshape(-1, acc.shape[1])
             corrections[name] = [round(Fraction(int(t), len(error))) for t in error.sum(0)]
         s_y, zp_y = float(node.out_qparams.scale), int(node.out_qparams.zero_point)
-        qmin, qmax = (-128, 127) if m.signed else (0, 255)
+        qmin, qmax = (-shift, 2**(bits - 1) - 1) if m.signed else (0, 2**bits - 1)
         lo = max(qmin, zp_y - shift) if relu else qmin
         y = ref.requantize(acc, node.bias, s_x, s_w, s_y, zp_y - shift, lo, qmax,
                            None if corrections is None else corrections.get(name))
@@ -135,6 +137,44 @@ def test_bias_correction_matches_reference(images, spec):
     other = qmodel.assign("drum:k=4")   # another multiplier: no correction
     np.testing.assert_array_equal(library_logits(qmodel, images, other),
                                   reference_logits(qmodel, images, other))
+
+
+@pytest.mark.parametrize("bits", [4, 6, 10, 12])
+def test_codes_of_other_widths_match_reference(images, bits):
+    """2-16-bit quantization (here 4-12): the grids, weight codes and requantization
+    of n-bit codes, signed and unsigned, exact and through an n-bit table."""
+    qmodel = nn.quantize(bundled_model(), load_digits("train")[0], quant.QuantConfig(bits=bits))
+    assert qmodel.input_qparams.bits == bits and qmodel.input_qparams.qmax == 2**bits - 1
+    x = images[:20]
+    rng = np.random.default_rng(bits)
+    for signed in (False, True):
+        exact = am.Multiplier.exact(bits=bits, signed=signed)
+        assignment = qmodel.assign(exact)
+        got = library_logits(qmodel, x, assignment)
+        np.testing.assert_array_equal(got, reference_logits(qmodel, x, assignment))
+        assert got.max() > 255 if bits > 8 else got.max() < 2**bits  # codes of the width
+        assert qmodel.layer("conv2").prepare(signed).codes.dtype == quant.code_dtype(signed, bits)
+    if bits <= 6:   # an arbitrary table of the width, in both domains
+        table = np.asarray(am.Multiplier.exact(bits=bits, signed=True).table(), np.int64)
+        noisy = am.Multiplier.from_table((table + rng.integers(-9, 10, table.shape)).astype(np.int32),
+                                         signed=True)
+        assignment = qmodel.assign(noisy, {"fc1": am.Multiplier.exact(bits=bits)})
+        got = library_logits(qmodel, x, assignment)
+        np.testing.assert_array_equal(got, reference_logits(qmodel, x, assignment))
+    with pytest.raises(am.errors.ModelError, match=f"{bits}-bit codes, got a multiplier of 8 bits"):
+        qmodel.assign("drum:k=3")
+
+
+def test_accuracy_rises_with_the_width():
+    """Not only bit-exact but sensible: 2-bit codes lose the digits, 4-bit ones keep them
+    (measured: 51 % at 2 bits, 94 % at 3, 99.1 % at 4, 99.6 % from 5 to 12)."""
+    x_train, (x, y) = load_digits("train")[0], load_digits("test")
+    accuracy = {}
+    for bits in (2, 3, 4, 8, 12):
+        qmodel = nn.quantize(bundled_model(), x_train, quant.QuantConfig(bits=bits))
+        accuracy[bits] = (qmodel.run(x, am.Multiplier.exact(bits=bits)).argmax(1) == y).mean()
+    assert accuracy[2] < 0.6 < 0.9 < accuracy[3] < accuracy[4]
+    assert accuracy[4] > 0.98 and accuracy[8] == accuracy[12] > 0.99
 
 
 def test_exact_multiplier_needs_no_correction(qmodel):

@@ -11,13 +11,13 @@ from approxmul_cffi import quant
 
 
 def plain_requantize(acc, bias, mantissa, shift, zero_point, qmin, qmax, *, signed=True,
-                     rounding="double"):
+                     rounding="double", bits=8):
     """The plain reference on NumPy arguments, returned as an array of out's dtype."""
     def arg(v):
         return np.asarray(v).tolist()
     want = plain.requantize(arg(acc), arg(bias), arg(mantissa), arg(shift), zero_point, qmin,
                             qmax, rounding)
-    return np.array(want, dtype=np.int8 if signed else np.uint8).reshape(np.shape(acc))
+    return np.array(want, dtype=quant.code_dtype(signed, bits)).reshape(np.shape(acc))
 
 
 @settings(max_examples=80, deadline=None)
@@ -49,6 +49,38 @@ def test_c_requantize_matches_reference(seed, rounding, signed, per_channel, acc
     np.testing.assert_array_equal(got, want)
     np.testing.assert_array_equal(quant.requantize_reference(*args, signed=signed,
                                                              rounding=rounding), want)
+
+
+@settings(max_examples=60, deadline=None)
+@given(seed=st.integers(0, 2**32 - 1), signed=st.booleans(), bits=st.integers(9, 16),
+       per_channel=st.booleans(), shape=st.sampled_from([(3, 4), (2, 5, 3, 3), (3, 1, 99),
+                                                         (2, 3, 70)]))
+def test_wide_codes_match_the_reference(seed, signed, bits, per_channel, shape):
+    # 9- to 16-bit codes (int16/uint16 outputs), on both C paths (rows of >= 64
+    # by channel, shorter ones per element), with codes inside and beyond the range
+    rng = np.random.default_rng(seed)
+    channels = shape[1]
+    real = np.exp2(rng.uniform(-20, -2, size=channels if per_channel else 1))
+    mantissa, shift = quant.quantize_multiplier(real if per_channel else real[0])
+    acc = rng.integers(-2**22, 2**22, size=shape).astype(np.int32)
+    qmin, qmax = quant.code_range(signed, bits=bits)
+    zero_point = int(rng.integers(qmin, qmax + 1))
+    args = (acc, 7, mantissa, shift, zero_point, qmin, qmax)
+    for rounding in quant.ROUNDINGS:
+        got = quant.requantize(*args, signed=signed, rounding=rounding, bits=bits)
+        want = plain_requantize(*args, signed=signed, rounding=rounding, bits=bits)
+        assert got.dtype == want.dtype == quant.code_dtype(signed, bits)
+        np.testing.assert_array_equal(got, want)
+
+
+def test_twelve_bit_codes_worked_example():
+    # 0.5 * acc + 2048 on the unsigned 12-bit grid 0..4095 (beyond a byte), and signed
+    m, s = quant.quantize_multiplier(0.5)
+    acc = np.array([[1000, -1000, 10**7, -10**7, 3]])
+    assert quant.requantize(acc, 0, m, s, 2048, 0, 4095, signed=False, bits=12).tolist() == \
+        [[2548, 1548, 4095, 0, 2050]]
+    assert quant.requantize(acc, 0, m, s, 0, -2048, 2047, bits=12).tolist() == \
+        [[500, -500, 2047, -2048, 2]]
 
 
 @settings(max_examples=120, deadline=None)

@@ -31,6 +31,10 @@ def add_parser(subparsers):
                    help="evaluation data: arrays x (float images) and y (integer labels), "
                         "optionally calibration (float images); or 'digits' (default): the bundled "
                         "digits held-out split")
+    p.add_argument("--bits", metavar="N", type=int,
+                   help="width of the activation and weight codes, 2..16; every multiplier "
+                        "must have it (default: the multipliers' width, e.g. 4 for "
+                        "drum:bits=4,k=2; else 8); without -m, built-in multipliers of that width")
     p.add_argument("--calibration", choices=("minmax", "percentile"), default="minmax",
                    help="activation range calibration (default: minmax)")
     p.add_argument("--bias-correction", action="store_true",
@@ -100,6 +104,8 @@ def _evaluate(args):
         if value is not None and (value < 1 or most is not None and value > most):
             raise UsageError(f"--{name} must be {'1..' + str(most) if most else 'at least 1'}, "
                              f"got {value}")
+    if args.bits is not None and not 2 <= args.bits <= 16:
+        raise UsageError(f"--bits must be 2..16, got {args.bits}")
     if args.plot:  # fail before the run, not after it
         try:
             import matplotlib  # noqa: F401
@@ -126,7 +132,8 @@ def _evaluate(args):
     result = evaluate(model_path, data, _multipliers(args.multipliers, args), layers=layers,
                       limit=args.limit, threads=args.threads, progress=not args.no_progress,
                       calibration=calibration, config=quant.QuantConfig(calibration=args.calibration),
-                      data_source=data_source, bias_correction=args.bias_correction)
+                      data_source=data_source, bias_correction=args.bias_correction,
+                      bits=args.bits)
     n = len(data[1]) if args.limit is None else min(args.limit, len(data[1]))
     print(f"model {os.path.basename(model_path)}: {n} samples of the {source}")
     print(result.format_table())

@@ -230,13 +230,14 @@ class Add(Layer):
 
 
 class _QuantizedAdd:
-    """TFLite's integer add: both inputs rescaled to 2*max(s) with 20 bits headroom;
+    """TFLite's integer add: both inputs rescaled to 2*max(s) with 20 bits headroom
+    (28 - bits for codes wider than 8 bits, so that the sum stays within int32);
     with ``requantization="onnxruntime"``, ONNX Runtime's QLinearAdd instead."""
 
     takes_multiplier = False
-    LEFT_SHIFT = 20
 
     def __init__(self, in_qparams, out_qparams, config):
+        self.LEFT_SHIFT = min(20, 28 - max(q.bits for q in (*in_qparams, out_qparams)))
         s1, s2, so = (float(q.scale) for q in (*in_qparams, out_qparams))
         twice_max = 2 * max(s1, s2)
         self.factors = [quant.quantize_multiplier(s / twice_max) for s in (s1, s2)]

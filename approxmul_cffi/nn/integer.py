@@ -51,7 +51,8 @@ class QTensor:
         """The same values in the int8 (``signed``) or uint8 code domain."""
         if signed == self.qparams.signed:
             return self
-        return QTensor(quant.convert_codes(self.codes, signed), self.qparams.to_domain(signed))
+        return QTensor(quant.convert_codes(self.codes, signed, bits=self.qparams.bits),
+                       self.qparams.to_domain(signed))
 
     def dequantize(self, dtype=np.float64):
         """The real values: float64, or float32 rounded once from them."""
@@ -68,9 +69,10 @@ def in_own_domains(fn, inputs, in_qparams, out_qparams):
     >>> in_own_domains(lambda c: c * 2, [x], [qp], qp).codes.tolist()
     [132]
     """
-    codes = [quant.convert_codes(x.codes, q.signed) for x, q in zip(inputs, in_qparams)]
+    codes = [quant.convert_codes(x.codes, q.signed, bits=q.bits) for x, q in zip(inputs, in_qparams)]
     signed = inputs[0].qparams.signed
-    return QTensor(quant.convert_codes(fn(*codes), signed), out_qparams.to_domain(signed))
+    return QTensor(quant.convert_codes(fn(*codes), signed, bits=out_qparams.bits),
+                   out_qparams.to_domain(signed))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -132,11 +134,12 @@ class QuantizedLayer:
             if self.given is None:
                 per_channel, symmetric = self.config.weight_scheme(signed)
                 codes, wqp = quant.quantize_weight(self.weight, signed=signed,
-                                                   per_channel=per_channel, symmetric=symmetric)
+                                                   per_channel=per_channel, symmetric=symmetric,
+                                                   bits=self.config.bits)
                 bias = quant.quantize_bias(self.bias, s_x, wqp.scale)
             else:
                 codes, wqp, bias = self.given
-                codes, wqp = quant.convert_codes(codes, signed), wqp.to_domain(signed)
+                codes, wqp = quant.convert_codes(codes, signed, bits=wqp.bits), wqp.to_domain(signed)
                 if np.unique(wqp.zero_point).size != 1:
                     raise ModelError("per-channel weight zero points must be equal (the "
                                      "kernels take one per tensor)")
@@ -195,7 +198,8 @@ class QuantizedLayer:
         """The integer accumulators (before bias and any correction) for input codes."""
         signed = bool(multiplier.signed)
         prepared = self.prepare(signed)
-        return self.layer.accumulate(quant.convert_codes(codes, signed), prepared.codes,
+        return self.layer.accumulate(quant.convert_codes(codes, signed, bits=self.in_qparams.bits),
+                                     prepared.codes,
                                      multiplier, self._grid(signed)[0], prepared.zero_point)
 
     def error_sums(self, codes, multiplier):
@@ -224,7 +228,7 @@ class QuantizedLayer:
         return quant.requantize(acc, bias, prepared.mantissa, prepared.shift,
                                 int(out_qp.zero_point), lo, hi,
                                 axis=axis, signed=signed,
-                                rounding=self.config.rounding)
+                                rounding=self.config.rounding, bits=out_qp.bits)
 
     def forward(self, inputs, multiplier):
         """Graph form: one input QTensor -> output QTensor."""
@@ -269,7 +273,7 @@ class QuantizedMatMul:
         else:
             codes = quant.requantize(acc, 0, self.mantissa, self.shift, int(out_qp.zero_point),
                                      out_qp.qmin, out_qp.qmax, signed=signed,
-                                     rounding=self.config.rounding)
+                                     rounding=self.config.rounding, bits=out_qp.bits)
         return QTensor(codes.reshape(*lead, acc.shape[-2], acc.shape[-1]), out_qp)
 
 

@@ -65,9 +65,12 @@ def quantize(model, calibration_data, config=None, *, batch_size=256):
     >>> nn.quantize(m, np.array([[0.0], [1.0]])).layer_names
     ['fc']
     """
+    given = getattr(model, "quantization", None)
+    if config is not None and config.bits != 8 and (given is not None or is_dynamic(model)):
+        raise ModelError(f"this model brings its own 8-bit quantization (ONNX); it cannot be "
+                         f"quantized to {config.bits} bits")
     if is_dynamic(model):  # ONNX dynamic quantization: grids per batch, nothing to calibrate
         return DynamicQuantizedModel(model, config)
-    given = getattr(model, "quantization", None)
     if given is not None:  # a pre-quantized model (ONNX QDQ/QOperator) keeps its own grids
         return QuantizedModel(model, given.qparams, config or given.config, given.weights)
     config = quant.QuantConfig() if config is None else config
@@ -88,7 +91,7 @@ def quantize(model, calibration_data, config=None, *, batch_size=256):
     qparams = {}
     for name, obs in observers.items():
         lo, hi = obs.range()
-        qparams[name] = quant.choose_qparams(lo, hi, signed=False,
+        qparams[name] = quant.choose_qparams(lo, hi, signed=False, bits=config.bits,
                                              symmetric=config.activation_symmetric)
     return QuantizedModel(model, qparams, config)
 
@@ -179,10 +182,12 @@ class QuantizedModel:
         """{layer name: Multiplier}: ``multiplier`` everywhere, ``layers`` overrides.
 
         Either may be anything :func:`approxmul_cffi.multiplier` accepts;
-        ``multiplier`` None means the exact unsigned 8-bit multiplier.
+        ``multiplier`` None means the exact unsigned multiplier of the codes'
+        width (``config.bits``, 8 by default); every multiplier must have that width.
         """
+        bits = self.config.bits
         if multiplier is None:
-            multiplier = Multiplier.exact(bits=8, signed=False)
+            multiplier = Multiplier.exact(bits=bits, signed=False)
         layers = dict(layers or {})
         unknown = sorted(set(layers) - set(self.layer_names))
         if unknown:
@@ -192,9 +197,10 @@ class QuantizedModel:
         assignment = {name: resolve(layers[name]) if name in layers else multiplier
                       for name in self.layer_names}
         for name, m in assignment.items():
-            if m.bits != 8:
-                raise ModelError(f"layer {name!r}: the quantized layers use 8-bit codes, "
-                                 f"got a multiplier of {m.bits} bits")
+            if m.bits != bits:
+                raise ModelError(f"layer {name!r}: the model is quantized to {bits}-bit codes, "
+                                 f"got a multiplier of {m.bits} bits (quantize with "
+                                 f"QuantConfig(bits={m.bits}), or `evaluate --bits {m.bits}`)")
         return assignment
 
     def prepare(self, assignment):

@@ -2,7 +2,8 @@
 // shorter and longer than the by-row threshold), int32/int64 accumulators
 // biased to the int32 edges, NULL bias, mantissas and shifts just inside and
 // outside their ranges, both roundings and invalid ones, qmin/qmax around
-// the output type, and an output overlapping the accumulators.
+// the output type (8- and 16-bit codes), and an output overlapping the
+// accumulators.
 // Successes must equal the harness's own statement of the arithmetic
 // (128-bit integers, floor divisions); failures write nothing.
 #include "fuzz_common.hpp"
@@ -64,14 +65,14 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
                           : in.ConsumeBool()                   ? APPROXMUL_INT32
                                                                : APPROXMUL_INT64;
     const int out_dtype = in.ConsumeIntegralInRange(0, 7) == 0 ? in.ConsumeIntegralInRange(-1, 8)
-                          : in.ConsumeBool()                   ? APPROXMUL_INT8
-                                                               : APPROXMUL_UINT8;
+                                                               : in.ConsumeIntegralInRange(1, 4);
+    const bool out16 = out_dtype == APPROXMUL_INT16 || out_dtype == APPROXMUL_UINT16;
     const int rounding = in.ConsumeIntegralInRange(0, 7) == 0 ? in.ConsumeIntegralInRange(-1, 4)
                          : in.ConsumeBool()                   ? APPROXMUL_ROUND_DOUBLE
                                                               : APPROXMUL_ROUND_SINGLE;
     const int32_t zero_point = in.ConsumeIntegralInRange(-300, 300);
-    int32_t qmin = in.ConsumeIntegralInRange(-130, 257);
-    int32_t qmax = in.ConsumeIntegralInRange(-130, 257);
+    int32_t qmin = out16 ? in.ConsumeIntegralInRange(-32770, 65537) : in.ConsumeIntegralInRange(-130, 257);
+    int32_t qmax = out16 ? in.ConsumeIntegralInRange(-32770, 65537) : in.ConsumeIntegralInRange(-130, 257);
     if (in.ConsumeBool() && qmin > qmax) std::swap(qmin, qmax);
 
     if (huge) {
@@ -90,10 +91,14 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     const int64_t count = outer * channels * inner;
     const bool wide = acc_dtype == APPROXMUL_INT64;
     bool valid = (acc_dtype == APPROXMUL_INT32 || wide) &&
-                 (out_dtype == APPROXMUL_INT8 || out_dtype == APPROXMUL_UINT8) &&
+                 out_dtype >= APPROXMUL_INT8 && out_dtype <= APPROXMUL_UINT16 &&
                  (rounding == APPROXMUL_ROUND_DOUBLE || rounding == APPROXMUL_ROUND_SINGLE);
-    const int32_t lo = out_dtype == APPROXMUL_INT8 ? -128 : 0;
-    const int32_t hi = out_dtype == APPROXMUL_INT8 ? 127 : 255;
+    const int32_t lo = out_dtype == APPROXMUL_INT8 ? -128 : out_dtype == APPROXMUL_INT16 ? -32768 : 0;
+    const int32_t hi = out_dtype == APPROXMUL_INT8    ? 127
+                       : out_dtype == APPROXMUL_UINT8 ? 255
+                       : out_dtype == APPROXMUL_INT16 ? 32767
+                                                      : 65535;
+    const size_t out_item = out16 ? 2 : 1;
     valid &= qmin <= qmax && qmin >= lo && qmax <= hi;
 
     std::vector<int32_t> bias(static_cast<size_t>(channels)),
@@ -118,7 +123,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     }
     const size_t acc_bytes = size_t(count) * (wide ? 8 : 4);
     const bool overlap = count > 0 && in.ConsumeIntegralInRange(0, 15) == 0;
-    std::vector<unsigned char> acc_storage(acc_bytes + (overlap ? size_t(count) : 0));
+    std::vector<unsigned char> acc_storage(acc_bytes + (overlap ? size_t(count) * out_item : 0));
     for (int64_t i = 0; i < count; ++i) {
         if (wide) {
             std::memcpy(acc_storage.data() + 8 * i, &values[size_t(i)], 8);
@@ -127,7 +132,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
             std::memcpy(acc_storage.data() + 4 * i, &v32, 4);
         }
     }
-    std::vector<unsigned char> out_storage(static_cast<size_t>(count));
+    std::vector<unsigned char> out_storage(static_cast<size_t>(count) * out_item);
     unsigned char *out = out_storage.data();
     if (overlap) out = acc_storage.data() + in.ConsumeIntegralInRange<size_t>(0, acc_bytes);
     const std::vector<unsigned char> acc_before(acc_storage.begin(),
@@ -158,7 +163,14 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         const int64_t want = reference(wide ? values[size_t(i)] : int32_t(values[size_t(i)]),
                                        null_bias ? 0 : bias[size_t(c)], mantissa[size_t(c)],
                                        shift[size_t(c)], rounding, zero_point, qmin, qmax);
-        const int64_t got = out_dtype == APPROXMUL_INT8 ? int64_t(int8_t(out[i])) : int64_t(out[i]);
+        int64_t got;
+        if (out16) {
+            uint16_t raw;
+            std::memcpy(&raw, out + 2 * i, 2);
+            got = out_dtype == APPROXMUL_INT16 ? int64_t(int16_t(raw)) : int64_t(raw);
+        } else {
+            got = out_dtype == APPROXMUL_INT8 ? int64_t(int8_t(out[i])) : int64_t(out[i]);
+        }
         expect(got == want, "requantized code differs from the reference",
                static_cast<long long>(i));
     }

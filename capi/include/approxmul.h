@@ -466,7 +466,7 @@ typedef enum approxmul_rounding {
 /* Accumulators to output codes, as integer inference hardware does:
  *   out[o,c,i] = clamp(zero_point + round(sat32(acc[o,c,i] + bias[c])
  *                      * mantissa[c] * 2^(shift[c] - 31)), qmin, qmax)
- * acc is int32 or int64 and out int8 or uint8, both contiguous
+ * acc is int32 or int64 and out int8, uint8, int16 or uint16, both contiguous
  * [outer, channels, inner] (NCHW: outer = N, inner = H*W; a linear layer:
  * inner = 1). bias may be NULL (zero); mantissa in 0..2^31-1; shift in
  * -31..30; qmin <= qmax within out's type. */

@@ -148,6 +148,32 @@ static void test_errors_write_nothing(void) {
 #undef CALL
 }
 
+/* 12-bit codes in int16/uint16: factor 0.5 (mantissa 2^30, shift 0) on a
+ * row long enough for the vector paths; values beyond a byte, clamps at the
+ * 12-bit range, and the same row unsigned with zero point 2048. */
+static void test_wide_codes(void) {
+    int32_t acc[70];
+    int16_t s[70];
+    uint16_t u[70];
+    const int32_t mantissa = 1 << 30, shift = 0;
+    int i;
+    for (i = 0; i < 70; ++i) acc[i] = (i - 35) * 150;   /* -5250 .. 5100 */
+    CHECK(approxmul_requantize(1, 1, 70, APPROXMUL_INT32, acc, NULL, &mantissa, &shift, 0, -2048,
+                               2047, APPROXMUL_ROUND_DOUBLE, APPROXMUL_INT16, s) == APPROXMUL_OK);
+    CHECK(approxmul_requantize(1, 1, 70, APPROXMUL_INT32, acc, NULL, &mantissa, &shift, 2048, 0,
+                               4095, APPROXMUL_ROUND_DOUBLE, APPROXMUL_UINT16, u) == APPROXMUL_OK);
+    for (i = 0; i < 70; ++i) {
+        int want = acc[i] / 2; /* exact: acc is even */
+        want = want < -2048 ? -2048 : want > 2047 ? 2047 : want;
+        CHECK(s[i] == want);
+        CHECK(u[i] == want + 2048);
+    }
+    CHECK(s[0] == -2048 && s[69] == 2047 && s[40] == 375);
+    CHECK(approxmul_requantize(1, 1, 70, APPROXMUL_INT32, acc, NULL, &mantissa, &shift, 0, -2048,
+                               40000, APPROXMUL_ROUND_DOUBLE, APPROXMUL_INT16, s) ==
+          APPROXMUL_ERR_OUT_OF_RANGE);
+}
+
 int main(void) {
     /* channel 0: -1.5 -0.5 0.5 1.5; channel 1: 16.5 -1.5 165 -1610612736 */
     const int8_t per_channel_double[8] = {-2, -1, 1, 2, 17, -1, 127, -128};
@@ -164,6 +190,7 @@ int main(void) {
     test_left_shift_saturates(APPROXMUL_ROUND_DOUBLE, shifted_double);
     test_left_shift_saturates(APPROXMUL_ROUND_SINGLE, shifted_single);
     test_long_rows_match_single_elements();
+    test_wide_codes();
     test_errors_write_nothing();
     if (failures) {
         fprintf(stderr, "%d check(s) failed\n", failures);

@@ -70,7 +70,8 @@ struct KernelTable {
                     uint8_t *dst, int64_t panel_stride);
 
     // Requantization of n accumulators (int64 if acc64, else int32) into
-    // 8-bit codes (the low byte of the clamped value, int8 or uint8 alike):
+    // codes of out_code's width (an approxmul_dtype value: int8, uint8, int16
+    // or uint16; the low 8 or 16 bits of the clamped value, signed or not alike):
     // out[i] = clamp(zero_point + scale(sat32(acc[i] + bias[i * step]),
     // mantissa[i * step], shift[i * step]), qmin, qmax), step 0 (one channel)
     // or 1 (parameters per element); scale is gemmlowp's double rounding, or
@@ -78,7 +79,8 @@ struct KernelTable {
     // Parameters are validated: mantissa >= 0, shift in -31..30.
     void (*requantize)(int64_t n, const void *acc, int acc64, const int32_t *bias,
                        const int32_t *mantissa, const int32_t *shift, int step,
-                       int32_t zero_point, int32_t qmin, int32_t qmax, int single, uint8_t *out);
+                       int32_t zero_point, int32_t qmin, int32_t qmax, int single,
+                       int out_code, void *out);
 
     // Affine quantization of n values (double if x64, else float) into codes
     // of type out_code (an approxmul_dtype value: int8, uint8, int16, uint16):

@@ -539,10 +539,10 @@ inline int64_t rq_min(int64_t a, int64_t b) { return a < b ? a : b; }
 inline int64_t rq_max(int64_t a, int64_t b) { return a > b ? a : b; }
 inline int64_t rq_sat32(int64_t x) { return rq_min(rq_max(x, -2147483648LL), 2147483647LL); }
 
-template <typename Acc, int Step, bool Single>
+template <typename Acc, int Step, bool Single, typename Out>
 void requantize_loop(int64_t n, const Acc *__restrict acc, const int32_t *__restrict bias,
                      const int32_t *__restrict mantissa, const int32_t *__restrict shift,
-                     int32_t zero_point, int32_t qmin, int32_t qmax, uint8_t *__restrict out) {
+                     int32_t zero_point, int32_t qmin, int32_t qmax, Out *__restrict out) {
     for (int64_t i = 0; i < n; ++i) {
         const int64_t m = mantissa[i * Step];
         const int64_t e = shift[i * Step];
@@ -567,7 +567,7 @@ void requantize_loop(int64_t n, const Acc *__restrict acc, const int32_t *__rest
             const int64_t threshold = (mask >> 1) + (high < 0 ? 1 : 0);
             y = (high >> right) + ((high & mask) > threshold ? 1 : 0);
         }
-        out[i] = static_cast<uint8_t>(rq_min(rq_max(y + zero_point, qmin), qmax));
+        out[i] = static_cast<Out>(rq_min(rq_max(y + zero_point, qmin), qmax));
     }
 }
 
@@ -643,15 +643,17 @@ int64_t requantize_double_avx2(int64_t n, const int32_t *acc, int32_t bias, int3
 }
 #endif
 
-template <typename Acc, bool Single>
+template <typename Acc, bool Single, typename Out>
 void requantize_acc(int64_t n, const void *acc, const int32_t *bias, const int32_t *mantissa,
                     const int32_t *shift, int step, int32_t zero_point, int32_t qmin,
-                    int32_t qmax, uint8_t *out) {
+                    int32_t qmax, Out *out) {
     const Acc *a = static_cast<const Acc *>(acc);
 #if defined(__AVX2__) && !defined(__AVX512F__)
-    if (std::is_same<Acc, int32_t>::value && !Single && step == 0) {
+    if (std::is_same<Acc, int32_t>::value && std::is_same<Out, uint8_t>::value && !Single &&
+        step == 0) {
         const int64_t done = requantize_double_avx2(n, reinterpret_cast<const int32_t *>(a), *bias,
-                                                    *mantissa, *shift, zero_point, qmin, qmax, out);
+                                                    *mantissa, *shift, zero_point, qmin, qmax,
+                                                    reinterpret_cast<uint8_t *>(out));
         a += done, out += done, n -= done;
     }
 #endif
@@ -661,15 +663,29 @@ void requantize_acc(int64_t n, const void *acc, const int32_t *bias, const int32
         requantize_loop<Acc, 1, Single>(n, a, bias, mantissa, shift, zero_point, qmin, qmax, out);
 }
 
-void requantize(int64_t n, const void *acc, int acc64, const int32_t *bias,
-                const int32_t *mantissa, const int32_t *shift, int step, int32_t zero_point,
-                int32_t qmin, int32_t qmax, int single, uint8_t *out) {
+template <typename Out>
+void requantize_into(int64_t n, const void *acc, int acc64, const int32_t *bias,
+                     const int32_t *mantissa, const int32_t *shift, int step, int32_t zero_point,
+                     int32_t qmin, int32_t qmax, int single, Out *out) {
     if (acc64)
-        (single ? requantize_acc<int64_t, true> : requantize_acc<int64_t, false>)(
+        (single ? requantize_acc<int64_t, true, Out> : requantize_acc<int64_t, false, Out>)(
             n, acc, bias, mantissa, shift, step, zero_point, qmin, qmax, out);
     else
-        (single ? requantize_acc<int32_t, true> : requantize_acc<int32_t, false>)(
+        (single ? requantize_acc<int32_t, true, Out> : requantize_acc<int32_t, false, Out>)(
             n, acc, bias, mantissa, shift, step, zero_point, qmin, qmax, out);
+}
+
+void requantize(int64_t n, const void *acc, int acc64, const int32_t *bias,
+                const int32_t *mantissa, const int32_t *shift, int step, int32_t zero_point,
+                int32_t qmin, int32_t qmax, int single, int out_code, void *out) {
+    // int8 and uint8 (or int16 and uint16) share the stores: the clamped
+    // value's low bits are the two's-complement code either way
+    if (out_code == 3 || out_code == 4)
+        requantize_into(n, acc, acc64, bias, mantissa, shift, step, zero_point, qmin, qmax, single,
+                        static_cast<uint16_t *>(out));
+    else
+        requantize_into(n, acc, acc64, bias, mantissa, shift, step, zero_point, qmin, qmax, single,
+                        static_cast<uint8_t *>(out));
 }
 
 // ------------------------------------------------- affine quantization

@@ -44,7 +44,8 @@ void run(const RequantizeProblem &p) {
     const size_t acc_item = acc64 ? 8 : 4;
     const int single = p.rounding == APPROXMUL_ROUND_DOUBLE ? 0 : 1;
     const auto *acc = static_cast<const char *>(p.acc);
-    auto *out = static_cast<uint8_t *>(p.out);
+    auto *out = static_cast<char *>(p.out);
+    const int64_t out_item = static_cast<int64_t>(dtype_size(p.out_dtype));
     std::vector<int32_t> zero_bias;
     const int32_t *bias = p.bias;
     if (bias == nullptr) {
@@ -74,15 +75,15 @@ void run(const RequantizeProblem &p) {
         const int64_t end = std::min(units, (task + 1) * per_task);
         for (int64_t u = task * per_task; u < end; ++u) {
             const void *in = acc + u * unit * static_cast<int64_t>(acc_item);
-            uint8_t *to = out + u * unit;
+            char *to = out + u * unit * out_item;
             if (by_row) {
                 const int64_t c = u % p.channels;
                 kt.requantize(unit, in, acc64, bias + c, p.mantissa + c, p.shift + c, 0,
-                              p.zero_point, p.qmin, p.qmax, single, to);
+                              p.zero_point, p.qmin, p.qmax, single, p.out_dtype, to);
             } else {
                 kt.requantize(unit, in, acc64, expanded.data(), expanded.data() + unit,
                               expanded.data() + 2 * unit, 1, p.zero_point, p.qmin, p.qmax,
-                              single, to);
+                              single, p.out_dtype, to);
             }
         }
     });
@@ -95,8 +96,9 @@ void check(const RequantizeProblem &p) {
     if (p.acc_dtype != APPROXMUL_INT32 && p.acc_dtype != APPROXMUL_INT64)
         fail(APPROXMUL_ERR_DTYPE, "acc: element type %s; accumulators are int32 or int64",
              dtype_name(p.acc_dtype));
-    if (p.out_dtype != APPROXMUL_INT8 && p.out_dtype != APPROXMUL_UINT8)
-        fail(APPROXMUL_ERR_DTYPE, "out: element type %s; codes are int8 or uint8",
+    if (p.out_dtype != APPROXMUL_INT8 && p.out_dtype != APPROXMUL_UINT8 &&
+        p.out_dtype != APPROXMUL_INT16 && p.out_dtype != APPROXMUL_UINT16)
+        fail(APPROXMUL_ERR_DTYPE, "out: element type %s; codes are int8, uint8, int16 or uint16",
              dtype_name(p.out_dtype));
     check_code_range(p.qmin, p.qmax, p.out_dtype);
     if (count == 0) return;
@@ -116,7 +118,7 @@ void check(const RequantizeProblem &p) {
     const auto acc_lo = reinterpret_cast<intptr_t>(p.acc);
     const auto out_lo = reinterpret_cast<intptr_t>(p.out);
     const intptr_t acc_hi = acc_lo + static_cast<intptr_t>(count * dtype_size(p.acc_dtype));
-    const intptr_t out_hi = out_lo + static_cast<intptr_t>(count);
+    const intptr_t out_hi = out_lo + static_cast<intptr_t>(count * dtype_size(p.out_dtype));
     if (acc_lo < out_hi && out_lo < acc_hi) fail(APPROXMUL_ERR_ALIASING, "out overlaps acc");
 }
 
