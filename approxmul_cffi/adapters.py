@@ -20,8 +20,8 @@ from collections.abc import Mapping
 from . import quant
 from .errors import ApproximationError
 
-__all__ = ["GRADIENTS", "ApproximationError", "LayerInfo", "assign", "check_bits", "check_gradient", "config_of",
-           "table2d_columns"]
+__all__ = ["GRADIENTS", "ApproximationError", "LayerInfo", "assign", "check_bits", "check_gradient",
+           "config_of", "table2d_columns", "with_width"]
 
 GRADIENTS = ("ste", "table", "table2d", "none")
 
@@ -74,11 +74,34 @@ def assign(names, multipliers, kinds="Conv1d, Conv2d or Linear"):
     return out
 
 
-def check_bits(name, m):
-    """The quantized layers run 8-bit codes: other multipliers are refused by layer name."""
-    if getattr(m, "bits", None) != 8:
-        raise ApproximationError(f"layer {name!r}: the quantized layers use 8-bit codes, got a "
-                                 f"{getattr(m, 'bits', '?')}-bit multiplier")
+def check_bits(name, m, bits=8):
+    """The quantized layers run ``bits``-bit codes: other multipliers are refused by layer name."""
+    if getattr(m, "bits", None) != bits:
+        raise ApproximationError(f"layer {name!r}: the quantized layers use {bits}-bit codes, got a "
+                                 f"{getattr(m, 'bits', '?')}-bit multiplier (one model has one "
+                                 "width: scheme={'bits': N} or multipliers of one width)")
+
+
+# The gradient tables tabulate every operand value (C library limit)
+MAX_GRADIENT_BITS = 12
+
+
+def with_width(config, assignment, gradient):
+    """``config`` with the width of the codes: its own ``bits`` when not 8, else the
+    multipliers' common width; each multiplier is checked against it.
+
+    >>> from approxmul_cffi import multiplier
+    >>> with_width(quant.QuantConfig(), {"fc": multiplier("drum:bits=4,k=2")}, "ste").bits
+    4
+    """
+    widths = {m.bits for m in assignment.values()}
+    bits = widths.pop() if config.bits == 8 and len(widths) == 1 else config.bits
+    for name, m in assignment.items():
+        check_bits(name, m, bits)
+    if gradient in ("table", "table2d") and bits > MAX_GRADIENT_BITS:
+        raise ApproximationError(f"gradient={gradient!r} tabulates every operand value: at most "
+                                 f"{MAX_GRADIENT_BITS} bits, the layers have {bits}; use 'ste'")
+    return config if bits == config.bits else dataclasses.replace(config, bits=bits)
 
 
 def check_gradient(gradient):
@@ -107,8 +130,8 @@ _GATHER_BUDGET = 1 << 22
 def table2d_columns(cols, w, dy, tables, s_x, z_x, s_w, z_w, groups=1):
     """The "table2d" backward on im2col columns, in NumPy (docs/retraining.md).
 
-    cols: (R, groups*K) input codes & 0xFF; w: (O, K) weight codes & 0xFF;
-    dy: (R, O) upstream gradient; tables: (dM/da, dM/db) 256x256;
+    cols: (R, groups*K) input codes' bit patterns; w: (O, K) weight codes' bit
+    patterns; dy: (R, O) upstream gradient; tables: (dM/da, dM/db) 2^n x 2^n;
     s_w: per output channel. Returns (grad of the columns (R, groups*K),
     grad of the weights (O, K)):
     ``s_w[o] (dM/da(x, w) - z_w)`` and ``s_x (dM/db(x, w) - z_x)`` summed
@@ -122,6 +145,7 @@ def table2d_columns(cols, w, dy, tables, s_x, z_x, s_w, z_w, groups=1):
     ([[5.0]], [[3.0]])
     """
     import numpy as np  # the adapters need NumPy; the package without it does not import this
+    side = len(tables[0])  # 2^n rows: one per bit pattern of an n-bit code
     grad_a, grad_b = (np.asarray(t).reshape(-1) for t in tables)
     rows, (o, k) = cols.shape[0], w.shape
     og = o // groups
@@ -133,7 +157,7 @@ def table2d_columns(cols, w, dy, tables, s_x, z_x, s_w, z_w, groups=1):
         ds = d * np.asarray(s_w)[oo]
         acc = np.zeros((og, k))
         for r in range(0, rows, step):
-            idx = cols[r:r + step, ck, None].astype(np.int64) * 256 + wg      # (b, K, Og)
+            idx = cols[r:r + step, ck, None].astype(np.int64) * side + wg     # (b, K, Og)
             gcols[r:r + step, ck] = (np.einsum("bko,bo->bk", grad_a[idx], ds[r:r + step])
                                      - z_w * ds[r:r + step].sum(1, keepdims=True))
             acc += np.einsum("bko,bo->ok", grad_b[idx], d[r:r + step]) - z_x * d[r:r + step].sum(0)[:, None]

@@ -7,6 +7,7 @@ tf = pytest.importorskip("tensorflow")
 keras = pytest.importorskip("keras")
 
 import approxmul_cffi as am  # noqa: E402
+from approxmul_cffi import quant  # noqa: E402
 from approxmul_cffi.errors import ApproximationError  # noqa: E402
 from approxmul_cffi.keras import approximate, layers  # noqa: E402
 
@@ -46,7 +47,8 @@ def _reference(layer, x):
     return out[:, 0] if layer.kind == "conv1d" else out
 
 
-@pytest.mark.parametrize("spec", ["drum:k=3", "drum:k=4,signed=1"])
+@pytest.mark.parametrize("spec", ["drum:k=3", "drum:k=4,signed=1", "drum:bits=4,k=2",
+                                  "exact:bits=12,signed=1"])
 @pytest.mark.parametrize("case", CASES, ids=[c[0] for c in CASES])
 def test_bit_exact_with_the_evaluator_graph_and_eager(case, spec):
     _, make, shape = case
@@ -135,10 +137,12 @@ def test_table2d_equals_ste_for_exact_and_differs_for_drum(case):
     assert all(np.abs(a - b).max() > 1e-3 for a, b in zip(ste[:2], table2d[:2]))
 
 
-def test_table_gradient_equals_ste_for_exact_and_differs_for_drum():
-    for a, b in zip(_grads("exact", "ste"), _grads("exact", "table")):
+@pytest.mark.parametrize("exact, drum", [("exact", "drum:k=3"),
+                                         ("exact:bits=4", "drum:bits=4,k=2")])  # 16-entry slopes
+def test_table_gradient_equals_ste_for_exact_and_differs_for_drum(exact, drum):
+    for a, b in zip(_grads(exact, "ste"), _grads(exact, "table")):
         np.testing.assert_allclose(a, b, atol=1e-4, rtol=1e-4)
-    ste, table = _grads("drum:k=3", "ste"), _grads("drum:k=3", "table")
+    ste, table = _grads(drum, "ste"), _grads(drum, "table")
     assert all(np.abs(a - b).max() > 1e-3 for a, b in zip(ste[:2], table[:2]))
 
 
@@ -216,8 +220,10 @@ def test_bad_input_gets_clear_errors():
                     calibration=[_data((6, 2), 2)])
     with pytest.raises(ApproximationError, match="gradient must be one of"):
         approximate(conv(), "exact", calibration=[x], gradient="exactish")
-    with pytest.raises(ApproximationError, match="8-bit codes"):
-        approximate(conv(), "exact:bits=4", calibration=[x])
+    with pytest.raises(ApproximationError, match="4-bit codes, got a 8-bit multiplier"):
+        approximate(conv(), "exact", calibration=[x], scheme={"bits": 4})
+    with pytest.raises(ApproximationError, match="at most 12 bits, the layers have 16"):
+        approximate(conv(), "exact:bits=16", calibration=[x], gradient="table2d")
     with pytest.raises(ApproximationError, match="calibration batch contains NaN"):
         approximate(conv(), "exact", calibration=[x * np.nan])
     with pytest.raises(ApproximationError, match="keras.Model"):
@@ -268,7 +274,7 @@ def _digits_lenet(spec, **options):
     # NumPy's float64 one: the grids agree to float32 rounding, and with the
     # adapter's grids the evaluator gives its outputs exactly (an AVX2 machine
     # turned one of 4,500 logits by a code with the evaluator's own grids).
-    own = nn.quantize(bundled_model(), x_train)
+    own = nn.quantize(bundled_model(), x_train, quant.QuantConfig(bits=am.multiplier(spec).bits))
     qparams = dict(own.qparams)
     tails = {"conv1": "relu1", "conv2": "relu2", "fc1": "relu3", "fc2": "fc2"}
     qparams[nn.INPUT] = qparams_of(approx.get_layer("conv1").in_qparams_dict)
@@ -279,7 +285,12 @@ def _digits_lenet(spec, **options):
     return approx, nn.QuantizedModel(bundled_model(), qparams, own.config), x_train, x
 
 
-@pytest.mark.parametrize("spec", ["exact", "drum:k=3", "drum:k=4,signed=1"])
+# Other widths up to 6 bits here: the adapter calibrates each layer's input
+# grid on its own, and at 12 bits the float32 rounding between its grid and
+# the evaluator's shared one turned 4 of 4,500 logits by a code (each layer
+# alone is bit-exact at 12 bits, above).
+@pytest.mark.parametrize("spec", ["exact", "drum:k=3", "drum:k=4,signed=1",
+                                  "drum:bits=6,k=3,signed=1", "exact:bits=4"])
 def test_digits_lenet_predictions_equal_the_evaluator(spec):
     approx, qmodel, _, x = _digits_lenet(spec)
     out = approx.predict(x.transpose(0, 2, 3, 1), batch_size=256, verbose=0)

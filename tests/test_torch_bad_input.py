@@ -35,8 +35,15 @@ def test_unsupported_layer_is_named():
 
 
 def test_wide_multiplier_and_unknown_names():
+    # one model, one width: the multipliers' own, or the scheme's
     with pytest.raises(ApproximationError, match=r"layer '0'.*8-bit codes.*16-bit"):
-        approximate(_net(), "exact:bits=16", calibration=CAL)
+        approximate(_net(), {"0": "exact:bits=16", "2": "drum:k=4"}, calibration=CAL)
+    with pytest.raises(ApproximationError, match=r"layer '0'.*4-bit codes.*8-bit"):
+        approximate(_net(), "drum:k=4", calibration=CAL, scheme={"bits": 4})
+    with pytest.raises(ApproximationError, match=r"at most 12 bits, the layers have 16"):
+        approximate(_net(), "exact:bits=16", calibration=CAL, gradient="table")
+    wide = approximate(_net(), "exact:bits=16", calibration=CAL)   # "ste": any width
+    assert wide[0].q_node.in_qparams.qmax == 65535 and wide[0].code_dtype == torch.uint16
     with pytest.raises(ApproximationError, match=r"'features\.\*'.*layers: 0, 2"):
         approximate(_net(), {"features.*": "drum:k=4"}, calibration=CAL)
     with pytest.raises(ApproximationError, match="gradient"):

@@ -38,7 +38,7 @@ def _grads(approx, x, seed=1):
 
 
 @pytest.mark.parametrize("kind", ["conv", "linear"])
-@pytest.mark.parametrize("spec", ["drum:k=3", "drum:k=4,signed=1"])
+@pytest.mark.parametrize("spec", ["drum:k=3", "drum:k=4,signed=1", "drum:bits=12,k=5"])
 def test_ste_equals_the_dequantized_float_layer(kind, spec):
     approx, x = _layer(kind, spec, "ste")
     gx, gw, gb, r = _grads(approx, x)
@@ -64,14 +64,15 @@ def _numpy_reference(approx, x, r, gradient):
     codes = m.integer_forward(x)[1].numpy().astype(np.int64)
     w = q["w_codes"].numpy().astype(np.int64)
     s_w, s_x, zx, zw = q["s_w"].numpy(), q["s_x"], q["z_x"], q["z_w"]
+    mask = 2**mult.bits - 1  # a code's bit pattern indexes the tables
     if gradient == "table":
         sa, sb = numpy_slopes(mult, "a"), numpy_slopes(mult, "b")
-        da = lambda xc, wc: np.broadcast_to(sa[wc & 0xFF], np.broadcast_shapes(xc.shape, wc.shape))  # noqa: E731
-        db = lambda xc, wc: np.broadcast_to(sb[xc & 0xFF], np.broadcast_shapes(xc.shape, wc.shape))  # noqa: E731
+        da = lambda xc, wc: np.broadcast_to(sa[wc & mask], np.broadcast_shapes(xc.shape, wc.shape))  # noqa: E731
+        db = lambda xc, wc: np.broadcast_to(sb[xc & mask], np.broadcast_shapes(xc.shape, wc.shape))  # noqa: E731
     else:
         ta, tb = numpy_table(mult, "a", DEFAULT_HALF_WINDOW), numpy_table(mult, "b", DEFAULT_HALF_WINDOW)
-        da = lambda xc, wc: ta[xc & 0xFF, wc & 0xFF]  # noqa: E731
-        db = lambda xc, wc: tb[xc & 0xFF, wc & 0xFF]  # noqa: E731
+        da = lambda xc, wc: ta[xc & mask, wc & mask]  # noqa: E731
+        db = lambda xc, wc: tb[xc & mask, wc & mask]  # noqa: E731
     g = r.numpy()
     if m.q_conv:
         return ref.conv2d_grads(g, codes, w, da, db, s_x, zx, s_w, zw, stride=m.q_stride,
@@ -83,7 +84,8 @@ def _numpy_reference(approx, x, r, gradient):
 
 @pytest.mark.parametrize("kind", ["conv", "linear"])
 @pytest.mark.parametrize("gradient", ["table", "table2d"])
-@pytest.mark.parametrize("spec", ["drum:k=3", "truncated:bits=8,cut=10", "drum:k=4,signed=1"])
+@pytest.mark.parametrize("spec", ["drum:k=3", "truncated:bits=8,cut=10", "drum:k=4,signed=1",
+                                  "drum:bits=4,k=2,signed=1", "truncated:bits=6,cut=5"])
 def test_table_gradients_match_numpy(kind, gradient, spec):
     approx, x = _layer(kind, spec, gradient)
     gx, gw, gb, r = _grads(approx, x)

@@ -29,15 +29,17 @@ def codes_of_output(module, y):
 
 
 def reference_codes(module, x):
-    signed = bool(module.q_multiplier.signed)
+    m = module.q_multiplier
+    signed = bool(m.signed)
     q = module.quantized(signed)
-    lo, hi = (-128, 127) if signed else (0, 255)
+    lo, hi = quant.code_range(signed, bits=m.bits)
     x64 = x.detach().to(torch.float64).numpy()
     if module.q_conv1d:
         x64 = x64[:, :, None, :]
     x_codes = ref.quantize(x64, q["s_x"], q["z_x"], lo, hi)
     out_qp = module.q_node.output_qparams(signed)
-    table = np.asarray(module.q_multiplier.table(), np.int64).reshape(256, 256)
+    # exact multipliers by arithmetic (no 2^24-entry table at 12 bits)
+    table = None if m.plan == "exact-gemm" else np.asarray(m.table(), np.int64)
     geometry = None
     if module.q_conv:
         geometry = dict(stride=module.q_stride, padding=module.q_padding,
@@ -56,7 +58,9 @@ CONVS = {
     "depthwise": dict(in_channels=4, out_channels=4, kernel_size=3, groups=4, padding=1),
     "no-bias": dict(in_channels=2, out_channels=3, kernel_size=2, bias=False),
 }
-SPECS = ["exact", "drum:k=3", "drum:k=4,signed=1", "truncated:bits=8,cut=10"]
+SPECS = ["exact", "drum:k=3", "drum:k=4,signed=1", "truncated:bits=8,cut=10",
+         # other widths: the layer's codes take the multiplier's
+         "drum:bits=4,k=2,signed=1", "truncated:bits=6,cut=5", "exact:bits=12"]
 
 
 @pytest.mark.parametrize("spec", SPECS)
@@ -133,7 +137,8 @@ def _torch_lenet():
     return net.eval()
 
 
-@pytest.mark.parametrize("spec", ["exact", "drum:k=3", "drum:k=4,signed=1", "truncated:bits=8,cut=10"])
+@pytest.mark.parametrize("spec", ["exact", "drum:k=3", "drum:k=4,signed=1", "truncated:bits=8,cut=10",
+                                  "drum:bits=6,k=4,signed=1", "exact:bits=12"])
 def test_digits_lenet_bit_exact_with_the_evaluator(spec):
     """The training script's torch LeNet, approximated, gives evaluate's integer outputs."""
     net = _torch_lenet()
@@ -144,9 +149,10 @@ def test_digits_lenet_bit_exact_with_the_evaluator(spec):
     with torch.no_grad():
         out = approx(torch.from_numpy(x)).numpy()
     m = am.multiplier(spec)
-    qmodel = nn.quantize(bundled_model(), x_train)
+    qmodel = nn.quantize(bundled_model(), x_train, quant.QuantConfig(bits=m.bits))
     expected = qmodel.run_codes(x, m)
     qp = expected.qparams
+    assert qp.bits == m.bits
     np.testing.assert_array_equal(ref.quantize(out, float(qp.scale), int(qp.zero_point), qp.qmin, qp.qmax),
                                   expected.codes)
     result = evaluate(bundled_model(), (x, y), [spec], calibration=x_train, progress=False)

@@ -28,8 +28,8 @@ import keras
 import numpy as np
 
 from .. import nn, quant
-from ..adapters import (GRADIENTS, ApproximationError, LayerInfo, assign, check_bits, check_gradient,
-                        config_of)
+from ..adapters import (GRADIENTS, ApproximationError, LayerInfo, assign, check_gradient, config_of,
+                        with_width)
 from .layer import ApproxLayer
 
 __all__ = ["ApproxLayer", "ApproximationError", "GRADIENTS", "LayerInfo", "approximate", "layers",
@@ -195,7 +195,8 @@ def approximate(model, multipliers, *, calibration, scheme=None, gradient="ste",
         from layer names or glob patterns to multipliers (as the torch adapter).
     calibration: input batches (arrays, tensors, or (inputs, labels) pairs);
         each layer's input/output ranges are observed on the float model.
-    scheme: a QuantConfig, a dict of its fields, or "minmax"/"percentile".
+    scheme: a QuantConfig, a dict of its fields, or "minmax"/"percentile"; the
+        codes' width is its ``bits``, else the multipliers' common width.
     gradient: "ste", "table" (1-D slopes), "table2d" (full gradient tables)
         or "none" (inference only).
     bias_correction: add to each layer's accumulators minus their mean
@@ -204,13 +205,12 @@ def approximate(model, multipliers, *, calibration, scheme=None, gradient="ste",
         config (saved models keep it) and measured again by :func:`recalibrate`.
     """
     check_gradient(gradient)
-    config = config_of(scheme)
     candidates = {layer.name: layer for layer in _approximable(model)}
     assignment = assign(list(candidates), multipliers, _KIND_NAMES)
+    config = with_width(config_of(scheme), assignment, gradient)
     selected, settings = [candidates[n] for n in assignment], {}
     for layer in selected:
-        name, m = layer.name, assignment[layer.name]
-        check_bits(name, m)
+        name = layer.name
         policy = getattr(layer.dtype_policy, "name", "float32")
         if policy != "float32":
             raise ApproximationError(
@@ -229,8 +229,8 @@ def approximate(model, multipliers, *, calibration, scheme=None, gradient="ste",
         if layer.name not in assignment:
             return layer.__class__.from_config(layer.get_config())
         (in_lo, in_hi), (out_lo, out_hi) = ranges[layer.name]
-        qps = [quant.choose_qparams(lo, hi, signed=False, symmetric=config.activation_symmetric)
-               for lo, hi in ((in_lo, in_hi), (out_lo, out_hi))]
+        qps = [quant.choose_qparams(lo, hi, signed=False, symmetric=config.activation_symmetric,
+                                    bits=config.bits) for lo, hi in ((in_lo, in_hi), (out_lo, out_hi))]
         return ApproxLayer(name=layer.name, multiplier=assignment[layer.name],
                            in_qparams=qps[0].to_dict(), out_qparams=qps[1].to_dict(),
                            gradient=gradient, scheme=dataclasses.asdict(config),
@@ -282,9 +282,10 @@ def recalibrate(model, calibration, scheme=None):
         for layer in approx:
             layer.observer = None
     for layer in approx:
-        symmetric = configs[layer.name].activation_symmetric
+        config = configs[layer.name]
         layer.set_grids(*(quant.choose_qparams(*obs[(layer.name, key)].range(), signed=False,
-                                               symmetric=symmetric) for key in ("in", "out")))
+                                               symmetric=config.activation_symmetric,
+                                               bits=config.bits) for key in ("in", "out")))
     if any(layer.correction is not None for layer in approx):
         _correct_bias(model, batches)
     return model

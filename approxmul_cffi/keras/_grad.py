@@ -59,9 +59,9 @@ def backward(layer, codes, y, dy):
     w_map.set_shape(layer.kernel_shape())
     if layer.gradient == "table":
         slope_b = tf.constant(layer.gradient_tables("slopes")[1])
-        index = tf.bitwise.bitwise_and(tf.cast(codes, tf.int32), 0xFF)
+        index = tf.bitwise.bitwise_and(tf.cast(codes, tf.int32), layer.code_mask)
         x_map = s_x * (tf.gather(slope_b, index) - z_x)
-        pad = float(s_x * (layer.gradient_tables("slopes")[1][z_x & 0xFF] - z_x))
+        pad = float(s_x * (layer.gradient_tables("slopes")[1][z_x & layer.code_mask] - z_x))
     else:
         x_map, pad = s_x * (tf.cast(codes, tf.float32) - z_x), 0.0
     with tf.GradientTape() as tape:

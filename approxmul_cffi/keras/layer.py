@@ -47,7 +47,7 @@ _FUSED = ("relu", "relu6")
 
 def qparams_of(d):
     return quant.QParams(np.asarray(d["scale"]), np.asarray(d["zero_point"]), bool(d["signed"]),
-                         d.get("axis"), bool(d.get("narrow", False)))
+                         d.get("axis"), bool(d.get("narrow", False)), int(d.get("bits", 8)))
 
 
 def spec_of(m):
@@ -150,7 +150,8 @@ class ApproxLayer(keras.layers.Layer):
         float input batch: what bias correction averages (nn.QuantizedLayer.error_sums)."""
         x = np.asarray(x, np.float32)
         node = self.q_node
-        codes = quant.convert_codes(node.in_qparams.quantize(x), bool(self.multiplier.signed))
+        codes = quant.convert_codes(node.in_qparams.quantize(x), bool(self.multiplier.signed),
+                                    bits=self.multiplier.bits)
         return node.error_sums(self._layout(codes), self.multiplier)
 
     def _layout(self, codes):
@@ -159,6 +160,11 @@ class ApproxLayer(keras.layers.Layer):
             return codes.reshape(-1, codes.shape[-1])
         c4 = codes[:, None] if self.kind == "conv1d" else codes   # N H W C
         return c4.transpose(0, 3, 1, 2)
+
+    @property
+    def code_mask(self):
+        """2^n - 1 for n-bit codes: a code's bit pattern, its row in the multiplier's tables."""
+        return (1 << self.multiplier.bits) - 1
 
     def out_channels(self):
         if self.kind == "depthwise":
@@ -226,7 +232,7 @@ class ApproxLayer(keras.layers.Layer):
         node, m = self._node, self.multiplier
         # the codes go back to TensorFlow for the backward: aligned, they are adopted
         codes = node.in_qparams.quantize(x, out=_adoptable(x.shape, node.in_qparams.dtype))
-        codes = quant.convert_codes(codes, bool(m.signed), in_place=True)
+        codes = quant.convert_codes(codes, bool(m.signed), in_place=True, bits=m.bits)
         if self.kind == "dense":
             # float32 straight from C (the same bits as float64 then astype), into
             # a buffer TensorFlow can adopt
@@ -264,7 +270,7 @@ class ApproxLayer(keras.layers.Layer):
         x = tf.cast(x, tf.float32)
         kernel = tf.convert_to_tensor(self.kernel)
         bias = tf.convert_to_tensor(self.bias) if self.use_bias else tf.zeros((self.out_channels(),))
-        code_dtype = tf.int8 if self.multiplier.signed else tf.uint8
+        code_dtype = tf.as_dtype(quant.code_dtype(bool(self.multiplier.signed), self.multiplier.bits))
         out_shape = self.compute_output_shape(tuple(x.shape))
 
         @tf.custom_gradient
@@ -304,7 +310,7 @@ class ApproxLayer(keras.layers.Layer):
                 slope_a = self.gradient_tables("slopes")[0]
                 s_w = np.broadcast_to(w.qparams.scale, (w.codes.shape[0],))
                 s_w = s_w.reshape(-1, *([1] * (w.codes.ndim - 1)))
-                mapped = s_w * (slope_a[w.codes.astype(np.int64) & 0xFF] - w.zero_point)
+                mapped = s_w * (slope_a[w.codes.astype(np.int64) & self.code_mask] - w.zero_point)
             else:
                 mapped = w.qparams.dequantize(w.codes)
             self._cache[self.gradient] = np.ascontiguousarray(self.from_oihw(mapped), np.float32)
@@ -316,8 +322,8 @@ class ApproxLayer(keras.layers.Layer):
         s_x, z_x = self.input_grid()
         s_w = np.broadcast_to(w.qparams.scale, (w.codes.shape[0],))
         tables = self.gradient_tables("tables")
-        wflat = (w.codes.astype(np.int64) & 0xFF).reshape(w.codes.shape[0], -1)
-        x = codes.astype(np.int64) & 0xFF
+        wflat = (w.codes.astype(np.int64) & self.code_mask).reshape(w.codes.shape[0], -1)
+        x = codes.astype(np.int64) & self.code_mask
         dy = np.asarray(dy, np.float64)
         if self.kind == "dense":
             gx, gw = table2d_columns(x.reshape(-1, x.shape[-1]), wflat, dy.reshape(-1, dy.shape[-1]),
@@ -328,7 +334,7 @@ class ApproxLayer(keras.layers.Layer):
         (kh, kw), (sh, sw), (dh, dw), (ph, pw) = self.kernel_size, self.strides, self.dilation, self.pads
         n, h, wd, c = x4.shape
         oh, ow = d4.shape[1:3]
-        xp = np.pad(x4, ((0, 0), (ph, ph), (pw, pw), (0, 0)), constant_values=z_x & 0xFF)
+        xp = np.pad(x4, ((0, 0), (ph, ph), (pw, pw), (0, 0)), constant_values=z_x & self.code_mask)
         taps = [(i, j) for i in range(kh) for j in range(kw)]
         window = lambda i, j: (slice(None), slice(i * dh, i * dh + (oh - 1) * sh + 1, sh),  # noqa: E731
                                slice(j * dw, j * dw + (ow - 1) * sw + 1, sw))

@@ -34,7 +34,7 @@ import copy
 import numpy as np
 import torch
 
-from ..adapters import LayerInfo, assign as _assign_names, check_bits, check_gradient
+from ..adapters import LayerInfo, assign as _assign_names, check_gradient, with_width
 from . import _op
 from ._common import ApproximationError, batches as _batches, config_of as _config
 from .calibration import plan as _plan
@@ -99,8 +99,7 @@ def _assign(model, multipliers):
     return _assign_names([name for name, _ in _approximable(model)], multipliers)
 
 
-def _check_layer(name, module, m):
-    check_bits(name, m)
+def _check_layer(name, module):
     if isinstance(module, (torch.nn.Conv2d, torch.nn.Conv1d)):
         if module.padding_mode != "zeros":
             raise ApproximationError(
@@ -157,7 +156,10 @@ def approximate(model, multipliers, *, calibration, scheme=None, gradient="ste",
         (inputs, labels) pairs as a DataLoader yields).
     scheme: a :class:`approxmul_cffi.quant.QuantConfig` (or a dict of its
         fields, or "minmax"/"percentile"): code domains follow each
-        multiplier's signedness as in ``approxmul evaluate``.
+        multiplier's signedness as in ``approxmul evaluate``; the codes'
+        width is ``bits`` there, else the multipliers' common width
+        (``"drum:bits=4,k=2"`` quantizes to 4 bits; 2 to 16 bits, tables
+        and the "table"/"table2d" gradients up to 12).
     gradient: "ste", "table" (1-D slopes), "table2d" (full gradient tables)
         or "none" (inference only).
     bias_correction: add to each layer's accumulators minus their mean
@@ -182,11 +184,11 @@ def approximate(model, multipliers, *, calibration, scheme=None, gradient="ste",
     check_gradient(gradient)
     if not isinstance(model, torch.nn.Module):
         raise ApproximationError(f"model must be a torch.nn.Module, got {type(model).__name__}")
-    config = _config(scheme)
     assignment = _assign(model, multipliers)
+    config = with_width(_config(scheme), assignment, gradient)
     modules = dict(model.named_modules())
-    for name, m in assignment.items():
-        _check_layer(name, modules[name], m)
+    for name in assignment:
+        _check_layer(name, modules[name])
     batches = _batches(calibration)
     if not inplace:
         model = copy.deepcopy(model)

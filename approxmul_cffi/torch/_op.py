@@ -117,9 +117,10 @@ def layer_backward(module, gradient, codes, grad_y, x_shape):
             pad = 0.0
         else:  # 1-D slope tables
             slope_a, slope_b = module.gradient_tables("slopes", dtype)
-            w_map = sw * (slope_a[w_codes.long() & 0xFF] - z_w)
-            x_map = s_x * (slope_b[codes.long() & 0xFF] - z_x)
-            pad = float(s_x * (slope_b[z_x & 0xFF] - z_x))
+            mask = module.q_mask
+            w_map = sw * (slope_a[w_codes.long() & mask] - z_w)
+            x_map = s_x * (slope_b[codes.long() & mask] - z_x)
+            pad = float(s_x * (slope_b[z_x & mask] - z_x))
         if module.q_conv:
             gx, gw = _conv_backward(x_map.reshape(module.conv_in_shape(codes.shape)), w_map, g,
                                     module.conv_in_shape(codes.shape), w_shape, pad,
@@ -137,22 +138,23 @@ def _table2d(module, q, codes, g, dtype):
     """Backward through the full 2^n x 2^n gradient tables, by columns (im2col)."""
     grad_a, grad_b = module.gradient_tables("tables", dtype)
     s_x, z_x, s_w, z_w = q["s_x"], q["z_x"], q["s_w"].to(dtype), q["z_w"]
-    w_codes = q["w_codes"].long() & 0xFF
+    mask = module.q_mask
+    w_codes = q["w_codes"].long() & mask
     if module.q_conv:
         x4 = codes.reshape(module.conv_in_shape(codes.shape))
         geom = _geometry(module)
         n, c, h, w = x4.shape
         kh, kw = w_codes.shape[2:]
         groups = geom["groups"]
-        # unfold the codes (padding with z_x) as small floats: exact for 8-bit codes
+        # unfold the codes (padding with z_x) as small floats: exact below 2^24
         padded = F.pad(x4.to(torch.float32), (geom["padding"][1],) * 2 + (geom["padding"][0],) * 2,
                        value=float(z_x))
         cols = F.unfold(padded, (kh, kw), dilation=geom["dilation"], stride=geom["stride"])
-        cols = cols.round().long() & 0xFF                      # (N, C*kh*kw, L)
+        cols = cols.round().long() & mask                      # (N, C*kh*kw, L)
         gl = g.reshape(n, g.shape[1], -1)                      # (N, O, L)
     else:
         groups = 1
-        cols = (codes.long() & 0xFF).reshape(-1, codes.shape[-1], 1)
+        cols = (codes.long() & mask).reshape(-1, codes.shape[-1], 1)
         gl = g.reshape(-1, g.shape[-1], 1)
         n = cols.shape[0]
     o = w_codes.shape[0]
@@ -167,7 +169,7 @@ def _table2d(module, q, codes, g, dtype):
         wg = wflat[oi].t()                                     # (K, Og)
         acc_w = torch.zeros((og, k), dtype=dtype)
         for i in range(0, n, step):
-            idx = cols[i:i + step, ci].unsqueeze(-1) * 256 + wg[None, :, None, :]  # (b, K, L, Og)
+            idx = cols[i:i + step, ci].unsqueeze(-1) * (mask + 1) + wg[None, :, None, :]  # (b, K, L, Og)
             ga, gb = grad_a.reshape(-1)[idx], grad_b.reshape(-1)[idx]
             gg, gs = gl[i:i + step, oi], sw_g[i:i + step, oi]
             gcols[i:i + step, ci] = (torch.einsum("bklo,bol->bkl", ga, gs)

@@ -59,7 +59,8 @@ def _node_for(module, name, in_range, out_range, config):
                           pair(module.stride), pair(module.padding), pair(module.dilation),
                           module.groups, has_bias)
     bias = module.bias.detach().to(torch.float32).numpy() if has_bias else np.zeros(weight.shape[0])
-    qps = [quant.choose_qparams(lo, hi, signed=False, symmetric=config.activation_symmetric)
+    qps = [quant.choose_qparams(lo, hi, signed=False, symmetric=config.activation_symmetric,
+                                bits=config.bits)
            for lo, hi in (in_range, out_range)]
     return nn.QuantizedLayer(layer, weight, bias, qps[0], qps[1], None, config)
 

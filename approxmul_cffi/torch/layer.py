@@ -43,7 +43,10 @@ class ApproxLayer:
             geom = node.layer.geometry
             self.q_stride, self.q_padding = geom["stride"], geom["padding"]
             self.q_dilation, self.q_groups = geom["dilation"], geom["groups"]
-        self.code_dtype = torch.int8 if multiplier.signed else torch.uint8
+        bits = node.in_qparams.bits
+        # codes of the multiplier's domain and width: int8/uint8, or int16/uint16 above 8 bits
+        self.code_dtype = torch.from_numpy(np.empty(0, quant.code_dtype(multiplier.signed, bits))).dtype
+        self.q_mask = (1 << bits) - 1  # a code's bit pattern: its row in the multiplier's tables
         self._q_versions, self._q_cache, self._q_tables = None, {}, {}
         self._q_float = False
         if not hasattr(self, "q_key"):
