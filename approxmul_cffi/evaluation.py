@@ -72,6 +72,16 @@ def default_multipliers(bits=8):
     return tuple(dict.fromkeys(specs))
 
 
+def baseline_label(bits, signed):
+    """The label of the exact quantized baseline row of one width and domain.
+
+    >>> baseline_label(8, False), baseline_label(8, True), baseline_label(4, True)
+    ('exact', 'exact:signed=1', 'exact:bits=4,signed=1')
+    """
+    label = "exact" if bits == 8 else f"exact:bits={bits}"
+    return label + ((":" if bits == 8 else ",") + "signed=1" if signed else "")
+
+
 def _code_width(qmodel, config, rows, overrides):
     """The width of the network's codes: the given model's or config's, else the
     multipliers' common width (8 when none is given)."""
@@ -258,9 +268,8 @@ def evaluate(model, data, multipliers=None, *, layers=None, limit=None, threads=
     # The exact baselines of the domains in use, then the requested rows.
     plan = []
     for signed in sorted({bool(m.signed) for _, m in rows} or {False}):
-        label = "exact" if bits == 8 else f"exact:bits={bits}"
-        label += ("," if bits != 8 else ":") + "signed=1" if signed else ""
-        plan.append((label, Multiplier.exact(bits=bits, signed=signed), {}, "exact"))
+        plan.append((baseline_label(bits, signed), Multiplier.exact(bits=bits, signed=signed), {},
+                     "exact"))
     baselines = {plan_m.spec for _, plan_m, _, _ in plan}
     for label, m in rows:
         try:  # every requested multiplier runs, or fails here naming it, before any work

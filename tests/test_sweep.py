@@ -21,6 +21,7 @@ import pytest
 from vendor_fixture import vendor_models  # noqa: F401 (fixture)
 
 import approxmul_cffi as am
+from approxmul_cffi import quant
 from approxmul_cffi.datasets import load_digits
 from approxmul_cffi.evaluation import bundled_model, evaluate
 from approxmul_cffi.sweep import sweep
@@ -54,10 +55,10 @@ def client():
     cluster.close()
 
 
-def serial(multipliers, layers=None, limit=None):
+def serial(multipliers, layers=None, limit=None, bits=None):
     """approxmul_cffi.evaluate, in this process, on the sweep's default inputs."""
     return evaluate(bundled_model(), load_digits("test"), multipliers, layers=layers, limit=limit,
-                    calibration=load_digits("train")[0], progress=False)
+                    calibration=load_digits("train")[0], progress=False, bits=bits)
 
 
 def read_csv(path):
@@ -163,6 +164,23 @@ def test_in_memory_tables_and_callables_travel_as_tables(client, tmp_path):
                      "--csv", "e.csv", "--no-progress", cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr
     assert float(read_csv(tmp_path / "e.csv")[-1]["top1"]) == want.row("mine").top1
+
+
+def test_six_bit_sweep_equals_serial_evaluate(client, tmp_path):
+    """--bits: the workers quantize to the width; the baseline is the exact multiplier of it."""
+    specs = ["drum:bits=6,k=3", "truncated:bits=6,cut=5,signed=1"]
+    result = sweep(specs, config=quant.QuantConfig(bits=6), limit=150, client=client,
+                   store=tmp_path / "s.sqlite", progress=False)
+    want = serial(specs, limit=150, bits=6)
+    for row in result.rows:
+        assert row["status"] == "ok", row["error"]
+        expected = want.row(row["multiplier"])
+        assert (row["top1"], row["delta_vs_exact"]) == (expected.top1, expected.delta_vs_exact)
+    signed = result.rows[1]["exact_top1"]
+    assert signed == want.row("exact:bits=6,signed=1").top1 > 90
+    wrong = sweep(["drum:k=3"], config=quant.QuantConfig(bits=6), limit=50, client=client,
+                  store=tmp_path / "w.sqlite", progress=False)
+    assert "6-bit codes, got a multiplier of 8 bits" in wrong.rows[0]["error"]
 
 
 # ---------------------------------------------------------------------------
@@ -474,6 +492,7 @@ def test_cost_csv_missing_multipliers_lists_them(tmp_path):
     (["--tables", "nothing/*.bin"], ["matches no file"]),
     (["--vendor", "missing.so:mul*"], ["missing.so does not exist"]),
     (["--limit", "0"], ["--limit must be at least 1"]),
+    (["--bits", "1"], ["--bits must be 2..16, got 1"]),
     (["--layer-map", "m.json"], ["use --strategy search"]),
     (["--plot", "p.png"], ["give --costs or --cost-sources"]),
     (["--strategy", "exhaustive", *sum((["-m", f"truncated:cut={c},correct={k}"]

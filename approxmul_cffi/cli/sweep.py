@@ -32,6 +32,9 @@ def add_parser(subparsers):
     g.add_argument("--data", metavar="FILE.npz",
                    help="arrays x, y and optional calibration (default: the digits held-out split)")
     g.add_argument("--calibration", choices=("minmax", "percentile"), default="minmax")
+    g.add_argument("--bits", metavar="N", type=int, default=8,
+                   help="width of the activation and weight codes, 2..16; every multiplier "
+                        "must have it (default: 8)")
     g.add_argument("--limit", metavar="N", type=int, help="evaluate the first N samples only")
     g = p.add_argument_group("strategy and cost")
     g.add_argument("--strategy", choices=("uniform", "sensitivity", "search", "exhaustive"),
@@ -79,6 +82,8 @@ def _check(args):
             raise UsageError(f"--{name.replace('_', '-')} must be at least 1, got {value}")
     if args.budget < 0:
         raise UsageError(f"--budget must be >= 0, got {args.budget}")
+    if not 2 <= args.bits <= 16:
+        raise UsageError(f"--bits must be 2..16, got {args.bits}")
     if not (args.multipliers or args.tables or args.vendor):
         raise UsageError("give multipliers: --multiplier SPEC, --tables GLOB or "
                          "--vendor LIB:PATTERN")
@@ -116,7 +121,7 @@ def _sweep(args):
     result = sweep(
         args.multipliers, tables=args.tables, vendors=args.vendor, signature=args.signature,
         model=args.model, data=data, calibration=calibration,
-        config=quant.QuantConfig(calibration=args.calibration), limit=args.limit,
+        config=quant.QuantConfig(calibration=args.calibration, bits=args.bits), limit=args.limit,
         strategy=args.strategy, costs=costs, cost_column=args.cost, budget=args.budget,
         search_layers=args.search_layers.split(",") if args.search_layers else None,
         beam_width=args.beam_width, store=args.store, force=args.force,

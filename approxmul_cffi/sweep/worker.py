@@ -92,7 +92,7 @@ def run_task(context, refs, task):
     """
     from .. import nn, runtime
     from ..multipliers import Multiplier
-    from ..evaluation import evaluate, multiplier_metrics
+    from ..evaluation import baseline_label, evaluate, multiplier_metrics
 
     if runtime.get_num_threads() != context.threads:
         runtime.set_num_threads(context.threads)
@@ -104,12 +104,12 @@ def run_task(context, refs, task):
     if task.uniform:
         result = evaluate(qmodel, data, {refs[0].name: ms[0]}, progress=False)
     else:
-        base = Multiplier.exact(bits=8, signed=bool(ms[task.layers[0][1]].signed))
+        base = Multiplier.exact(bits=qmodel.config.bits, signed=bool(ms[task.layers[0][1]].signed))
         layers = {layer: ms[i] for layer, i in task.layers}
         result = evaluate(qmodel, data, {"assignment": base}, layers=layers, progress=False)
     row = result[-1]
     signed = bool(ms[0].signed if task.uniform else ms[task.layers[0][1]].signed)
-    exact = result.row("exact:signed=1" if signed else "exact")  # the domain's baseline
+    exact = result.row(baseline_label(qmodel.config.bits, signed))  # the domain's baseline
     metrics = (multiplier_metrics(ms[0]) if len(ms) == 1 else
                {"mae_percent": None, "wce_percent": None})
     return {
