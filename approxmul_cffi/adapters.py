@@ -94,8 +94,7 @@ def with_width(config, assignment, gradient):
     >>> with_width(quant.QuantConfig(), {"fc": multiplier("drum:bits=4,k=2")}, "ste").bits
     4
     """
-    widths = {m.bits for m in assignment.values()}
-    bits = widths.pop() if config.bits == 8 and len(widths) == 1 else config.bits
+    bits = config.width_for(m.bits for m in assignment.values())
     for name, m in assignment.items():
         check_bits(name, m, bits)
     if gradient in ("table", "table2d") and bits > MAX_GRADIENT_BITS:

@@ -83,18 +83,17 @@ def baseline_label(bits, signed):
 
 
 def _code_width(qmodel, config, rows, overrides):
-    """The width of the network's codes: the given model's or config's, else the
-    multipliers' common width (8 when none is given)."""
+    """The width of the network's codes: the given model's, else
+    :meth:`quant.QuantConfig.width_for` the multipliers, which must agree."""
     if qmodel is not None:
         return qmodel.config.bits
-    if config is not None and config.bits != 8:
-        return config.bits
+    config = quant.QuantConfig() if config is None else config
     widths = {m.bits for _, m in rows} | {m.bits for m in overrides.values()}
-    if len(widths) > 1:
+    if config.bits == 8 and len(widths) > 1:
         raise nn.ModelError("the multipliers have different widths (" + ", ".join(
             f"{label}: {m.bits} bits" for label, m in rows) + "); one network is quantized "
             "to one width: evaluate each width on its own")
-    return widths.pop() if widths else 8
+    return config.width_for(widths)
 
 
 def bundled_model(name="digits-lenet"):
@@ -245,9 +244,10 @@ def evaluate(model, data, multipliers=None, *, layers=None, limit=None, threads=
     float_model = qmodel.model if qmodel else model
     x, y = _check_data(float_model, data, limit)
     overrides = {name: multiplier(m) for name, m in (layers or {}).items()}
+    # resolved once (table files are read here); the defaults depend on the width
+    rows = None if multipliers is None else _normalise_multipliers(multipliers)
     if bits is None:
-        given = None if multipliers is None else _normalise_multipliers(multipliers)
-        bits = _code_width(qmodel, config, given or [], overrides)
+        bits = _code_width(qmodel, config, rows or [], overrides)
     if qmodel is None:
         config = quant.QuantConfig() if config is None else config
         if config.bits != bits:
@@ -260,7 +260,8 @@ def evaluate(model, data, multipliers=None, *, layers=None, limit=None, threads=
     # a given QuantizedModel gets its own corrections back afterwards
     saved = {node.name: node.layer._correction for node in qmodel.nodes
              if isinstance(node.layer, nn.QuantizedLayer)} if bias_correction else {}
-    rows = _normalise_multipliers(multipliers, bits)
+    if rows is None:
+        rows = _normalise_multipliers(None, bits)
     qmodel.assign(None, overrides)  # unknown layer names fail before any work
     layers_label = "; ".join(f"{k}={v if isinstance(v, str) else _label(overrides[k], i)}"
                              for i, (k, v) in enumerate((layers or {}).items())) or "all"

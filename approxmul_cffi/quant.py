@@ -418,6 +418,16 @@ class QuantConfig:
                     "one weight zero point per tensor"
                 )
 
+    def width_for(self, widths):
+        """The codes' width for multipliers of these widths: ``bits`` when set to other
+        than 8, else the multipliers' one common width (8 when they have none or several).
+
+        >>> QuantConfig().width_for([4, 4]), QuantConfig(bits=6).width_for([4])
+        (4, 6)
+        """
+        widths = set(widths)
+        return widths.pop() if self.bits == 8 and len(widths) == 1 else self.bits
+
     def weight_scheme(self, signed):
         """(per_channel, symmetric) for weights of a signed/unsigned layer."""
         if signed:

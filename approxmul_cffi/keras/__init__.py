@@ -178,7 +178,6 @@ def _correct_bias(model, batches):
     for layer in model.layers:
         if not isinstance(layer, ApproxLayer):
             continue
-        layer.set_correction(None)
         probe = keras.Model(inputs, layer.input)
         total, count = 0, 0
         for b in batches:
