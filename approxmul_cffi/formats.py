@@ -52,11 +52,12 @@ EXTENSIONS = {
     ".bin": "binary", ".h": "c", ".c": "c", ".txt": "text", ".csv": "text", ".tsv": "text",
     ".dat": "text", ".npy": "npy", ".npz": "npz",
 }
-# The largest file of each format: a binary table is 2 * 4^8 bytes; text and
-# C source allow generous formatting around 65536 entries.
-MAX_FILE_BYTES = {"binary": 2 * 4**8, "c": 16 << 20, "text": 16 << 20}
-# the largest .npy/.npz table: 4^8 int64 entries (and the headers)
-MAX_ARRAY_BYTES = 8 * 4**8
+# The largest file of each format, for the widest table (12 bits, 4^12
+# entries): a binary table is 2 * 4^12 bytes; text and C source allow about
+# 16 characters an entry.
+MAX_FILE_BYTES = {"binary": 2 * 4**12, "c": 16 * 4**12, "text": 16 * 4**12}
+# the largest .npy/.npz table: 4^12 int64 entries (and the headers)
+MAX_ARRAY_BYTES = 8 * 4**12
 
 _C_FORMATS = {"binary": "APPROXMUL_TABLE_BINARY_U16LE", "c": "APPROXMUL_TABLE_C_SOURCE",
               "text": "APPROXMUL_TABLE_TEXT"}
@@ -101,13 +102,16 @@ def parse_table(data, *, format, signed, order="raw", bits=None):
     order_code = _order_code(order)
     if format not in _C_FORMATS:
         raise InvalidArgumentError(f"format: {format!r} is not one of {', '.join(_C_FORMATS)}")
-    out = ffi.new("int32_t[]", 1 << 16)
+    # every entry takes at least 2 bytes, so tables wider than 8 bits need
+    # more than 4^9 bytes: smaller data gets the small buffer
+    capacity = 4**8 if len(data) < 4**9 else 4**12
+    out = ffi.new("int32_t[]", capacity)
     bits_out = ffi.new("int *")
     with ffi.from_buffer(data) as pointer:  # released right after the call
         check(lib.approxmul_table_parse(
             pointer, len(data), getattr(lib, _C_FORMATS[format]),
             0 if bits is None else as_int(bits, "bits"), bool(signed),
-            order_code, out, 1 << 16, bits_out))
+            order_code, out, capacity, bits_out))
     side = 1 << bits_out[0]
     return ffi.unpack(out, side * side), bits_out[0]
 
@@ -188,6 +192,13 @@ def write_table(table, path, *, signed, format=None, order="raw", spec=None):
     except FormatError as error:
         raise InvalidArgumentError(f"cannot write this table to a file: {error}") from None
     side = 1 << bits
+    if format in ("binary", "c") and bits > 8:
+        # 16-bit entries hold every product of up to 8 bits only
+        low, high = (-2**15, 2**15 - 1) if signed else (0, 2**16 - 1)
+        outside = next((v for v in flat if not low <= v <= high), None)
+        if outside is not None:
+            raise InvalidArgumentError(f"cannot write this table as {format}: its entries are "
+                                       f"16-bit and {outside} does not fit; use text or npy")
     rows = [flat[r * side:(r + 1) * side] for r in range(side)]
     kind = "signed" if signed else "unsigned"
     label = f"approxmul product table: {spec or 'table'}; {kind} {bits}-bit operands, {order} order"
@@ -222,14 +233,20 @@ def write_table(table, path, *, signed, format=None, order="raw", spec=None):
         raise LibraryIOError(f"cannot write {os.fspath(path)}: {error.strerror}") from error
 
 
-def flatten_table(table):
+def flatten_table(table, max_side=4096):
     """(array.array('i') of an in-memory table's entries in row-major order, side length).
 
-    ``table`` is a NumPy array, a buffer of int32 values or a sequence of rows.
+    ``table`` is a NumPy array, a buffer of int32 values or a sequence of rows;
+    one wider than ``max_side`` is refused before it is copied.
 
     >>> flatten_table([[1, 2], [3, 4]])
     (array('i', [1, 2, 3, 4]), 2)
     """
+    shape = getattr(table, "shape", None)  # 2-D arrays and rows: checked before the copy
+    side = shape[0] if shape is not None and len(shape) == 2 else len(table) \
+        if isinstance(table, (list, tuple)) else 0
+    if side > max_side:
+        raise ShapeError(f"table: {side} x {side} is larger than {max_side} x {max_side}")
     np = numpy_module()
     if np is not None and isinstance(table, np.ndarray):
         if table.dtype.kind not in "iu":

@@ -61,21 +61,22 @@ class Multiplier:
     def from_table(cls, table, signed=False):
         """A multiplier from its full product table.
 
-        ``table`` is 2^n x 2^n integers (n = 1..8) that fit int32, a NumPy
+        ``table`` is 2^n x 2^n integers (n = 1..12) that fit int32, a NumPy
         array, a sequence of rows, or a flat buffer of 4^n int32 values.
         ``table[x][y]`` is the product of the operands whose raw n-bit
         patterns are x and y: for signed operands, the pattern of -1 is
         2^n - 1 (two's complement), so ``table[255][1]`` is the product of -1
         and 1 for 8 bits. Other row orders are converted by the file loaders.
+        9-12-bit tables run on the generic kernel unless :attr:`plan` says otherwise.
 
         >>> t = [[x * y for y in range(4)] for x in range(4)]
         >>> Multiplier.from_table(t).product(3, 2)
         6
         """
-        flat, side = formats.flatten_table(table)
+        flat, side = formats.flatten_table(table, max_side=4096)
+        if side < 2 or side > 4096 or side & (side - 1):
+            raise ShapeError(f"table: {side} x {side} is not a 2^n x 2^n table with n in 1..12")
         bits = side.bit_length() - 1
-        if side < 2 or side > 256 or side != 1 << bits:
-            raise ShapeError(f"table: {side} x {side} is not a 2^n x 2^n table with n in 1..8")
         with ffi.from_buffer("int32_t[]", flat) as pointer:  # released after the call
             return cls._create(lib.approxmul_multiplier_from_table, pointer, len(flat), bits,
                                bool(signed))
@@ -169,15 +170,16 @@ class Multiplier:
         return out[0]
 
     def table(self):
-        """The 2^n x 2^n int32 product table indexed by raw bit patterns (n <= 8).
+        """The 2^n x 2^n int32 product table indexed by raw bit patterns (n <= 12).
 
-        A NumPy array when NumPy is installed, else a 2-D memoryview.
+        A NumPy array when NumPy is installed, else a 2-D memoryview; wider
+        models than 8 bits are tabulated now (a 12-bit table is 64 MiB).
 
         >>> Multiplier.exact(bits=2).table().tolist()
         [[0, 0, 0, 0], [0, 1, 2, 3], [0, 2, 4, 6], [0, 3, 6, 9]]
         """
         if self.bits > 12:  # refused before allocating 8 * 4^bits bytes
-            raise UnsupportedError(f"error_map: {self.bits}-bit operands make {4 ** self.bits} "
+            raise UnsupportedError(f"table: {self.bits}-bit operands make {4 ** self.bits} "
                                    f"pairs; at most 12 bits (metrics() covers any width)")
         side = 1 << self.bits
         try:
@@ -403,8 +405,7 @@ def multiplier(spec, *, signed=None, order=None, format=None, bits=None):
              if v is not None}
     if isinstance(spec, Multiplier):
         if given:
-            raise InvalidArgumentError(f"table file options {sorted(given)} given with a "
-                                       "Multiplier")
+            raise InvalidArgumentError(f"table file options {sorted(given)} given with a Multiplier")
         return spec
     bare_path = isinstance(spec, (str, os.PathLike)) and not str(spec).lower().endswith(".v")
     parsed = (("file", os.fspath(spec), {}) if given and bare_path
@@ -416,9 +417,8 @@ def multiplier(spec, *, signed=None, order=None, format=None, bits=None):
             if options.setdefault(key, value) != value:
                 raise InvalidArgumentError(f"{key}: {value!r} given, the spec says "
                                            f"{options[key]!r}")
-        return _load_table(path, bool(options.get("signed", False)),
-                           options.get("order", "raw"), options.get("format"),
-                           options.get("bits"))
+        return _load_table(path, bool(options.get("signed", False)), options.get("order", "raw"),
+                           options.get("format"), options.get("bits"))
     if kind == "verilog" and set(given) <= {"signed"}:
         if parsed[1].startswith("verilog:"):
             return netlist_support["from_spec"](parsed[1])

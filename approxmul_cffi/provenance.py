@@ -22,7 +22,7 @@ def identity(m):
     """
     if m.spec:
         return m.spec
-    if m.bits <= 8:
+    if m.bits <= 12:  # tables (1..12 bits) and wider models without a spec
         table = np.ascontiguousarray(np.asarray(m.table(), dtype=np.int32))
         return "table-sha256:" + hashlib.sha256(table.tobytes()).hexdigest()
     return None

@@ -88,6 +88,9 @@ def multipliers(rng):
         t = np.asarray(t, np.int64)
         return am.Multiplier.from_table(t), lambda a, b: t[a, b]
 
+    def wide_table(bits):  # 9-12-bit tables run on the generic kernel
+        return table(exact_table(bits) + rng.integers(-99, 100, (1 << bits, 1 << bits)))
+
     exact = exact_product
     return {
         "random 8x8 table": table(rng.integers(0, 65536, (256, 256))),
@@ -95,7 +98,14 @@ def multipliers(rng):
         "DRUM(4) table": table(drum_table(4)),
         "truncated(cut=4) table": table(truncated_table(4)),
         "exact 16-bit (byte-split GEMMs)": (am.Multiplier.exact(16), exact),
+        "random 10x10 table": wide_table(10),
+        "random 12x12 table": wide_table(12),
     }
+
+
+def exact_table(bits):
+    values = np.arange(1 << bits, dtype=np.int64)
+    return np.outer(values, values)
 
 
 def check(name, got, want):
@@ -208,7 +218,8 @@ def run(shapes, threads, repeat, table_ref_bytes):
             check("naive C loop over table", out[:ref_rows], table_reference(table_product, ar, b8))
             naive_out = out
         for name, (mult, product) in mults.items():
-            a, b = (a16, b16) if mult.bits == 16 else (a8, b8)
+            mask = (1 << mult.bits) - 1
+            a, b = (a16 & mask, b16 & mask) if mult.bits > 8 else (a8, b8)
             out = np.empty((m, n), am.accumulator_dtype(mult, k))
             am.matmul(a, b, mult, out=out)
             check(f"approxmul {name}", out[:ref_rows], table_reference(product, a[:ref_rows], b))

@@ -88,6 +88,11 @@ def multipliers():
     yield ("table-s8", *from_table(rng.integers(-20000, 20000, (256, 256)), signed=True))
     yield ("table-u6", *from_table(rng.integers(-9, 60000, (64, 64)), bits=6))
     yield ("table-wide", *from_table(rng.integers(-2**30, 2**30, (256, 256))))
+    # tables of 9-12 bits: an arbitrary one runs on the generic kernel, a
+    # structured one is factorized from its entries
+    yield ("table-s10", *from_table(exact_table(10, signed=True) + rng.integers(-40, 41, (1024, 1024)),
+                                    bits=10, signed=True))
+    yield ("drum-table-u10", *from_table(drum_table(bits=10, k=4), bits=10))
     # 9 to 16 bits: no table; exact GEMMs (split into byte GEMMs), factorized
     # families whose factors fit int16, and the function plan
     yield "exact-s12", am.Multiplier.exact(12, signed=True), True, exact

@@ -174,7 +174,7 @@ def test_bad_arguments(tmp_path):
     with pytest.raises(InvalidArgumentError, match="36864"):
         am.multiplier("drum:k=2,signed=1").save(tmp_path / "d.txt")
     with pytest.raises(am.UnsupportedError):
-        am.multiplier("drum:bits=12").save(tmp_path / "d.txt")
+        am.multiplier("drum:bits=13").save(tmp_path / "d.txt")
 
 
 def parse(data, format, signed=False, order="raw"):

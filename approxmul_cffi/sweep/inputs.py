@@ -62,7 +62,7 @@ class MultiplierRef:
         kind = "family" if spec and not spec.startswith(("file:", "c:")) else "table"
         if kind == "family":
             return cls(label, spec, None, bits, signed, spec, tuple(aliases))
-        if bits <= 8:
+        if bits <= 8 or not spec:  # a table travels (n <= 12; wider models have a spec)
             table = np.ascontiguousarray(m.table(), dtype="<i4").tobytes()
             digest = hashlib.sha256(table + bytes([signed, bits])).hexdigest()
             return cls(label, spec, table, bits, signed, f"table:{digest[:32]}", tuple(aliases))

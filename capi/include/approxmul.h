@@ -139,8 +139,10 @@ typedef struct approxmul_multiplier approxmul_multiplier;
 
 /* A multiplier from its full product table: 2^bits x 2^bits int32 entries,
  * row-major, row = first operand's raw bit pattern, column = second's
- * (for signed 8-bit operands the pattern of -1 is 255). bits in 1..8;
- * table_len must equal 4^bits. The table is copied. */
+ * (for signed 8-bit operands the pattern of -1 is 255). bits in 1..12;
+ * table_len must equal 4^bits. The table is copied. Up to 8 bits the
+ * table kernels run it; 9-12-bit tables run on the generic kernel unless
+ * an exact structure is found (plan "exact-gemm" or "factorized-gemm"). */
 APPROXMUL_API approxmul_status approxmul_multiplier_from_table(
     const int32_t *table, int64_t table_len, int bits, int is_signed,
     approxmul_multiplier **out);
@@ -165,8 +167,10 @@ APPROXMUL_API approxmul_status approxmul_multiplier_name(
 APPROXMUL_API approxmul_status approxmul_multiplier_plan(
     const approxmul_multiplier *m, const char **out);
 
-/* The product table (4^bits int32 entries, layout as in _from_table);
- * only for bits <= 8, else APPROXMUL_ERR_UNSUPPORTED. */
+/* The product table (4^bits int32 entries, layout as in _from_table),
+ * tabulated from the model when it has none; bits <= 12, else
+ * APPROXMUL_ERR_UNSUPPORTED. A product outside int32 is
+ * APPROXMUL_ERR_OVERFLOW; out is untouched on any error. */
 APPROXMUL_API approxmul_status approxmul_multiplier_table(
     const approxmul_multiplier *m, int32_t *out, int64_t out_len);
 
@@ -219,7 +223,7 @@ typedef enum approxmul_table_order {
 } approxmul_table_order;
 
 /* Parses a table file's bytes into a raw-pattern table (as _from_table
- * takes). bits 1..8, or 0 to infer it from the entry count. Binary entries
+ * takes). bits 1..12, or 0 to infer it from the entry count. Binary entries
  * are read as uint16, or as int16 when is_signed. Values must fit the
  * product range of the width (unsigned: 0..4^bits-1; signed: a 2*bits-bit
  * two's complement value) and, for C source, the declared element type.

@@ -189,14 +189,20 @@ approxmul_status approxmul_multiplier_table(const approxmul_multiplier *m, int32
     return guarded([&] {
         const Multiplier &impl = get(m);
         require_pointer(out, "out");
-        if (!impl.has_table())
-            fail(APPROXMUL_ERR_UNSUPPORTED, "a %d-bit multiplier has no table (at most %d bits)",
-                 impl.bits(), kMaxTableBits);
-        const auto &table = impl.table();
-        if (out_len != static_cast<int64_t>(table.size()))
-            fail(APPROXMUL_ERR_SHAPE, "out_len: %lld entries, the table has %zu",
-                 static_cast<long long>(out_len), table.size());
-        std::memcpy(out, table.data(), table.size() * sizeof(int32_t));
+        if (impl.bits() > kMaxTableBits)
+            fail(APPROXMUL_ERR_UNSUPPORTED, "a %d-bit multiplier has no table (at most %d bits: "
+                 "4^%d entries)", impl.bits(), kMaxTableBits, kMaxTableBits);
+        const int64_t entries = int64_t{1} << (2 * impl.bits());
+        if (out_len != entries)
+            fail(APPROXMUL_ERR_SHAPE, "out_len: %lld entries, the table has %lld",
+                 static_cast<long long>(out_len), static_cast<long long>(entries));
+        if (impl.has_table()) {
+            std::memcpy(out, impl.table().data(), static_cast<size_t>(entries) * sizeof(int32_t));
+        } else {  // tabulated aside: a failing model function must leave out untouched
+            std::vector<int32_t> table(static_cast<size_t>(entries));
+            library::product_table(impl, table.data());
+            std::memcpy(out, table.data(), table.size() * sizeof(int32_t));
+        }
     });
 }
 

@@ -27,7 +27,8 @@ static void test_errors(void) {
     CHECK(approxmul_multiplier_exact(8, 0, NULL) == APPROXMUL_ERR_NULL_POINTER);
     CHECK(approxmul_multiplier_from_table(NULL, 16, 2, 0, &m) == APPROXMUL_ERR_NULL_POINTER);
     CHECK(approxmul_multiplier_from_table(table, 15, 2, 0, &m) == APPROXMUL_ERR_SHAPE);
-    CHECK(approxmul_multiplier_from_table(table, 16, 9, 0, &m) == APPROXMUL_ERR_INVALID_ARGUMENT);
+    CHECK(approxmul_multiplier_from_table(table, 16, 13, 0, &m) == APPROXMUL_ERR_INVALID_ARGUMENT);
+    CHECK(approxmul_multiplier_from_table(table, 16, 9, 0, &m) == APPROXMUL_ERR_SHAPE);
     CHECK(approxmul_multiplier_bits(NULL, &bits) == APPROXMUL_ERR_NULL_POINTER);
     CHECK(approxmul_set_num_threads(-1) == APPROXMUL_ERR_INVALID_ARGUMENT);
     /* counts OpenMP cannot create are refused, not passed on to crash it */

@@ -57,7 +57,7 @@ std::shared_ptr<const Multiplier> Multiplier::from_function(ProductFunction func
         fail(APPROXMUL_ERR_INTERNAL, "factorization of %s: factor sizes do not match its rank",
              m->name_.c_str());
     m->factorization_ = std::move(factorization);
-    if (bits <= kMaxTableBits) {
+    if (bits <= kMaxTabulatedBits) {
         const int64_t side = int64_t{1} << bits;
         m->table_.resize(static_cast<size_t>(side * side));
         for (int64_t a = m->min_operand(); a <= m->max_operand(); ++a)
@@ -168,7 +168,7 @@ void Multiplier::finish() {
             : factorized   ? Plan::Factorized
             : has_table()  ? Plan::Table
                            : Plan::Function;
-    if (plan_ == Plan::Table) {
+    if (plan_ == Plan::Table && bits_ <= kMaxTabulatedBits) {
         const auto offset = static_cast<int32_t>(min_product_);
         planes_ = approxmul::byte_planes(table_, bits_, offset, false);
         if (!planes_.empty()) planes_transposed_ = approxmul::byte_planes(table_, bits_, offset, true);

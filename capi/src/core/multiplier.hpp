@@ -1,5 +1,5 @@
 // The multiplier model: an n x n bit integer multiplier, unsigned or two's
-// complement, described by a product table (n <= 8) and/or a product
+// complement, described by a product table (n <= 12) and/or a product
 // function (any n up to 16). Immutable once built, so handles can be shared
 // between threads without locking.
 #pragma once
@@ -12,14 +12,18 @@
 
 namespace approxmul {
 
-constexpr int kMaxTableBits = 8;
+// Tables are accepted up to 12 bits (4096 x 4096 int32: 64 MiB); models
+// given as functions are tabulated at once up to 8 bits, the width the
+// byte-plane table kernels index (wider tables run on the generic kernel).
+constexpr int kMaxTableBits = 12;
+constexpr int kMaxTabulatedBits = 8;
 constexpr int kMaxBits = 16;
 
 // How the kernels compute a multiplier; chosen once, when it is built.
 enum class Plan {
     ExactGemm,   // products are a*b: plain integer GEMM
     Factorized,  // a short sum of exact GEMMs on transformed operands (see Factorization)
-    Table,       // arbitrary product table, n <= 8
+    Table,       // arbitrary product table, n <= 12 (byte-plane kernels up to 8 bits)
     Function,    // no table (n > 8): one function call per product
 };
 

@@ -104,7 +104,7 @@ std::shared_ptr<const Multiplier> from_c_function(approxmul_function function, i
 std::shared_ptr<const Multiplier> from_callback(approxmul_product_callback callback,
                                                 void *user_data, int bits, bool is_signed) {
     require_pointer(reinterpret_cast<void *>(callback), "callback");
-    check_width(bits, kMaxTableBits);  // tabulated now: the callback is never kept
+    check_width(bits, kMaxTabulatedBits);  // tabulated now: the callback is never kept
     auto product = [=](int64_t a, int64_t b) {
         int64_t p = 0;
         if (callback(user_data, a, b, &p) != 0)

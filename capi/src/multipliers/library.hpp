@@ -45,6 +45,8 @@ std::shared_ptr<const Multiplier> from_callback(approxmul_product_callback callb
 
 approxmul_metrics metrics(const Multiplier &m);
 void error_map(const Multiplier &m, int64_t *out);  // 4^bits entries, bits <= 12
+// The 4^bits products by raw bit patterns, from the table or the model; bits <= 12.
+void product_table(const Multiplier &m, int32_t *out);
 
 // ---- gradients (gradients.cpp); definitions in approxmul.h
 

@@ -74,7 +74,7 @@ double scan_row(const Multiplier &m, int64_t a, const Get &get, Sums &s) {
 template <class Body>
 void for_each_row(const Multiplier &m, const Body &body) {
     const int64_t rows = int64_t{1} << m.bits();
-    const int threads = m.bits() <= kMaxTableBits ? 1 : num_threads();
+    const int threads = m.bits() <= kMaxTabulatedBits ? 1 : num_threads();
     if (m.has_table()) {
         const int32_t *table = m.table().data();
         const int bits = m.bits();
@@ -127,6 +127,22 @@ approxmul_metrics metrics(const Multiplier &m) {
     out.max_error = s.max_error;
     out.zero_product_pairs = s.zero_products;
     return out;
+}
+
+void product_table(const Multiplier &m, int32_t *out) {
+    const int bits = m.bits();
+    const uint32_t mask = m.operand_mask();
+    for_each_row(m, [&](int64_t a, int, const auto &get) {
+        int32_t *row = out + (size_t(uint32_t(a) & mask) << bits);
+        for (int64_t b = m.min_operand(); b <= m.max_operand(); ++b) {
+            const int64_t p = get(a, b);
+            if (p < INT32_MIN || p > INT32_MAX)
+                fail(APPROXMUL_ERR_OVERFLOW, "product of %lld and %lld is %lld, outside the "
+                     "int32 table range", static_cast<long long>(a), static_cast<long long>(b),
+                     static_cast<long long>(p));
+            row[uint32_t(b) & mask] = static_cast<int32_t>(p);
+        }
+    });
 }
 
 void error_map(const Multiplier &m, int64_t *out) {

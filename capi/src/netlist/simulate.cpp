@@ -274,7 +274,7 @@ std::vector<int32_t> tabulate(const Circuit &c, bool is_signed) {
 std::shared_ptr<const Multiplier> to_multiplier(std::shared_ptr<const Netlist> netlist, bool is_signed) {
     const Circuit &c = netlist->circuit;
     const int n = c.a_bits;
-    if (n <= kMaxTableBits) return Multiplier::from_table(tabulate(c, is_signed), n, is_signed, netlist->module);
+    if (n <= kMaxTabulatedBits) return Multiplier::from_table(tabulate(c, is_signed), n, is_signed, netlist->module);
     if (n <= 12) {
         auto table = std::make_shared<const std::vector<int32_t>>(tabulate(c, is_signed));
         const uint32_t mask = (uint32_t{1} << n) - 1;
