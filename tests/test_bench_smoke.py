@@ -95,3 +95,17 @@ def test_bench_evaluate_stability_runs():
     lines = result.stdout.splitlines()
     assert lines[0].startswith("float") and "median" in lines[0]
     assert lines[-1].startswith("worst deviation from a row's median over 2 runs")
+
+
+def test_bench_factorized_quick_runs(tmp_path):
+    """Both plans run (forced in child processes) and their results were checked."""
+    out = tmp_path / "bench.json"
+    result = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "bench_factorized.py"),
+                             "--quick", "--repeat", "1", "--json", str(out)],
+                            capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stderr
+    rows = json.loads(out.read_text())["results"]
+    plans = {(r["name"], r["plan"]) for r in rows}
+    assert ("truncated(cut=4), rank 5", "factorized-gemm") in plans
+    assert ("truncated(cut=4), rank 5", "table") in plans
+    assert all(r["gproducts_per_s"] > 0 for r in rows)

@@ -106,6 +106,19 @@ def test_table_orders_match_generic(battery_results, order):
             assert values == generic[name][1], f"{isa} ({order} order) differs on {name}"
 
 
+def test_long_factorizations_match_generic(battery_results):
+    """Factorizations of up to rank 6 run as exact GEMMs when forced, on
+    every set, though a set's plan may prefer the table kernel for them."""
+    from support import run_python
+    generic = battery_results["generic"]
+    for isa in supported_isas()[1:]:
+        results = run_battery(run_python, isa, only="factorized-gemm",
+                              env={"APPROXMUL_MAX_FACTORIZED_RANK": "6"})
+        assert any(name.startswith("trunc4-") for name in results)  # rank 5
+        for name, (plan, values) in results.items():
+            assert values == generic[name][1], f"{isa} (factorized) differs on {name}"
+
+
 def test_battery_covers_every_plan(battery_results):
     plans = {plan for plan, _ in battery_results["generic"].values()}
     assert plans == {"exact-gemm", "factorized-gemm", "table", "function", "requantize",

@@ -4,6 +4,7 @@
 #include <cstdlib>
 #include <limits>
 
+#include "../kernels/kernels.hpp"  // the plan weighs the selected kernels
 #include "error.hpp"
 #include "structure.hpp"
 
@@ -153,15 +154,16 @@ void Multiplier::finish() {
     }
     // A supplied factorization is kept for its owner; the kernels use one
     // (supplied or found in the table) only when it is cheap and fits them.
+    const int max_rank = kernels::max_factorized_rank(bits_);
     const Factorization *factors = &factorization_;
     Factorization found;
     if (!known_exact_ && has_table() &&
-        !(factorization_.rank > 0 && factorization_.rank <= kMaxFactorizedRank &&
+        !(factorization_.rank > 0 && factorization_.rank <= max_rank &&
           fits_int16_kernels(factorization_))) {
-        found = find_factorization(table_, bits_, kMaxFactorizedRank);
+        found = find_factorization(table_, bits_, max_rank);
         if (found.rank > 0) factors = &found;
     }
-    const bool factorized = factors->rank > 0 && factors->rank <= kMaxFactorizedRank &&
+    const bool factorized = factors->rank > 0 && factors->rank <= max_rank &&
                             fits_int16_kernels(*factors);
     if (factorized && factors == &found) factorization_ = std::move(found);
     plan_ = known_exact_   ? Plan::ExactGemm

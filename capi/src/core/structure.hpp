@@ -12,7 +12,8 @@
 namespace approxmul {
 
 // Largest rank computed as a sum of exact GEMMs rather than by table lookups:
-// each rank term costs about one int16 GEMM (docs/benchmarks.md).
+// each rank term costs about one int16 GEMM (docs/benchmarks.md); instruction
+// sets with slow int16 GEMMs lower it (kernels::max_factorized_rank).
 constexpr int kMaxFactorizedRank = 6;
 
 // A factorization of the 2^bits x 2^bits table (raw bit patterns) with rank

@@ -6,11 +6,13 @@
 // set the CPU lacks, or an unknown name, is not a crash: every kernel call
 // then fails with APPROXMUL_ERR_UNSUPPORTED and a message saying why, and
 // approxmul_build_info() reports isa=unavailable with the reason.
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
 #include <string>
 
 #include "../core/error.hpp"
+#include "../core/structure.hpp"
 #include "drivers.hpp"
 #include "isa.hpp"
 #include "kernels.hpp"
@@ -139,6 +141,22 @@ void multiply(const Multiplier &m, const MatrixView &a, const MatrixView &b,
 const char *active_isa() {
     const Choice &c = choice();
     return c.table ? c.table->name : "unavailable";
+}
+
+int max_factorized_rank(int bits) {
+    // APPROXMUL_MAX_FACTORIZED_RANK=0..6 overrides the set's choice (tests
+    // and benchmarks reach both plans with it on every machine)
+    static const int forced = [] {
+        const char *text = std::getenv("APPROXMUL_MAX_FACTORIZED_RANK");
+        const bool valid = text != nullptr && text[0] >= '0' && text[0] <= '0' + kMaxFactorizedRank &&
+                           text[1] == '\0';
+        return valid ? text[0] - '0' : -1;
+    }();
+    const Choice &c = choice();
+    // an unavailable forced set fails at the first kernel call, not here
+    if (bits > kMaxTabulatedBits || c.table == nullptr) return kMaxFactorizedRank;
+    if (forced >= 0) return forced;
+    return std::min(kMaxFactorizedRank, c.table->max_factorized_rank);
 }
 
 std::string dispatch_info() {

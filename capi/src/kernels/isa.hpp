@@ -96,6 +96,10 @@ struct KernelTable {
                        const double *zero, int step, int out64, void *out);
     // Whether any of n values (double if x64, else float) is NaN.
     int (*any_nan)(int64_t n, const void *x, int x64);
+
+    // Longest exact factorization of an 8-bit table worth running as int16
+    // GEMMs (one per rank term) rather than through the table kernel.
+    int max_factorized_rank;
 };
 
 const KernelTable *generic_kernel_table();

@@ -32,6 +32,7 @@ struct Vec {
     using T = __m512i;
     static constexpr int lanes = 16;
     static constexpr const char *kernel = "int16 pairs, vpdpwssd zmm (AVX-512 VNNI)";
+    static constexpr int max_factorized_rank = 6;
     static T zero() { return _mm512_setzero_si512(); }
     static T load(const void *p) { return _mm512_loadu_si512(p); }
     static T broadcast_pair(const int16_t *p) {
@@ -49,6 +50,9 @@ struct Vec {
     using T = __m256i;
     static constexpr int lanes = 8;
     static constexpr const char *kernel = "int16 pairs, vpmaddwd + vpaddd ymm (AVX2)";
+    // a rank-2 sum ties with the table kernel on a Zen 3, rank 3 loses on
+    // two of bench_gemm's three shapes (docs/benchmarks.md)
+    static constexpr int max_factorized_rank = 2;
     static T zero() { return _mm256_setzero_si256(); }
     static T load(const void *p) { return _mm256_loadu_si256(static_cast<const T *>(p)); }
     static T broadcast_pair(const int16_t *p) {
@@ -75,6 +79,7 @@ struct Vec {
     };
     static constexpr int lanes = 4;
     static constexpr const char *kernel = "int16 pairs, portable C++";
+    static constexpr int max_factorized_rank = 6;
     static T zero() { return T{{0, 0, 0, 0}}; }
     static T load(const void *p) {
         T t;
@@ -815,6 +820,7 @@ const KernelTable kTable = {
     quantize,
     dequantize,
     any_nan,
+    Vec::max_factorized_rank,
 };
 
 }  // namespace

@@ -59,6 +59,12 @@ void multiply(const Multiplier &m, const MatrixView &a, const MatrixView &b,
 // Name of the instruction set the kernels were chosen for ("generic", ...).
 const char *active_isa();
 
+// The longest factorization the plan of a `bits`-bit multiplier runs as
+// exact GEMMs on this process's instruction set: up to 8 bits it competes
+// with the table kernel, whose speed next to an int16 GEMM differs by
+// instruction set; wider models have no table kernel, so any short sum wins.
+int max_factorized_rank(int bits);
+
 // "key=value" lines: the instruction set, CPU features, and the kernel
 // each plan runs on (for approxmul_build_info).
 std::string dispatch_info();
