@@ -55,7 +55,10 @@ def run_child(limit, threads, repeat, shapes):
     code = CHILD.format(bench=os.path.dirname(os.path.abspath(__file__)), threads=threads,
                         repeat=repeat, shapes=shapes, tables=TABLES)
     env = dict(os.environ, APPROXMUL_MAX_FACTORIZED_RANK=str(limit))
-    done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True)
+    # run beside this script: from the repository root, "-c" would import the
+    # source tree's approxmul_cffi (no library inside) over the installed one
+    done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
+                          cwd=os.path.dirname(os.path.abspath(__file__)))
     if done.returncode != 0:
         raise SystemExit(done.stderr)
     return json.loads(done.stdout)
