@@ -43,6 +43,20 @@ def _buffer_dtype(view):
     return name if name in DTYPES else None
 
 
+_DTYPE_NAMES = {}
+
+
+def dtype_name(dtype):
+    """``dtype.name``, remembered: NumPy builds that string anew on each access (microseconds)."""
+    try:
+        return _DTYPE_NAMES[dtype]
+    except KeyError:
+        name = _DTYPE_NAMES[dtype] = dtype.name
+        return name
+    except TypeError:  # an unhashable dtype-like object
+        return dtype.name
+
+
 def numpy_module():
     """NumPy if it has been imported, else None (never imports it)."""
     return sys.modules.get("numpy")
@@ -104,7 +118,8 @@ class Tensor:
 
 def _ndarray_tensor(array, name, ndim, writable):
     np = numpy_module()
-    if array.dtype.name not in DTYPES or not array.dtype.isnative:
+    dtype = dtype_name(array.dtype)
+    if dtype not in DTYPES or not array.dtype.isnative:
         raise DTypeError(f"{name}: dtype {array.dtype} is not supported "
                          f"(expected one of {', '.join(DTYPES)})")
     if array.ndim != ndim:
@@ -113,6 +128,11 @@ def _ndarray_tensor(array, name, ndim, writable):
     if writable and not array.flags.writeable:
         raise InvalidArgumentError(f"{name}: the array is read-only")
     itemsize = array.itemsize
+    if array.flags.c_contiguous and array.size:
+        # the common case, kept short: every call of a network's layers comes here
+        strides = [s // itemsize for s in array.strides]
+        base = ffi.from_buffer(dtype + "_t[]", array, require_writable=writable)
+        return Tensor(name, dtype, base, array.shape, strides, array, base)
     if any(s % itemsize for s in array.strides):
         # strides that split elements (e.g. a field of a record array)
         if writable:
@@ -120,7 +140,7 @@ def _ndarray_tensor(array, name, ndim, writable):
         array = np.ascontiguousarray(array)
     strides = [s // itemsize for s in array.strides]
     if array.size == 0:
-        return Tensor(name, array.dtype.name, ffi.NULL, array.shape, strides, array)
+        return Tensor(name, dtype, ffi.NULL, array.shape, strides, array)
     # The element with the lowest address and the span up to the highest one.
     low = sum((n - 1) * s for n, s in zip(array.shape, strides) if s < 0)
     high = sum((n - 1) * s for n, s in zip(array.shape, strides) if s > 0)
@@ -128,8 +148,8 @@ def _ndarray_tensor(array, name, ndim, writable):
                         for n, s in zip(array.shape, strides))]
     span = np.lib.stride_tricks.as_strided(first, shape=(high - low + 1,), strides=(itemsize,),
                                            writeable=writable)
-    base = ffi.from_buffer(array.dtype.name + "_t[]", span, require_writable=writable)
-    return Tensor(name, array.dtype.name, base - low, array.shape, strides, (array, span), base)
+    base = ffi.from_buffer(dtype + "_t[]", span, require_writable=writable)
+    return Tensor(name, dtype, base - low, array.shape, strides, (array, span), base)
 
 
 def _buffer_tensor(obj, name, ndim, writable):

@@ -32,15 +32,16 @@ class Multiplier:
 
     # _spec: a spec set on the Python side (table files, C models);
     # _keepalive: objects C may call into while the handle lives (a dlopen'ed model)
-    # _metadata: what the source said about the circuit (netlist header comments)
-    __slots__ = ("_handle", "_spec", "_keepalive", "_metadata", "__weakref__")
+    # _metadata: what the source said about the circuit (netlist header comments);
+    # _answers: the immutable handle's answers to queries, asked once (layers ask per call)
+    __slots__ = ("_handle", "_spec", "_keepalive", "_metadata", "_answers", "__weakref__")
 
     def __init__(self, handle, spec=None, keepalive=None):
         # handles come from the class methods; this takes ownership of one
         self._handle = ffi.gc(handle, lib.approxmul_multiplier_destroy)
         self._spec = spec
         self._keepalive = keepalive
-        self._metadata = {}
+        self._metadata, self._answers = {}, {}
 
     @classmethod
     def _create(cls, create, *args):
@@ -122,9 +123,11 @@ class Multiplier:
         return self._handle
 
     def _query(self, function, ctype):
-        out = ffi.new(ctype)
-        check(function(self.handle, out))
-        return out[0]
+        if function not in self._answers or self._handle is None:  # closed: self.handle raises
+            out = ffi.new(ctype)
+            check(function(self.handle, out))
+            self._answers[function] = out[0]
+        return self._answers[function]
 
     @property
     def bits(self):
@@ -186,10 +189,7 @@ class Multiplier:
             import numpy as np
         except ImportError:
             np = None
-        if np is not None:
-            out = np.empty((side, side), dtype=np.int32)
-        else:
-            out = array.array("i", bytes(4 * side * side))
+        out = np.empty((side, side), np.int32) if np else array.array("i", bytes(4 * side * side))
         with ffi.from_buffer("int32_t[]", out) as pointer:
             check(lib.approxmul_multiplier_table(self.handle, pointer, side * side))
         return out if np is not None else memoryview(out).cast("B").cast("i", shape=[side, side])
