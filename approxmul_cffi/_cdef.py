@@ -190,9 +190,20 @@ approxmul_status approxmul_quantize(
     approxmul_real_type x_type, const void *x,
     const double *scale, const int32_t *zero_point, int32_t qmin, int32_t qmax,
     approxmul_dtype out_dtype, void *out);
+approxmul_status approxmul_quantize_finite(
+    int64_t outer, int64_t channels, int64_t inner,
+    approxmul_real_type x_type, const void *x,
+    const double *scale, const int32_t *zero_point, int32_t qmin, int32_t qmax,
+    approxmul_dtype out_dtype, void *out);
 approxmul_status approxmul_dequantize(
     int64_t outer, int64_t channels, int64_t inner,
     approxmul_dtype codes_dtype, const void *codes,
     const double *scale, const int32_t *zero_point,
     approxmul_real_type out_type, void *out);
+approxmul_status approxmul_requantize_dequantize(
+    int64_t outer, int64_t channels, int64_t inner,
+    approxmul_dtype acc_dtype, const void *acc,
+    const int32_t *bias, const int32_t *mantissa, const int32_t *shift,
+    int32_t zero_point, int32_t qmin, int32_t qmax, approxmul_rounding rounding,
+    approxmul_dtype code_dtype, double out_scale, approxmul_real_type out_type, void *out);
 """

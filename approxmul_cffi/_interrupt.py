@@ -45,6 +45,8 @@ _WORK = {
     "approxmul_conv2d": lambda ffi, lib, m, *a: (_product(a[16]) * _product(a[6])
                                                  // max(1, int(a[6][0]))),
     "approxmul_requantize": lambda ffi, lib, outer, channels, inner, *_: outer * channels * inner,
+    "approxmul_requantize_dequantize": lambda ffi, lib, outer, channels, inner, *_:
+        outer * channels * inner,
     "approxmul_quantize": lambda ffi, lib, outer, channels, inner, *_: outer * channels * inner,
     "approxmul_dequantize": lambda ffi, lib, outer, channels, inner, *_: outer * channels * inner,
     "approxmul_multiplier_metrics": lambda ffi, lib, m, *_: _pairs(ffi, lib, m),

@@ -22,7 +22,7 @@ import math
 import numpy as np
 
 from ._library import check, ffi, lib
-from ._buffers import DTYPES
+from ._buffers import DTYPES, dtype_name
 from .errors import DTypeError, InvalidArgumentError, ShapeError
 from .requant import _channel_shape, round_half_away
 
@@ -73,13 +73,13 @@ class CParams:
             raise ShapeError(f"{self.scale.size} scales for {channels} channels along axis {axis}")
         return math.prod(shape[:axis]), channels, math.prod(shape[axis + 1:])
 
-    def quantize(self, x, qmin, qmax, dtype, out=None):
+    def quantize(self, x, qmin, qmax, dtype, out=None, finite=False):
         x = np.asarray(x)
-        if x.dtype.name not in REAL_TYPES or not x.dtype.isnative:
+        if dtype_name(x.dtype) not in REAL_TYPES or not x.dtype.isnative:
             x = x.astype(np.float64)
         x = _contiguous(x)
         dtype = np.dtype(dtype if out is None else out.dtype)
-        if dtype.name not in CODE_TYPES:
+        if dtype_name(dtype) not in CODE_TYPES:
             raise DTypeError(f"codes: dtype {dtype}; expected one of {', '.join(CODE_TYPES)}")
         _check_out(out, x.shape)
         outer, channels, inner = self.sizes(x.shape)
@@ -87,9 +87,11 @@ class CParams:
             out = np.empty(x.shape, dtype=dtype)
         # exports released right after the call (see _buffers.Tensor)
         with ffi.from_buffer(x) as x_p, ffi.from_buffer(out, require_writable=True) as out_p:
-            check(lib.approxmul_quantize(outer, channels, inner, REAL_TYPES[x.dtype.name], x_p,
-                                         self.scale_p, self.zero_point_p, int(qmin), int(qmax),
-                                         DTYPES[dtype.name], out_p))
+            # finite: +-inf refused like NaN instead of clamped, in the same pass
+            call = lib.approxmul_quantize_finite if finite else lib.approxmul_quantize
+            check(call(outer, channels, inner, REAL_TYPES[dtype_name(x.dtype)], x_p,
+                       self.scale_p, self.zero_point_p, int(qmin), int(qmax),
+                       DTYPES[dtype_name(dtype)], out_p))
         return out
 
     def dequantize(self, codes, dtype, out):
@@ -97,11 +99,11 @@ class CParams:
         if codes.dtype.kind not in "iub":
             raise DTypeError(f"codes: dtype {codes.dtype}; expected integer codes")
         dtype = np.dtype(dtype if out is None else out.dtype)
-        if dtype.name not in REAL_TYPES:
+        if dtype_name(dtype) not in REAL_TYPES:
             raise DTypeError(f"dequantized values: dtype {dtype}; expected float32 or float64")
         _check_out(out, codes.shape)
         outer, channels, inner = self.sizes(codes.shape)
-        if codes.dtype.name not in DEQUANTIZE_CODE_TYPES or not codes.dtype.isnative:
+        if dtype_name(codes.dtype) not in DEQUANTIZE_CODE_TYPES or not codes.dtype.isnative:
             per_tensor = self.axis is None
             values = dequantize_reference(
                 codes, self.scale.reshape(()) if per_tensor else self.scale,
@@ -115,9 +117,9 @@ class CParams:
             out = np.empty(codes.shape, dtype=dtype)
         with ffi.from_buffer(codes) as codes_p, \
                 ffi.from_buffer(out, require_writable=True) as out_p:
-            check(lib.approxmul_dequantize(outer, channels, inner, DTYPES[codes.dtype.name],
-                                           codes_p, self.scale_p, self.zero_point_p,
-                                           REAL_TYPES[dtype.name], out_p))
+            check(lib.approxmul_dequantize(outer, channels, inner,
+                                           DTYPES[dtype_name(codes.dtype)], codes_p,
+                                           self.scale_p, self.zero_point_p, REAL_TYPES[dtype_name(dtype)], out_p))
         return out
 
 
@@ -133,21 +135,23 @@ def _contiguous(a):
     return a if a.flags.c_contiguous else np.ascontiguousarray(a)
 
 
-def quantize(x, scale, zero_point, qmin, qmax, *, axis=None, dtype=np.int8, out=None):
+def quantize(x, scale, zero_point, qmin, qmax, *, axis=None, dtype=np.int8, out=None,
+             finite=False):
     """Codes of real values: round half away from zero, add the zero point, clamp.
 
     ``scale`` and ``zero_point`` are scalars (per tensor) or 1-d arrays along
     ``axis`` (per channel). ``dtype`` is the codes' type: int8, uint8, int16
     or uint16. float32 and float64 arrays are read as they are, anything else
-    is first converted to float64. +-inf clamp to qmin/qmax; a NaN raises
-    :class:`~approxmul_cffi.errors.InvalidArgumentError`. ``out``, a
+    is first converted to float64. +-inf clamp to qmin/qmax (with
+    ``finite``, they raise as NaN does: ``approxmul_quantize_finite``); a NaN
+    raises :class:`~approxmul_cffi.errors.InvalidArgumentError`. ``out``, a
     C-contiguous array of ``x``'s shape, receives the codes (its dtype wins).
 
     >>> quantize(np.array([[0.5, -0.5], [2.5, 100.0]], np.float32), [1.0, 0.5], [0, 3],
     ...          0, 255, axis=0, dtype=np.uint8).tolist()
     [[1, 0], [8, 203]]
     """
-    return CParams(scale, zero_point, axis).quantize(x, qmin, qmax, dtype, out)
+    return CParams(scale, zero_point, axis).quantize(x, qmin, qmax, dtype, out, finite)
 
 
 def dequantize(codes, scale, zero_point, *, axis=None, dtype=np.float64, out=None):

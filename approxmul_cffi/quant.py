@@ -146,17 +146,18 @@ class QParams:
     def per_channel(self):
         return self.axis is not None
 
-    def quantize(self, x, *, out=None):
+    def quantize(self, x, *, out=None, finite=False):
         """Codes for real values: round half away from zero, then clamp.
 
         Runs in the C library (:func:`approxmul_cffi.affine.quantize`), bit
         for bit as :meth:`quantize_reference`; a NaN raises
-        :class:`~approxmul_cffi.errors.InvalidArgumentError`. ``out``, a
-        C-contiguous array of this grid's code type, receives the codes.
+        :class:`~approxmul_cffi.errors.InvalidArgumentError`, and so does
+        +-inf with ``finite`` (else it clamps). ``out``, a C-contiguous array
+        of this grid's code type, receives the codes.
         """
         if isinstance(out, np.ndarray) and out.dtype != self.dtype:
             raise DTypeError(f"out: dtype {out.dtype}; this grid's codes are {self.dtype}")
-        return self._c.quantize(x, self.qmin, self.qmax, self.dtype, out)
+        return self._c.quantize(x, self.qmin, self.qmax, self.dtype, out, finite)
 
     def quantize_reference(self, x):
         """NumPy statement of :meth:`quantize` (the tests' oracle)."""

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ._buffers import DTYPES
+from ._buffers import DTYPES, dtype_name
 from ._library import check, ffi, lib
 from .errors import AccumulatorOverflowError, DTypeError, InvalidArgumentError, ShapeError
 
@@ -130,7 +130,7 @@ def code_dtype(signed, bits=8):
 
 
 def requantize(acc, bias, mantissa, shift, zero_point, qmin, qmax, *, axis=1,
-               signed=True, rounding="double", bits=8):
+               signed=True, rounding="double", bits=8, real=None):
     """Output codes from accumulators, as integer inference hardware does.
 
     ``codes = clamp(zero_point + MBQM(sat32(acc + bias), mantissa, shift), qmin, qmax)``
@@ -140,6 +140,9 @@ def requantize(acc, bias, mantissa, shift, zero_point, qmin, qmax, *, axis=1,
     (:func:`activation_bounds`). The codes are :func:`code_dtype` (``signed``,
     ``bits``). Runs in the C library (``approxmul_requantize``);
     :func:`requantize_reference` is the same arithmetic in NumPy.
+    ``real=(scale, dtype)`` returns the codes' real values instead,
+    ``scale * (codes - zero_point)`` as float32 or float64, bit for bit as
+    dequantizing the codes, in the same pass (``approxmul_requantize_dequantize``).
 
     >>> m, s = quantize_multiplier(0.1)
     >>> requantize(np.array([[100, -100, 5000]]), 0, m, s, 3, -128, 127).tolist()
@@ -175,7 +178,8 @@ def requantize(acc, bias, mantissa, shift, zero_point, qmin, qmax, *, axis=1,
 
     bias, mantissa, shift = (per_channel(v, n) for v, n in
                              ((bias, "bias"), (mantissa, "mantissa"), (shift, "shift")))
-    out = np.empty(acc.shape, dtype=code_dtype(signed, bits))
+    codes = DTYPES[dtype_name(code_dtype(signed, bits))]
+    out = np.empty(acc.shape, dtype=code_dtype(signed, bits) if real is None else real[1])
     rounding_code = {"double": lib.APPROXMUL_ROUND_DOUBLE,
                      "single": lib.APPROXMUL_ROUND_SINGLE}[rounding]
     # exports released right after the call (see _buffers.Tensor)
@@ -183,10 +187,15 @@ def requantize(acc, bias, mantissa, shift, zero_point, qmin, qmax, *, axis=1,
             ffi.from_buffer("int32_t[]", mantissa) as mantissa_p, \
             ffi.from_buffer("int32_t[]", shift) as shift_p, \
             ffi.from_buffer(out, require_writable=True) as out_p:
-        check(lib.approxmul_requantize(
-            acc.shape[0], channels, acc[0, 0].size if acc.size else 0,
-            DTYPES[acc.dtype.name], acc_p, bias_p, mantissa_p, shift_p, int(zero_point),
-            int(qmin), int(qmax), rounding_code, DTYPES[out.dtype.name], out_p))
+        common = (acc.shape[0], channels, acc[0, 0].size if acc.size else 0,
+                  DTYPES[dtype_name(acc.dtype)], acc_p, bias_p, mantissa_p, shift_p,
+                  int(zero_point), int(qmin), int(qmax), rounding_code, codes)
+        if real is None:
+            check(lib.approxmul_requantize(*common, out_p))
+        else:
+            real_type = {"float32": lib.APPROXMUL_FLOAT32, "float64": lib.APPROXMUL_FLOAT64}
+            check(lib.approxmul_requantize_dequantize(
+                *common, float(real[0]), real_type[dtype_name(out.dtype)], out_p))
     out = np.moveaxis(out, 1, axis) if axis != 1 else out
     return out.reshape(shape)
 

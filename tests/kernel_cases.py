@@ -207,3 +207,22 @@ def affine_cases():
                 out.append((f"dequantize {shape} axis={axis} {code} {real}", "dequantize",
                             (codes, scale, zero_point), dict(axis=axis, dtype=real)))
     return out
+
+
+def nonfinite_cases():
+    """(name, x) for affine.quantize(finite=True): one infinity or NaN at the
+    start, inside a vector, at a vector remainder's end, or none, in float32
+    and float64, in arrays shorter and longer than the C library's 16k-element
+    blocks (the first block holding a bad value decides)."""
+    out = []
+    for size, positions in ((70, (None, 0, 13, 69)), (40000, (None, 16383, 16384, 39999))):
+        base = np.linspace(-3.0, 3.0, size)
+        for position in positions:
+            for bad in ((np.inf, -np.inf, np.nan) if position is not None else (None,)):
+                x = base.copy()
+                if position is not None:
+                    x[position] = bad
+                    x[-1 if position < size - 1 else 0] = -np.inf  # a later or earlier one
+                for real in ("float32", "float64"):
+                    out.append((f"finite {size} {position} {bad} {real}", x.astype(real)))
+    return out

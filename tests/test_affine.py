@@ -220,6 +220,32 @@ def test_bad_python_arguments():
         qp.quantize(np.array([np.nan], np.float32))
 
 
+@pytest.mark.parametrize("real", ["float32", "float64"])
+def test_finite_quantization_refuses_infinities_and_otherwise_agrees(real):
+    # approxmul_quantize_finite: the adapters' input stage, whose read-only
+    # pass refuses +-inf as well as NaN (approxmul_quantize clamps +-inf)
+    x = np.linspace(-4, 4, 50000).astype(real).reshape(2, 25000)
+    plain = affine.quantize(x, [0.05, 0.02], [3, -7], -128, 127, axis=0)
+    np.testing.assert_array_equal(
+        affine.quantize(x, [0.05, 0.02], [3, -7], -128, 127, axis=0, finite=True), plain)
+    out = np.full(x.shape, 9, np.int8)
+    for index, value in (((1, 24999), np.inf), ((0, 0), -np.inf), ((1, 3), np.nan)):
+        bad = x.copy()
+        bad[index] = value
+        flat = np.ravel_multi_index(index, x.shape)
+        kind = "NaN" if np.isnan(value) else "infinite"
+        with pytest.raises(errors.InvalidArgumentError, match=rf"x\[{flat}\] is {kind}"):
+            affine.quantize(bad, [0.05, 0.02], [3, -7], -128, 127, axis=0, out=out, finite=True)
+        assert (out == 9).all()
+        if kind == "infinite":  # the plain call clamps it
+            clamped = affine.quantize(bad, [0.05, 0.02], [3, -7], -128, 127, axis=0)
+            assert clamped[index] == (127 if value > 0 else -128)
+    qp = quant.choose_qparams(-1.0, 1.0, signed=True)
+    with pytest.raises(ValueError, match="infinite"):
+        qp.quantize(np.array([0.5, np.inf], np.float32), finite=True)
+    assert qp.quantize(np.array([0.5, np.inf], np.float32)).tolist() == [64, 127]
+
+
 def c_quantize(x, out, *, scale=(1.0,), zero_point=(0,), qmin=-128, qmax=127, sizes=None,
                x_type=None, out_dtype=None, null=()):
     scale = np.asarray(scale, np.float64)

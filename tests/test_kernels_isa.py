@@ -31,11 +31,19 @@ from kernel_cases import requantize_cases
 from approxmul_cffi import quant
 for name, args, kw in ([] if only else requantize_cases()):
     out[name] = ["requantize", quant.requantize(*args, **kw).tolist()]
+    real = quant.requantize(*args, **kw, real=(0.37, "float32"))
+    out[name + " real"] = ["requantize", real.tolist()]
 from kernel_cases import affine_cases
 from approxmul_cffi import affine
 for name, kind, args, kw in ([] if only else affine_cases()):
     # repr keeps float32 values exact and tells -0.0 from 0.0
     out[name] = ["affine", repr(getattr(affine, kind)(*args, **kw).tolist())]
+from kernel_cases import nonfinite_cases
+for name, x in ([] if only else nonfinite_cases()):
+    try:
+        out[name] = ["affine", affine.quantize(x, 0.01, 0, -128, 127, finite=True).tolist()]
+    except ValueError as error:
+        out[name] = ["affine", str(error)]
 print(json.dumps({{"isa": am.info()["isa"], "results": out}}))
 """
 
@@ -77,8 +85,20 @@ def test_every_isa_matches_generic_and_numpy(battery_results):
         want = plain_requantize(*args, **kw)
         np.testing.assert_array_equal(np.array(generic[name][1]).reshape(want.shape), want,
                                       err_msg=name)
-    from kernel_cases import affine_cases
+        # the fused output stage: the codes' real values, 0.37 (code - zero point)
+        real = (0.37 * (want.astype(np.float64) - args[4])).astype(np.float32)
+        got = np.array(generic[name + " real"][1], np.float32).reshape(real.shape)
+        np.testing.assert_array_equal(got, real, err_msg=name)
     from approxmul_cffi import affine
+    from kernel_cases import nonfinite_cases
+    for name, x in nonfinite_cases():
+        bad = np.flatnonzero(~np.isfinite(x))
+        if not bad.size:
+            assert generic[name][1] == affine.quantize(x, 0.01, 0, -128, 127).tolist(), name
+        else:
+            kind = "NaN" if np.isnan(x[bad[0]]) else "infinite"
+            assert generic[name][1].startswith(f"x[{bad[0]}] is {kind}"), name
+    from kernel_cases import affine_cases
     for name, kind, args, kw in affine_cases():
         reference = getattr(affine, kind + "_reference")
         if kind == "dequantize":

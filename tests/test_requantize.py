@@ -202,3 +202,59 @@ def test_codes_of_the_largest_accumulators_do_not_wrap_with_the_zero_point():
         got = quant.requantize(*args, signed=signed)
         np.testing.assert_array_equal(got, plain_requantize(*args, signed=signed))
         assert got[0, 0, 0] == hi and got[0, 0, 1] == lo
+
+
+@settings(max_examples=80, deadline=None)
+@given(seed=st.integers(0, 2**32 - 1), rounding=st.sampled_from(quant.ROUNDINGS),
+       signed=st.booleans(), bits=st.sampled_from([4, 8, 12, 16]), per_channel=st.booleans(),
+       real=st.sampled_from(["float32", "float64"]),
+       # chunks of 2048 in C: 1, 4100 and 70-element rows; 3x5 rows run per element
+       shape=st.sampled_from([(3, 5), (2, 3, 70), (1, 1, 4100), (2, 2, 2100), (5, 4, 1)]))
+def test_requantize_to_real_values_equals_requantize_then_dequantize(
+        seed, rounding, signed, bits, per_channel, real, shape):
+    # approxmul_requantize_dequantize: the adapters' output stage in one pass
+    rng = np.random.default_rng(seed)
+    channels = shape[1]
+    factors = np.exp2(rng.uniform(-20, 0, size=channels if per_channel else 1))
+    mantissa, shift = quant.quantize_multiplier(factors if per_channel else factors[0])
+    acc = rng.integers(-2**24, 2**24, size=shape).astype(np.int32)
+    lo, hi = quant.code_range(signed, bits=bits)
+    qmin = int(rng.integers(lo, hi + 1))
+    qmax = int(rng.integers(qmin, hi + 1))
+    zero_point = int(rng.integers(lo, hi + 1))
+    scale = float(np.exp2(rng.uniform(-12, 4)))
+    args = (acc, rng.integers(-500, 500, size=channels), mantissa, shift, zero_point, qmin, qmax)
+    kw = dict(signed=signed, rounding=rounding, bits=bits)
+    codes = quant.requantize(*args, **kw)
+    grid = quant.QParams(np.float64(scale), np.int64(zero_point), signed=signed, bits=bits)
+    want = grid.dequantize(codes, dtype=real)
+    got = quant.requantize(*args, **kw, real=(scale, real))
+    assert got.dtype == want.dtype and got.shape == shape
+    np.testing.assert_array_equal(got.view(f"u{got.itemsize}"), want.view(f"u{want.itemsize}"))
+
+
+def test_bad_requantize_dequantize_arguments_leave_out_untouched():
+    from approxmul_cffi._library import ffi, lib
+
+    acc = np.arange(6, dtype=np.int32).reshape(2, 3)
+    out = np.full((2, 3), 7.5, np.float32)
+    ones, unit = np.ones(3, np.int32), np.full(3, 1 << 30, np.int32)  # factor 2^30 2^(1-31)
+
+    def call(scale=0.5, out_type=lib.APPROXMUL_FLOAT32, code=lib.APPROXMUL_INT8, qmax=127,
+             target=out):
+        return lib.approxmul_requantize_dequantize(
+            2, 3, 1, lib.APPROXMUL_INT32, ffi.from_buffer(acc), ffi.NULL,
+            ffi.from_buffer("int32_t[]", unit), ffi.from_buffer("int32_t[]", ones), 0, -128,
+            qmax, lib.APPROXMUL_ROUND_DOUBLE, code, scale, out_type, ffi.from_buffer(target))
+
+    for scale in (0.0, -1.0, float("nan"), float("inf")):
+        assert call(scale=scale) == lib.APPROXMUL_ERR_INVALID_ARGUMENT
+        assert b"out_scale" in ffi.string(lib.approxmul_last_error())
+    assert call(out_type=9) == lib.APPROXMUL_ERR_DTYPE
+    assert call(code=lib.APPROXMUL_INT32) == lib.APPROXMUL_ERR_DTYPE
+    assert call(qmax=200) == lib.APPROXMUL_ERR_OUT_OF_RANGE
+    assert call(target=acc) == lib.APPROXMUL_ERR_ALIASING
+    assert (out == 7.5).all()
+    assert call() == lib.APPROXMUL_OK
+    # factor 1: the codes are the accumulators, their real values half of them
+    np.testing.assert_array_equal(out, 0.5 * acc)

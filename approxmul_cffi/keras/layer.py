@@ -24,6 +24,7 @@ import tensorflow as tf
 
 from .. import nn, quant
 from ..adapters import ApproximationError, check_gradient, table2d_columns
+from ..errors import InvalidArgumentError
 from ..gradients import gradient_slopes, gradient_table
 from ..multipliers import multiplier as _resolve
 
@@ -225,13 +226,17 @@ class ApproxLayer(keras.layers.Layer):
 
     def _integer(self, x, kernel, bias):
         """(float32 output, input codes in the multiplier's domain), channels last."""
-        if not np.all(np.isfinite(x)):
-            raise ApproximationError(f"input of layer {self.name!r} contains NaN or infinity; "
-                                     "nothing is saturated silently, clean the data first")
         self._sync(kernel, bias if self.use_bias else None)
         node, m = self._node, self.multiplier
-        # the codes go back to TensorFlow for the backward: aligned, they are adopted
-        codes = node.in_qparams.quantize(x, out=_adoptable(x.shape, node.in_qparams.dtype))
+        # the codes go back to TensorFlow for the backward: aligned, they are adopted.
+        # NaN and +-inf are refused by the quantization's own read-only pass.
+        try:
+            codes = node.in_qparams.quantize(
+                x, out=_adoptable(x.shape, node.in_qparams.dtype), finite=True)
+        except InvalidArgumentError as error:
+            raise ApproximationError(
+                f"input of layer {self.name!r} contains NaN or infinity ({error}); nothing is "
+                "saturated silently, clean the data first") from None
         codes = quant.convert_codes(codes, bool(m.signed), in_place=True, bits=m.bits)
         if self.kind == "dense":
             # float32 straight from C (the same bits as float64 then astype), into
@@ -240,11 +245,10 @@ class ApproxLayer(keras.layers.Layer):
             y = node.output_qparams(m.signed).dequantize(
                 acc, dtype=np.float32, out=_adoptable(acc.shape, np.float32))
             return y.reshape(*x.shape[:-1], -1), codes
-        out = node.forward_codes(self._layout(codes), m)
-        n, o, oh, ow = out.shape
+        real = node.forward_codes(self._layout(codes), m, real=np.float32)  # one C pass
+        n, o, oh, ow = real.shape
         y = _adoptable((n, oh, ow, o), np.float32)                # NHWC, filled in one pass
-        np.copyto(y, node.output_qparams(m.signed).dequantize(out, dtype=np.float32)
-                  .transpose(0, 2, 3, 1))
+        np.copyto(y, real.transpose(0, 2, 3, 1))
         return (y[:, 0] if self.kind == "conv1d" else y), codes
 
     def _float_call(self, x):

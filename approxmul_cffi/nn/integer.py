@@ -211,8 +211,14 @@ class QuantizedLayer:
         per_channel = np.moveaxis(error, axis, -1).reshape(-1, error.shape[axis])
         return per_channel.sum(axis=0), len(per_channel)
 
-    def forward_codes(self, codes, multiplier):
-        """Output codes (the multiplier's domain) from input codes (int8 or uint8)."""
+    def forward_codes(self, codes, multiplier, real=None):
+        """Output codes (the multiplier's domain) from input codes (int8 or uint8);
+        with ``real`` (float32 or float64) their real values, bit for bit as
+        ``QTensor.dequantize`` gives them, without the codes in between."""
+        if real is not None and (self.config.requantization == "onnxruntime"
+                                 or self.out_qparams.axis is not None):
+            out = self.forward_codes(codes, multiplier)
+            return self.output_qparams(multiplier.signed).dequantize(out, dtype=real)
         signed = bool(multiplier.signed)
         prepared = self.prepare(signed)
         _, out_qp, (lo, hi) = self._grid(signed)
@@ -228,7 +234,8 @@ class QuantizedLayer:
         return quant.requantize(acc, bias, prepared.mantissa, prepared.shift,
                                 int(out_qp.zero_point), lo, hi,
                                 axis=axis, signed=signed,
-                                rounding=self.config.rounding, bits=out_qp.bits)
+                                rounding=self.config.rounding, bits=out_qp.bits,
+                                real=None if real is None else (float(out_qp.scale), real))
 
     def forward(self, inputs, multiplier):
         """Graph form: one input QTensor -> output QTensor."""

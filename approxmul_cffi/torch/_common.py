@@ -33,7 +33,10 @@ def batches(calibration):
     return out
 
 
-def check_input(x, what):
+def check_input(x, what, values=True):
+    """Refuses what the integer layers cannot take: another device or dtype and, if
+    ``values``, NaN or infinity (a layer's forward leaves those to its quantization,
+    which refuses them in the pass it makes anyway)."""
     if x.device.type != "cpu":
         raise ApproximationError(
             f"{what} is on device {x.device}; approxmul's integer kernels run on the CPU: "
@@ -41,6 +44,11 @@ def check_input(x, what):
     if x.dtype not in _FLOATS:
         raise ApproximationError(f"{what} has dtype {x.dtype}; a floating-point tensor is needed")
     # one reduction pass: NaN propagates through min/max, infinity shows in them
-    if x.numel() and not all(map(math.isfinite, (float(v) for v in torch.aminmax(x)))):
-        raise ApproximationError(f"{what} contains NaN or infinity; nothing is saturated "
-                                 "silently, clean the data first")
+    if values and x.numel() and not all(
+            map(math.isfinite, (float(v) for v in torch.aminmax(x.detach())))):
+        raise nonfinite_error(what)
+
+
+def nonfinite_error(what, detail=""):
+    return ApproximationError(f"{what} contains NaN or infinity{detail}; nothing is saturated "
+                              "silently, clean the data first")

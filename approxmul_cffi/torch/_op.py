@@ -1,7 +1,7 @@
 """The approximate layer as one torch operator, with its autograd formulas.
 
 ``approxmul::layer(x, weight, bias, key, gradient) -> (y, x_codes)`` runs
-the evaluator's integer Conv2d/Linear node (``nn._QWeighted``) registered
+the evaluator's integer Conv2d/Linear node (``nn.QuantizedLayer``) registered
 under ``key``: quantize ``x`` with the layer's input QParams, integer layer
 through approxmul's kernels, requantize, dequantize to ``x``'s dtype.
 ``weight`` and ``bias`` are the layer's float (BN-folded) parameters: the

@@ -125,7 +125,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     const size_t out_bytes = size_t(count) * (dequantize ? real_bytes : code_bytes);
     const bool overlap = count > 0 && in.ConsumeIntegralInRange(0, 15) == 0;
     std::vector<unsigned char> input(in_bytes + (overlap ? out_bytes : 0));
-    bool has_nan = false;
+    const bool finite = !dequantize && in.ConsumeBool();  // approxmul_quantize_finite
+    bool has_nan = false, has_inf = false;
     for (int64_t i = 0; i < count; ++i) {
         const int64_t c = (i / inner) % channels;
         if (dequantize) {
@@ -136,14 +137,16 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
             if (single) {
                 const float f = float(v);
                 has_nan |= std::isnan(f);
+                has_inf |= std::isinf(f);
                 std::memcpy(input.data() + 4 * i, &f, 4);
             } else {
                 has_nan |= std::isnan(v);
+                has_inf |= std::isinf(v);
                 std::memcpy(input.data() + 8 * i, &v, 8);
             }
         }
     }
-    if (!dequantize && count > 0) valid &= !has_nan;
+    if (!dequantize && count > 0) valid &= !has_nan && !(finite && has_inf);
     std::vector<unsigned char> out_storage(out_bytes, 0x5a);
     unsigned char *out = out_storage.data();
     if (overlap) {  // aligned for its type, as a C caller's pointer is
@@ -160,11 +163,10 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
                                            count ? input.data() : nullptr, scale.data(),
                                            zero.data(), static_cast<approxmul_real_type>(real_type),
                                            count ? out : nullptr))
-            : checked(approxmul_quantize(outer, channels, inner,
-                                         static_cast<approxmul_real_type>(real_type),
-                                         count ? input.data() : nullptr, scale.data(), zero.data(),
-                                         qmin, qmax, static_cast<approxmul_dtype>(code),
-                                         count ? out : nullptr));
+            : checked((finite ? approxmul_quantize_finite : approxmul_quantize)(
+                  outer, channels, inner, static_cast<approxmul_real_type>(real_type),
+                  count ? input.data() : nullptr, scale.data(), zero.data(), qmin, qmax,
+                  static_cast<approxmul_dtype>(code), count ? out : nullptr));
     const bool input_unchanged =
         std::equal(input_before.begin(), input_before.end(), input.begin());
     if (overlap && out < input.data() + in_bytes)

@@ -5,7 +5,10 @@
 // the output type (8- and 16-bit codes), and an output overlapping the
 // accumulators.
 // Successes must equal the harness's own statement of the arithmetic
-// (128-bit integers, floor divisions); failures write nothing.
+// (128-bit integers, floor divisions), and approxmul_requantize_dequantize
+// the same codes scaled; failures write nothing.
+#include <cmath>
+
 #include "fuzz_common.hpp"
 
 using namespace fuzz;
@@ -157,21 +160,51 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         return 0;
     }
     expect(valid, "invalid requantize arguments accepted");
+    const auto code_at = [&](int64_t i) {
+        if (out16) {
+            uint16_t raw;
+            std::memcpy(&raw, out + 2 * i, 2);
+            return out_dtype == APPROXMUL_INT16 ? int64_t(int16_t(raw)) : int64_t(raw);
+        }
+        return out_dtype == APPROXMUL_INT8 ? int64_t(int8_t(out[i])) : int64_t(out[i]);
+    };
     expect(acc_unchanged(), "acc modified");
     for (int64_t i = 0; i < count; ++i) {
         const int64_t c = (i / inner) % channels;
         const int64_t want = reference(wide ? values[size_t(i)] : int32_t(values[size_t(i)]),
                                        null_bias ? 0 : bias[size_t(c)], mantissa[size_t(c)],
                                        shift[size_t(c)], rounding, zero_point, qmin, qmax);
-        int64_t got;
-        if (out16) {
-            uint16_t raw;
-            std::memcpy(&raw, out + 2 * i, 2);
-            got = out_dtype == APPROXMUL_INT16 ? int64_t(int16_t(raw)) : int64_t(raw);
+        expect(code_at(i) == want, "requantized code differs from the reference",
+               static_cast<long long>(i));
+    }
+    // the fused pass to real values: the same codes, scaled, bit for bit
+    const double scale = std::ldexp(1.0 + in.ConsumeIntegralInRange(0, 1023) / 1024.0,
+                                    in.ConsumeIntegralInRange(-30, 10));
+    const bool real64 = in.ConsumeBool();
+    std::vector<unsigned char> real(static_cast<size_t>(count) * (real64 ? 8 : 4));
+    expect(checked(approxmul_requantize_dequantize(
+               outer, channels, inner, static_cast<approxmul_dtype>(acc_dtype),
+               count ? acc_storage.data() : nullptr, null_bias ? nullptr : bias.data(),
+               channels ? mantissa.data() : nullptr, channels ? shift.data() : nullptr,
+               zero_point, qmin, qmax, static_cast<approxmul_rounding>(rounding),
+               static_cast<approxmul_dtype>(out_dtype), scale,
+               real64 ? APPROXMUL_FLOAT64 : APPROXMUL_FLOAT32, count ? real.data() : nullptr)) ==
+               APPROXMUL_OK,
+           "requantize_dequantize refused what requantize took");
+    for (int64_t i = 0; i < count; ++i) {
+        const double want = scale * (double(code_at(i)) - double(zero_point));
+        bool same;
+        if (real64) {
+            double got;
+            std::memcpy(&got, real.data() + 8 * i, 8);
+            same = std::memcmp(&got, &want, 8) == 0;
         } else {
-            got = out_dtype == APPROXMUL_INT8 ? int64_t(int8_t(out[i])) : int64_t(out[i]);
+            float got;
+            const float want32 = static_cast<float>(want);
+            std::memcpy(&got, real.data() + 4 * i, 4);
+            same = std::memcmp(&got, &want32, 4) == 0;
         }
-        expect(got == want, "requantized code differs from the reference",
+        expect(same, "requantize_dequantize differs from the scaled codes",
                static_cast<long long>(i));
     }
     return 0;

@@ -504,6 +504,17 @@ APPROXMUL_API approxmul_status approxmul_quantize(
     const double *scale, const int32_t *zero_point, int32_t qmin, int32_t qmax,
     approxmul_dtype out_dtype, void *out);
 
+/* approxmul_quantize for values that must be finite: +-infinity is refused
+ * like NaN (APPROXMUL_ERR_INVALID_ARGUMENT, the message names its index) in
+ * the same read-only pass, where approxmul_quantize would clamp it; nothing
+ * is written then. For a framework's activations, where an infinity is a
+ * fault to report rather than a value to saturate. */
+APPROXMUL_API approxmul_status approxmul_quantize_finite(
+    int64_t outer, int64_t channels, int64_t inner,
+    approxmul_real_type x_type, const void *x,
+    const double *scale, const int32_t *zero_point, int32_t qmin, int32_t qmax,
+    approxmul_dtype out_dtype, void *out);
+
 /* Integer codes to real values: out[o,c,i] = scale[c] * (codes[o,c,i] -
  * zero_point[c]), computed in double and rounded once to float32 when out
  * is float32. codes are int8, uint8, int16, uint16 or int32, out float32 or
@@ -514,6 +525,21 @@ APPROXMUL_API approxmul_status approxmul_dequantize(
     approxmul_dtype codes_dtype, const void *codes,
     const double *scale, const int32_t *zero_point,
     approxmul_real_type out_type, void *out);
+
+/* approxmul_requantize into codes of code_dtype, then approxmul_dequantize
+ * of those codes with one scale (out_scale) and zero_point, in one pass and
+ * without the codes array, for adapters that hand real values back to a
+ * float framework: out[o,c,i] = out_scale * (code[o,c,i] - zero_point), in
+ * double, rounded once to float32 when out is float32. The same bits as the
+ * two calls; the arguments are checked as theirs are (code_dtype takes
+ * approxmul_requantize's out_dtype checks; out_scale finite and > 0), and
+ * out must not overlap acc. */
+APPROXMUL_API approxmul_status approxmul_requantize_dequantize(
+    int64_t outer, int64_t channels, int64_t inner,
+    approxmul_dtype acc_dtype, const void *acc,
+    const int32_t *bias, const int32_t *mantissa, const int32_t *shift,
+    int32_t zero_point, int32_t qmin, int32_t qmax, approxmul_rounding rounding,
+    approxmul_dtype code_dtype, double out_scale, approxmul_real_type out_type, void *out);
 
 #ifdef __cplusplus
 }

@@ -95,7 +95,28 @@ static void test_errors_write_nothing(void) {
     CHECK(approxmul_quantize(1, 1, 4, APPROXMUL_FLOAT64, x, &scale, &zero, -128, 127,
                              APPROXMUL_INT8, out) == APPROXMUL_ERR_INVALID_ARGUMENT);
     CHECK(strcmp(approxmul_last_error(), "x[2] is NaN, which has no code") == 0);
+    /* an infinity: clamped by approxmul_quantize, refused by _finite, and a
+     * NaN after it is still named first by index order */
+    x[2] = INFINITY;
+    CHECK(approxmul_quantize_finite(1, 1, 4, APPROXMUL_FLOAT64, x, &scale, &zero, -128, 127,
+                                    APPROXMUL_INT8, out) == APPROXMUL_ERR_INVALID_ARGUMENT);
+    CHECK(strcmp(approxmul_last_error(),
+                 "x[2] is infinite, which approxmul_quantize_finite refuses") == 0);
+    x[3] = NAN;
+    CHECK(approxmul_quantize_finite(1, 1, 4, APPROXMUL_FLOAT64, x, &scale, &zero, -128, 127,
+                                    APPROXMUL_INT8, out) == APPROXMUL_ERR_INVALID_ARGUMENT);
+    CHECK(strstr(approxmul_last_error(), "x[2] is infinite") != NULL);
+    x[3] = 4.0;
+    for (i = 0; i < 4; ++i) CHECK(out[i] == 0x5a);
+    CHECK(approxmul_quantize(1, 1, 4, APPROXMUL_FLOAT64, x, &scale, &zero, -128, 127,
+                             APPROXMUL_INT8, out) == APPROXMUL_OK);
+    CHECK(out[0] == 1 && out[1] == 2 && out[2] == 127 && out[3] == 4);
+    memset(out, 0x5a, sizeof out);
     x[2] = 3.0;
+    CHECK(approxmul_quantize_finite(1, 1, 4, APPROXMUL_FLOAT64, x, &scale, &zero, -128, 127,
+                                    APPROXMUL_INT8, out) == APPROXMUL_OK);
+    CHECK(out[0] == 1 && out[1] == 2 && out[2] == 3 && out[3] == 4);
+    memset(out, 0x5a, sizeof out);
     CHECK(approxmul_quantize(1, 1, 4, APPROXMUL_FLOAT64, x, &bad_scale, &zero, -128, 127,
                              APPROXMUL_INT8, out) == APPROXMUL_ERR_INVALID_ARGUMENT);
     CHECK(approxmul_quantize(1, 1, 4, APPROXMUL_FLOAT64, x, &scale, &far_zero, -128, 127,

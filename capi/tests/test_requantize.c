@@ -174,6 +174,52 @@ static void test_wide_codes(void) {
           APPROXMUL_ERR_OUT_OF_RANGE);
 }
 
+/* approxmul_requantize_dequantize: the 12-bit row of test_wide_codes as
+ * real values 0.25 * (code - 2048), float32 and float64, across a row longer
+ * than the library's 2048-element chunks; and its own error contract. */
+static void test_requantize_dequantize(void) {
+    static int32_t acc[5000];
+    static uint16_t codes[5000];
+    static float f32[5000];
+    static double f64[5000];
+    const int32_t mantissa = 1 << 30, shift = 0;
+    int i;
+    for (i = 0; i < 5000; ++i) acc[i] = (i % 97 - 48) * 93 + i; /* ends past +-4096 */
+    CHECK(approxmul_requantize(1, 1, 5000, APPROXMUL_INT32, acc, NULL, &mantissa, &shift, 2048,
+                               0, 4095, APPROXMUL_ROUND_DOUBLE, APPROXMUL_UINT16, codes) ==
+          APPROXMUL_OK);
+    CHECK(approxmul_requantize_dequantize(1, 1, 5000, APPROXMUL_INT32, acc, NULL, &mantissa,
+                                          &shift, 2048, 0, 4095, APPROXMUL_ROUND_DOUBLE,
+                                          APPROXMUL_UINT16, 0.25, APPROXMUL_FLOAT32, f32) ==
+          APPROXMUL_OK);
+    CHECK(approxmul_requantize_dequantize(1, 1, 5000, APPROXMUL_INT32, acc, NULL, &mantissa,
+                                          &shift, 2048, 0, 4095, APPROXMUL_ROUND_DOUBLE,
+                                          APPROXMUL_UINT16, 0.25, APPROXMUL_FLOAT64, f64) ==
+          APPROXMUL_OK);
+    for (i = 0; i < 5000; ++i) {
+        CHECK(f64[i] == 0.25 * ((double)codes[i] - 2048));
+        CHECK(f32[i] == (float)f64[i]);
+    }
+    CHECK(codes[4999] == 4095 && f64[4999] == 511.75);
+    /* refused: a scale that is not finite and positive, a real type that is
+     * not one, codes too narrow for qmax; out untouched */
+    f32[0] = 9.0f;
+    CHECK(approxmul_requantize_dequantize(1, 1, 5000, APPROXMUL_INT32, acc, NULL, &mantissa,
+                                          &shift, 2048, 0, 4095, APPROXMUL_ROUND_DOUBLE,
+                                          APPROXMUL_UINT16, 0.0, APPROXMUL_FLOAT32, f32) ==
+          APPROXMUL_ERR_INVALID_ARGUMENT);
+    CHECK(strstr(approxmul_last_error(), "out_scale") != NULL);
+    CHECK(approxmul_requantize_dequantize(1, 1, 5000, APPROXMUL_INT32, acc, NULL, &mantissa,
+                                          &shift, 2048, 0, 4095, APPROXMUL_ROUND_DOUBLE,
+                                          APPROXMUL_UINT16, 0.25, (approxmul_real_type)3, f32) ==
+          APPROXMUL_ERR_DTYPE);
+    CHECK(approxmul_requantize_dequantize(1, 1, 5000, APPROXMUL_INT32, acc, NULL, &mantissa,
+                                          &shift, 2048, 0, 4095, APPROXMUL_ROUND_DOUBLE,
+                                          APPROXMUL_UINT8, 0.25, APPROXMUL_FLOAT32, f32) ==
+          APPROXMUL_ERR_OUT_OF_RANGE);
+    CHECK(f32[0] == 9.0f);
+}
+
 int main(void) {
     /* channel 0: -1.5 -0.5 0.5 1.5; channel 1: 16.5 -1.5 165 -1610612736 */
     const int8_t per_channel_double[8] = {-2, -1, 1, 2, 17, -1, 127, -128};
@@ -191,6 +237,7 @@ int main(void) {
     test_left_shift_saturates(APPROXMUL_ROUND_SINGLE, shifted_single);
     test_long_rows_match_single_elements();
     test_wide_codes();
+    test_requantize_dequantize();
     test_errors_write_nothing();
     if (failures) {
         fprintf(stderr, "%d check(s) failed\n", failures);

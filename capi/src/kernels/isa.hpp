@@ -94,8 +94,9 @@ struct KernelTable {
     // uint8, int16, uint16 or int32 as approxmul_dtype values).
     void (*dequantize)(int64_t n, const void *codes, int code, const double *scale,
                        const double *zero, int step, int out64, void *out);
-    // Whether any of n values (double if x64, else float) is NaN.
-    int (*any_nan)(int64_t n, const void *x, int x64);
+    // Whether any of n values (double if x64, else float) is NaN, or with
+    // infinite_too NaN or +-infinity.
+    int (*any_nan)(int64_t n, const void *x, int x64, int infinite_too);
 
     // Longest exact factorization of an 8-bit table worth running as int16
     // GEMMs (one per rank term) rather than through the table kernel.

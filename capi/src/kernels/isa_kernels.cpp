@@ -733,10 +733,11 @@ void dequantize_loop(int64_t n, const In *__restrict codes, const double *__rest
         out[i] = static_cast<Out>(scale[i * Step] * (static_cast<double>(codes[i]) - zero[i * Step]));
 }
 
-template <typename In>
+template <bool Infinite, typename In>
 int nan_loop(int64_t n, const In *x) {
     int bad = 0;
-    for (int64_t i = 0; i < n; ++i) bad |= x[i] != x[i];
+    // x - x is 0 for finite x and NaN for NaN and +-infinity
+    for (int64_t i = 0; i < n; ++i) bad |= Infinite ? x[i] - x[i] != 0 : x[i] != x[i];
     return bad;
 }
 
@@ -789,9 +790,12 @@ void dequantize(int64_t n, const void *codes, int code, const double *scale,
     });
 }
 
-int any_nan(int64_t n, const void *x, int x64) {
-    return x64 ? nan_loop(n, static_cast<const double *>(x))
-               : nan_loop(n, static_cast<const float *>(x));
+int any_nan(int64_t n, const void *x, int x64, int infinite_too) {
+    if (infinite_too)
+        return x64 ? nan_loop<true>(n, static_cast<const double *>(x))
+                   : nan_loop<true>(n, static_cast<const float *>(x));
+    return x64 ? nan_loop<false>(n, static_cast<const double *>(x))
+               : nan_loop<false>(n, static_cast<const float *>(x));
 }
 
 #define APPROXMUL_STRINGIFY2(x) #x

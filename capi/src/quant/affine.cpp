@@ -135,21 +135,27 @@ void check(const QuantizeProblem &p) {
                  static_cast<long long>(c), p.layout.zero_point[c]);
     check_apart(p.x, count * static_cast<int64_t>(real_size(p.x_type)), p.out,
                 count * static_cast<int64_t>(dtype_size(p.out_dtype)), "x");
-    // NaN has no code: refused before anything is written, so a read-only pass
+    // NaN has no code (nor, if finite_only, does an infinity): refused before
+    // anything is written, so a read-only pass
     const kernels::KernelTable &kt = affine_kernels();
     const int x64 = p.x_type == APPROXMUL_FLOAT64;
+    const int infinite = p.finite_only ? 1 : 0;
     const auto *x = static_cast<const char *>(p.x);
     const int64_t item = static_cast<int64_t>(real_size(p.x_type));
     std::vector<char> bad(static_cast<size_t>((count + kBlock - 1) / kBlock), 0);
     for_blocks(count, [&](int64_t begin, int64_t end) {
         bad[static_cast<size_t>(begin / kBlock)] =
-            static_cast<char>(kt.any_nan(end - begin, x + begin * item, x64));
+            static_cast<char>(kt.any_nan(end - begin, x + begin * item, x64, infinite));
     });
     const auto first_bad = std::find(bad.begin(), bad.end(), 1);
     if (first_bad == bad.end()) return;
     int64_t i = (first_bad - bad.begin()) * kBlock;
-    while (!kt.any_nan(1, x + i * item, x64)) ++i;
-    fail(APPROXMUL_ERR_INVALID_ARGUMENT, "x[%lld] is NaN, which has no code",
+    while (!kt.any_nan(1, x + i * item, x64, infinite)) ++i;
+    if (kt.any_nan(1, x + i * item, x64, 0))
+        fail(APPROXMUL_ERR_INVALID_ARGUMENT, "x[%lld] is NaN, which has no code",
+             static_cast<long long>(i));
+    fail(APPROXMUL_ERR_INVALID_ARGUMENT,
+         "x[%lld] is infinite, which approxmul_quantize_finite refuses",
          static_cast<long long>(i));
 }
 

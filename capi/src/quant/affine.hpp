@@ -24,6 +24,7 @@ struct QuantizeProblem {
     int32_t qmin, qmax;
     approxmul_dtype out_dtype;
     void *out;
+    bool finite_only;  // +-infinity refused like NaN (approxmul_quantize_finite)
 };
 
 struct DequantizeProblem {

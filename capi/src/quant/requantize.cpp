@@ -1,6 +1,7 @@
 #include "requantize.hpp"
 
 #include <algorithm>
+#include <cmath>
 #include <limits>
 #include <vector>
 
@@ -24,7 +25,7 @@ namespace {
 //   code = clamp(y + zero_point, qmin, qmax)
 
 // The kernel set's vectorised loop (isa_kernels.cpp) does the arithmetic
-// above; this function splits the work. Rows of at least kRowRun elements
+// above; for_chunks splits the work. Rows of at least kRowRun elements
 // run with their channel's parameters as scalars; shorter rows (a linear
 // layer's are one element, a small feature map's 16) run as whole
 // channels*inner stretches with the parameters expanded per element.
@@ -38,14 +39,17 @@ const kernels::KernelTable &requantize_kernels() {
     }
 }
 
-void run(const RequantizeProblem &p) {
-    const kernels::KernelTable &kt = requantize_kernels();
-    const int acc64 = p.acc_dtype == APPROXMUL_INT64 ? 1 : 0;
-    const size_t acc_item = acc64 ? 8 : 4;
-    const int single = p.rounding == APPROXMUL_ROUND_DOUBLE ? 0 : 1;
+// Elements per emit call: a chunk of codes stays in L1 between the two
+// passes of requantize_dequantize.
+constexpr int64_t kChunk = 2048;
+
+// Calls emit(first, n, acc, bias, mantissa, shift, step) over chunks of at
+// most kChunk elements that cover the problem, in parallel; the parameter
+// pointers are those of the chunk's first element.
+template <typename Emit>
+void for_chunks(const RequantizeProblem &p, const Emit &emit) {
+    const size_t acc_item = p.acc_dtype == APPROXMUL_INT64 ? 8 : 4;
     const auto *acc = static_cast<const char *>(p.acc);
-    auto *out = static_cast<char *>(p.out);
-    const int64_t out_item = static_cast<int64_t>(dtype_size(p.out_dtype));
     std::vector<int32_t> zero_bias;
     const int32_t *bias = p.bias;
     if (bias == nullptr) {
@@ -73,25 +77,22 @@ void run(const RequantizeProblem &p) {
     const int threads = tasks > 1 ? num_threads() : 1;
     kernels::parallel_for(tasks, threads, [&](int64_t task, int) {
         const int64_t end = std::min(units, (task + 1) * per_task);
-        for (int64_t u = task * per_task; u < end; ++u) {
-            const void *in = acc + u * unit * static_cast<int64_t>(acc_item);
-            char *to = out + u * unit * out_item;
-            if (by_row) {
-                const int64_t c = u % p.channels;
-                kt.requantize(unit, in, acc64, bias + c, p.mantissa + c, p.shift + c, 0,
-                              p.zero_point, p.qmin, p.qmax, single, p.out_dtype, to);
-            } else {
-                kt.requantize(unit, in, acc64, expanded.data(), expanded.data() + unit,
-                              expanded.data() + 2 * unit, 1, p.zero_point, p.qmin, p.qmax,
-                              single, p.out_dtype, to);
+        for (int64_t u = task * per_task; u < end; ++u)
+            for (int64_t j = 0; j < unit; j += kChunk) {
+                const int64_t first = u * unit + j, n = std::min(kChunk, unit - j);
+                const void *in = acc + first * static_cast<int64_t>(acc_item);
+                if (by_row) {
+                    const int64_t c = u % p.channels;
+                    emit(first, n, in, bias + c, p.mantissa + c, p.shift + c, 0);
+                } else {
+                    const int32_t *e = expanded.data() + j;
+                    emit(first, n, in, e, e + unit, e + 2 * unit, 1);
+                }
             }
-        }
     });
 }
 
-}  // namespace
-
-void check(const RequantizeProblem &p) {
+void check_requantize(const RequantizeProblem &p, void *out, int64_t out_item) {
     const int64_t count = checked_layout_count(p.outer, p.channels, p.inner);
     if (p.acc_dtype != APPROXMUL_INT32 && p.acc_dtype != APPROXMUL_INT64)
         fail(APPROXMUL_ERR_DTYPE, "acc: element type %s; accumulators are int32 or int64",
@@ -103,7 +104,7 @@ void check(const RequantizeProblem &p) {
     check_code_range(p.qmin, p.qmax, p.out_dtype);
     if (count == 0) return;
     require_pointer(p.acc, "acc");
-    require_pointer(p.out, "out");
+    require_pointer(out, "out");
     require_pointer(p.mantissa, "mantissa");
     require_pointer(p.shift, "shift");
     for (int64_t c = 0; c < p.channels; ++c) {
@@ -116,15 +117,59 @@ void check(const RequantizeProblem &p) {
     }
     // out must not overlap acc (both are contiguous)
     const auto acc_lo = reinterpret_cast<intptr_t>(p.acc);
-    const auto out_lo = reinterpret_cast<intptr_t>(p.out);
+    const auto out_lo = reinterpret_cast<intptr_t>(out);
     const intptr_t acc_hi = acc_lo + static_cast<intptr_t>(count * dtype_size(p.acc_dtype));
-    const intptr_t out_hi = out_lo + static_cast<intptr_t>(count * dtype_size(p.out_dtype));
+    const intptr_t out_hi = out_lo + static_cast<intptr_t>(count * out_item);
     if (acc_lo < out_hi && out_lo < acc_hi) fail(APPROXMUL_ERR_ALIASING, "out overlaps acc");
+}
+
+}  // namespace
+
+void check(const RequantizeProblem &p) {
+    check_requantize(p, p.out, static_cast<int64_t>(dtype_size(p.out_dtype)));
 }
 
 void requantize(const RequantizeProblem &p) {
     if (p.outer * p.channels * p.inner == 0) return;
-    run(p);
+    const kernels::KernelTable &kt = requantize_kernels();
+    const int acc64 = p.acc_dtype == APPROXMUL_INT64 ? 1 : 0;
+    const int single = p.rounding == APPROXMUL_ROUND_DOUBLE ? 0 : 1;
+    auto *out = static_cast<char *>(p.out);
+    const int64_t out_item = static_cast<int64_t>(dtype_size(p.out_dtype));
+    for_chunks(p, [&](int64_t first, int64_t n, const void *acc, const int32_t *bias,
+                      const int32_t *mantissa, const int32_t *shift, int step) {
+        kt.requantize(n, acc, acc64, bias, mantissa, shift, step, p.zero_point, p.qmin, p.qmax,
+                      single, p.out_dtype, out + first * out_item);
+    });
+}
+
+void check(const RequantizeProblem &p, const RealOutput &real) {
+    if (real.type != APPROXMUL_FLOAT32 && real.type != APPROXMUL_FLOAT64)
+        fail(APPROXMUL_ERR_DTYPE, "out: %d is not an approxmul_real_type value",
+             static_cast<int>(real.type));
+    if (!(std::isfinite(real.scale) && real.scale > 0))
+        fail(APPROXMUL_ERR_INVALID_ARGUMENT, "out_scale = %g is not finite and positive",
+             real.scale);
+    check_requantize(p, real.out, real.type == APPROXMUL_FLOAT32 ? 4 : 8);
+}
+
+void requantize_dequantize(const RequantizeProblem &p, const RealOutput &real) {
+    if (p.outer * p.channels * p.inner == 0) return;
+    const kernels::KernelTable &kt = requantize_kernels();
+    const int acc64 = p.acc_dtype == APPROXMUL_INT64 ? 1 : 0;
+    const int single = p.rounding == APPROXMUL_ROUND_DOUBLE ? 0 : 1;
+    const int out64 = real.type == APPROXMUL_FLOAT64;
+    auto *out = static_cast<char *>(real.out);
+    const int64_t out_item = out64 ? 8 : 4;
+    const double zero = p.zero_point;
+    for_chunks(p, [&](int64_t first, int64_t n, const void *acc, const int32_t *bias,
+                      const int32_t *mantissa, const int32_t *shift, int step) {
+        alignas(64) int16_t codes[kChunk];  // 8- or 16-bit codes of this chunk
+        kt.requantize(n, acc, acc64, bias, mantissa, shift, step, p.zero_point, p.qmin, p.qmax,
+                      single, p.out_dtype, codes);
+        kt.dequantize(n, codes, p.out_dtype, &real.scale, &zero, 0, out64,
+                      out + first * out_item);
+    });
 }
 
 }  // namespace approxmul::quant

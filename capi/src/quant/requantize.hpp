@@ -24,4 +24,16 @@ struct RequantizeProblem {
 void check(const RequantizeProblem &p);  // throws Error; call before requantize
 void requantize(const RequantizeProblem &p);
 
+// The codes' real values instead of the codes (approxmul_requantize_dequantize):
+// out = scale * (code - zero_point), code as requantize writes it into
+// RequantizeProblem::out_dtype, whose out is unused.
+struct RealOutput {
+    double scale;
+    approxmul_real_type type;
+    void *out;
+};
+
+void check(const RequantizeProblem &p, const RealOutput &real);  // as check above
+void requantize_dequantize(const RequantizeProblem &p, const RealOutput &real);
+
 }  // namespace approxmul::quant
