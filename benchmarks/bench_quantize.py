@@ -2,7 +2,8 @@
 
 Each case runs the NumPy reference and the C function (QParams.quantize /
 dequantize) in separate blocks, a short pause apart, best of --repeats, and
-checks that both give the same bits. For scale, the same run times the
+checks that both give the same bits (requantization too: the adapters'
+output stage, alone and fused with the dequantization). For scale, the same run times the
 approximate conv2d that consumes the quantized activation (a ResNet-20
 layer: 64x16x32x32 input, 16x16x3x3 weights, a table multiplier).
 
@@ -49,6 +50,19 @@ def cases(quick):
     yield "dequantize uint8 -> float32 (NumPy: float64 then astype)", \
         lambda: act.dequantize_reference(codes).astype(np.float32), \
         lambda: act.dequantize(codes, dtype=np.float32)
+    # the adapters' output stage: int32 accumulators of that layer to uint8
+    # codes, then to float32 (per-channel factors below 1/2, per-tensor scale)
+    acc = rng.integers(-40000, 40000, size=shape).astype(np.int32)
+    mantissa, shift = quant.quantize_multiplier(rng.uniform(0.001, 0.01, size=shape[1]))
+    bias = rng.integers(-500, 500, size=shape[1]).astype(np.int32)
+    args = (acc, bias, mantissa, shift, int(act.zero_point), 0, 255)
+    yield "requantize int32 -> uint8, per channel", \
+        lambda: quant.requantize_reference(*args, signed=False), \
+        lambda: quant.requantize(*args, signed=False)
+    yield "requantize + dequantize int32 -> float32 (C: one pass)", \
+        lambda: act.dequantize_reference(
+            quant.requantize_reference(*args, signed=False)).astype(np.float32), \
+        lambda: quant.requantize(*args, signed=False, real=(float(act.scale), np.float32))
 
 
 def conv2d_ms(quick, repeats):

@@ -111,10 +111,14 @@ def main():
     q = layer.quantized(False)
     codes = layer.integer_forward(x)[1].numpy()
     w = q["w_codes"].numpy()
-    t_raw = best(lambda: am.conv2d(codes, w, m, padding=1, x_zero_point=q["z_x"],
-                                   w_zero_point=q["z_w"]), args.repeat)
+    # three rounds of one block each, the best of each engine: a shared machine
+    # drifts between two single blocks by more than the overhead measured
+    t_raw = t_layer = float("inf")
     with torch.no_grad():
-        t_layer = best(lambda: approx(x), args.repeat)
+        for _ in range(3):
+            t_raw = min(t_raw, best(lambda: am.conv2d(codes, w, m, padding=1, x_zero_point=q["z_x"],
+                                                      w_zero_point=q["z_w"]), args.repeat))
+            t_layer = min(t_layer, best(lambda: approx(x), args.repeat))
     results["rows"].append(dict(name="adapter overhead", raw_ms=t_raw * 1e3, layer_ms=t_layer * 1e3,
                                 overhead=t_layer / t_raw - 1))
     print(f"{'adapter overhead, conv 16x32x32, drum:k=4':44s} raw conv2d {t_raw * 1e3:8.2f} ms  "

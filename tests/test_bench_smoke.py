@@ -60,7 +60,9 @@ def test_bench_quantize_quick_runs(tmp_path):
                             capture_output=True, text=True, timeout=300)
     assert result.returncode == 0, result.stderr
     data = json.loads(out.read_text())
-    assert len(data["results"]) == 5 and data["conv2d_ms"] > 0
+    assert [r["case"].split()[0] for r in data["results"]] == \
+        ["quantize"] * 3 + ["dequantize"] * 2 + ["requantize"] * 2
+    assert data["conv2d_ms"] > 0
     assert all(r["numpy_ms"] > 0 and r["c_ms"] > 0 for r in data["results"])
 
 

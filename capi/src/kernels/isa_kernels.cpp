@@ -584,13 +584,16 @@ void requantize_loop(int64_t n, const Acc *__restrict acc, const int32_t *__rest
 // 64-bit product of each lane through vpmuldq (even and odd lanes apart);
 // bits 31..62 of the nudged product are the high half whichever way it is
 // shifted, as it fits int32. Returns the elements done (a multiple of 8).
+// Left: shift > 0 (factors of at least 1/2 scale t up first; smaller ones,
+// the usual case, skip that step's 8 instructions).
+template <bool Left>
 int64_t requantize_double_avx2(int64_t n, const int32_t *acc, int32_t bias, int32_t mantissa,
                                int32_t shift, int32_t zero_point, int32_t qmin, int32_t qmax,
                                uint8_t *out) {
     const __m256i zero = _mm256_setzero_si256(), b = _mm256_set1_epi32(bias);
     const __m256i int_max = _mm256_set1_epi32(0x7fffffff);
     const __m256i m = _mm256_set1_epi32(mantissa);
-    const __m128i left = _mm_cvtsi32_si128(shift > 0 ? shift : 0);
+    [[maybe_unused]] const __m128i left = _mm_cvtsi32_si128(shift > 0 ? shift : 0);
     const int right_bits = shift < 0 ? -shift : 0;
     const __m128i right = _mm_cvtsi32_si128(right_bits);
     const __m256i nudge_pos = _mm256_set1_epi64x(int64_t{1} << 30);
@@ -627,11 +630,14 @@ int64_t requantize_double_avx2(int64_t n, const int32_t *acc, int32_t bias, int3
             _mm256_and_si256(_mm256_xor_si256(a, t), _mm256_xor_si256(b, t)), 31);
         t = _mm256_blendv_epi8(t, _mm256_xor_si256(_mm256_srai_epi32(a, 31), int_max), over);
         // x = sat32(t * 2^left)
-        __m256i x = _mm256_sll_epi32(t, left);
-        const __m256i lost = _mm256_xor_si256(_mm256_sra_epi32(x, left), t);
-        x = _mm256_blendv_epi8(x, _mm256_xor_si256(_mm256_srai_epi32(t, 31), int_max),
-                               _mm256_xor_si256(_mm256_cmpeq_epi32(lost, zero),
-                                                _mm256_set1_epi32(-1)));
+        __m256i x = t;
+        if constexpr (Left) {
+            x = _mm256_sll_epi32(t, left);
+            const __m256i lost = _mm256_xor_si256(_mm256_sra_epi32(x, left), t);
+            x = _mm256_blendv_epi8(x, _mm256_xor_si256(_mm256_srai_epi32(t, 31), int_max),
+                                   _mm256_xor_si256(_mm256_cmpeq_epi32(lost, zero),
+                                                    _mm256_set1_epi32(-1)));
+        }
         const __m256i even = high_half(x), odd = high_half(_mm256_srli_epi64(x, 32));
         const __m256i high = _mm256_blend_epi32(even, _mm256_slli_epi64(odd, 32), 0xaa);
         // RoundingDivideByPOT(high, right): ties away from zero
@@ -656,9 +662,10 @@ void requantize_acc(int64_t n, const void *acc, const int32_t *bias, const int32
 #if defined(__AVX2__) && !defined(__AVX512F__)
     if (std::is_same<Acc, int32_t>::value && std::is_same<Out, uint8_t>::value && !Single &&
         step == 0) {
-        const int64_t done = requantize_double_avx2(n, reinterpret_cast<const int32_t *>(a), *bias,
-                                                    *mantissa, *shift, zero_point, qmin, qmax,
-                                                    reinterpret_cast<uint8_t *>(out));
+        const int64_t done = (*shift > 0 ? requantize_double_avx2<true>
+                                         : requantize_double_avx2<false>)(
+            n, reinterpret_cast<const int32_t *>(a), *bias, *mantissa, *shift, zero_point, qmin,
+            qmax, reinterpret_cast<uint8_t *>(out));
         a += done, out += done, n -= done;
     }
 #endif
