@@ -9,7 +9,9 @@ own block after a short pause (best of --repeat):
   exact multiplier, DRUM(4) and an arbitrary random 8x8 table;
 - backward with gradient="ste" vs the float model's backward;
 - adapter overhead: one approximate Conv2d layer vs a raw approxmul_cffi.conv2d
-  of the same codes (the adapter adds quantize, requantize, dequantize);
+  of the same codes (the adapter adds quantize, requantize, dequantize), the
+  median ratio of 9 rounds of one block each;
+- per-call cost: a 1x4x4x4 conv, float torch vs raw conv2d vs the layer;
 - interleaving: an approximate layer right after a float torch conv vs alone.
 Prints the ratios (>1: the approximate model is faster).
 """
@@ -24,6 +26,7 @@ import timing  # benchmarks/timing.py
 from approxmul_cffi.torch import approximate
 
 PAUSE = 0.2
+OVERHEAD_ROUNDS = 9
 
 
 def best(fn, repeat):
@@ -111,18 +114,42 @@ def main():
     q = layer.quantized(False)
     codes = layer.integer_forward(x)[1].numpy()
     w = q["w_codes"].numpy()
-    # three rounds of one block each, the best of each engine: a shared machine
-    # drifts between two single blocks by more than the overhead measured
-    t_raw = t_layer = float("inf")
+    # rounds of one block per engine; the overhead is the median of the rounds'
+    # ratios: a shared machine drifts between two blocks by more than it
+    ratios, t_raw, t_layer = [], float("inf"), float("inf")
     with torch.no_grad():
-        for _ in range(3):
-            t_raw = min(t_raw, best(lambda: am.conv2d(codes, w, m, padding=1, x_zero_point=q["z_x"],
-                                                      w_zero_point=q["z_w"]), args.repeat))
-            t_layer = min(t_layer, best(lambda: approx(x), args.repeat))
+        for _ in range(OVERHEAD_ROUNDS):
+            raw = best(lambda: am.conv2d(codes, w, m, padding=1, x_zero_point=q["z_x"],
+                                         w_zero_point=q["z_w"]), args.repeat)
+            lay = best(lambda: approx(x), args.repeat)
+            ratios.append(lay / raw)
+            t_raw, t_layer = min(t_raw, raw), min(t_layer, lay)
+    ratios.sort()
+    overhead = ratios[len(ratios) // 2] - 1
     results["rows"].append(dict(name="adapter overhead", raw_ms=t_raw * 1e3, layer_ms=t_layer * 1e3,
-                                overhead=t_layer / t_raw - 1))
+                                overhead=overhead, round_ratios=ratios))
     print(f"{'adapter overhead, conv 16x32x32, drum:k=4':44s} raw conv2d {t_raw * 1e3:8.2f} ms  "
-          f"layer {t_layer * 1e3:8.2f} ms  overhead {100 * (t_layer / t_raw - 1):6.1f} %")
+          f"layer {t_layer * 1e3:8.2f} ms  overhead {100 * overhead:6.1f} % (median of "
+          f"{len(ratios)} rounds, quartiles {100 * (ratios[len(ratios) // 4] - 1):.1f} to "
+          f"{100 * (ratios[3 * len(ratios) // 4] - 1):.1f} %)")
+    # ---- fixed cost per call: a layer too small for the kernels to matter
+    tiny = torch.nn.Sequential(torch.nn.Conv2d(4, 4, 3, padding=1)).eval()
+    xt = torch.randn(1, 4, 4, 4)
+    small = approximate(tiny, "drum:k=4", calibration=[xt], gradient="none")
+    qs = small[0].quantized(False)
+    tiny_codes = small[0].integer_forward(xt)[1].numpy()
+    tiny_w = qs["w_codes"].numpy()
+    calls = 2000
+    with torch.no_grad():
+        t_tf = best(lambda: [tiny(xt) for _ in range(calls)], 3) / calls
+        t_tr = best(lambda: [am.conv2d(tiny_codes, tiny_w, small[0].q_multiplier, padding=1,
+                                       x_zero_point=qs["z_x"], w_zero_point=qs["z_w"])
+                             for _ in range(calls)], 3) / calls
+        t_tl = best(lambda: [small(xt) for _ in range(calls)], 3) / calls
+    results["rows"].append(dict(name="per-call cost, conv 1x4x4x4", float_us=t_tf * 1e6,
+                                raw_us=t_tr * 1e6, layer_us=t_tl * 1e6))
+    print(f"{'per-call cost, conv 1x4x4x4, drum:k=4':44s} float {t_tf * 1e6:8.1f} us  "
+          f"raw conv2d {t_tr * 1e6:6.1f} us  layer {t_tl * 1e6:6.1f} us")
     # ---- interleaving: the approximate layer after a float torch conv
     pre = torch.nn.Conv2d(c, c, 3, padding=1).eval()
     with torch.no_grad():
