@@ -267,6 +267,7 @@ public:
         std::vector<int64_t> plane;       // channel sums of one image and group
         int64_t plane_key = -1;           // n * G + g of the plane (and padded image) held
         std::vector<char> padded;         // wide path: the image and group, padded
+        PackCache weight_pack;            // the GEMM's packed weights, kept across blocks
     };
 
     void run_job(int64_t job, Workspace &ws, int inner_threads) const {
@@ -601,7 +602,8 @@ private:
                                     weights_.data() + static_cast<size_t>(g * K * Og) * w_item_, K,
                                     Og, 1, K},
                          MatrixView{"out", out_dtype_, ws.out.data(), np, Og, 1, block_},
-                         p_.x_zero_point, fold_x_sums_ ? 0 : p_.w_zero_point, inner_threads};
+                         p_.x_zero_point, fold_x_sums_ ? 0 : p_.w_zero_point, inner_threads,
+                         &ws.weight_pack};
         matmul(mp);
     }
 

@@ -32,6 +32,10 @@ struct Int16Plan {
     int64_t side;
     uint32_t mask;
     bool plain_b;  // exact 8-bit codes in contiguous rows: B packs by widening
+    // B of bytes in contiguous rows packs through kt.pair_pack, the factors
+    // (unless plain_b) as 256-entry tables by raw byte: rank x 256
+    bool byte_rows_b;
+    std::vector<int16_t> v_bytes;
 
     // inner blocking: kc steps per packed block; int32 sums hold
     // blocks_per_flush blocks, after which (wide) they go to int64
@@ -42,10 +46,13 @@ struct Int16Plan {
     int64_t mcp, ncp, col_jobs, jobs, ldc;
     int threads;
 
-    // A packed once for every job (shared_a), when several column jobs would
-    // each repack it and it is small: k block kb's panels start at
-    // kb * a_block_stride, panel ip of that block at ip * kpairs * MR * 2
-    std::vector<int16_t> shared_a;
+    // A packed once for every job (shared_a, in shared_a_storage or the
+    // caller's cache), when several column jobs would each repack it and it
+    // is small: k block kb's panels start at kb * a_block_stride, panel ip
+    // of that block at ip * kpairs * MR * 2
+    bool flipped = false;  // p.a is the caller's B
+    const int16_t *shared_a = nullptr;
+    std::vector<int16_t> shared_a_storage;
     int64_t a_block_stride = 0;
 };
 
@@ -79,11 +86,19 @@ void orient(const KernelTable &kt, const MatmulProblem &p0, Int16Plan &plan) {
     const bool flip = orientation_cost(flipped, plan.MR, plan.NR, plan.rank) <
                       orientation_cost(p0, plan.MR, plan.NR, plan.rank);
     plan.p = flip ? flipped : p0;
+    plan.flipped = flip;
     if (flip) std::swap(plan.u, plan.v);
     plan.mask = m.operand_mask();
     const MatrixView &b = plan.p.b;
-    plan.plain_b = m.plan() == Plan::ExactGemm && m.bits() == 8 && b.col_stride == 1 &&
-                   (b.dtype == APPROXMUL_UINT8 || b.dtype == APPROXMUL_INT8);
+    plan.byte_rows_b = b.col_stride == 1 && (b.dtype == APPROXMUL_UINT8 || b.dtype == APPROXMUL_INT8);
+    plan.plain_b = plan.byte_rows_b && m.plan() == Plan::ExactGemm && m.bits() == 8;
+    if (plan.byte_rows_b && !plan.plain_b) {
+        plan.v_bytes.resize(static_cast<size_t>(plan.rank) * 256);
+        for (int r = 0; r < plan.rank; ++r)
+            for (uint32_t raw = 0; raw < 256; ++raw)
+                plan.v_bytes[static_cast<size_t>(r) * 256 + raw] =
+                    plan.v[static_cast<size_t>(r * plan.side + (raw & plan.mask))];
+    }
 }
 
 // Inner steps per packed block: about 512 transformed values, and no more
@@ -147,10 +162,11 @@ void pack_a_block(const Int16Plan &plan, int64_t i0, int64_t ni, int64_t k0, int
 
 // B's columns j0..j0+nj, inner steps k0..k0+nk, as NR-column panels of pairs.
 // Each column's pair (transformed inner indices 2 kp, 2 kp + 1) is written
-// whole from two source rows: contiguous stores the compiler vectorises
-// (writing one half per pass left gaps, and scalar stores, behind).
-void pack_b_block(const Int16Plan &plan, int64_t j0, int64_t nj, int64_t k0, int64_t nk,
-                  int64_t kpairs, int16_t *dst) {
+// whole from two source rows. Rows of bytes go through the kernel set's
+// pair_pack, a pair step across all panels per call (it pads the last
+// panel itself); other codes through the loops below, into a zeroed block.
+void pack_b_block(const KernelTable &kt, const Int16Plan &plan, int64_t j0, int64_t nj,
+                  int64_t k0, int64_t nk, int64_t kpairs, int16_t *dst) {
     const MatmulProblem &p = plan.p;
     const int64_t NR = plan.NR, jp_count = ceil_div(nj, NR), steps = nk * plan.rank;
     // pair kp's halves: (step k, factor r) of transformed index t = k * rank + r
@@ -159,32 +175,23 @@ void pack_b_block(const Int16Plan &plan, int64_t j0, int64_t nj, int64_t k0, int
         r = static_cast<int>(t % plan.rank);
         return t < steps;
     };
-    if (plan.plain_b) {
-        // the transform is a plain widening
-        const auto *base = static_cast<const uint8_t *>(p.b.data);
-        const bool sign = p.multiplier->is_signed();
-        for (int64_t jp = 0; jp < jp_count; ++jp) {
-            int16_t *panel = dst + jp * kpairs * NR * 2;
-            const int64_t jn = std::min(NR, nj - jp * NR), jb = j0 + jp * NR;
-            for (int64_t kp = 0; kp < kpairs; ++kp) {
-                int16_t *out = panel + kp * NR * 2;
-                const uint8_t *s0 = base + (k0 + 2 * kp) * p.b.row_stride + jb;
-                const uint8_t *s1 = 2 * kp + 1 < nk ? s0 + p.b.row_stride : nullptr;
-                if (s1 == nullptr) {
-                    for (int64_t j = 0; j < jn; ++j)
-                        out[2 * j] = sign ? static_cast<int8_t>(s0[j]) : s0[j];
-                } else if (sign) {
-                    for (int64_t j = 0; j < jn; ++j) {
-                        out[2 * j] = static_cast<int8_t>(s0[j]);
-                        out[2 * j + 1] = static_cast<int8_t>(s1[j]);
-                    }
-                } else {
-                    for (int64_t j = 0; j < jn; ++j) {
-                        out[2 * j] = s0[j];
-                        out[2 * j + 1] = s1[j];
-                    }
-                }
+    if (plan.byte_rows_b) {
+        const auto *base = static_cast<const uint8_t *>(p.b.data) + j0;
+        const int64_t panel_stride = kpairs * NR * 2;
+        for (int64_t kp = 0; kp < kpairs; ++kp) {
+            int64_t ka, kb;
+            int ra, rb;
+            half(2 * kp, ka, ra);
+            const bool second = half(2 * kp + 1, kb, rb);
+            const uint8_t *rows[2] = {base + ka * p.b.row_stride,
+                                      second ? base + kb * p.b.row_stride : nullptr};
+            const int16_t *luts[2] = {nullptr, nullptr};
+            if (!plan.plain_b) {
+                luts[0] = plan.v_bytes.data() + ra * 256;
+                luts[1] = plan.v_bytes.data() + (second ? rb : ra) * 256;
             }
+            kt.pair_pack(nj, rows, plan.plain_b ? nullptr : luts,
+                         p.multiplier->is_signed() ? 1 : 0, dst + kp * NR * 2, panel_stride);
         }
         return;
     }
@@ -214,16 +221,31 @@ void pack_b_block(const Int16Plan &plan, int64_t j0, int64_t nj, int64_t k0, int
 
 // Packed A as several column jobs share it (2 MiB at most): conv2d's
 // weights were repacked by every job of every pixel block, a quarter of a
-// layer's time on AVX2.
+// layer's time on AVX2. Where A is the caller's constant B, the packing
+// also outlives the call in the caller's cache: conv2d packed the same
+// weights again for each of its pixel blocks (8 % of a 64->64 layer).
 constexpr int64_t kSharedABytes = int64_t{2} << 20;
 
-void pack_shared_a(Int16Plan &plan) {
+void pack_shared_a(Int16Plan &plan, PackCache *cache) {
     const MatmulProblem &p = plan.p;
     const int64_t MR = plan.MR, mpanels = ceil_div(p.rows, MR);
     const int64_t stride = mpanels * plan.kpairs_max * MR * 2;
     if (plan.col_jobs < 2 || stride * plan.k_blocks * 2 > kSharedABytes) return;
     plan.a_block_stride = stride;
-    plan.shared_a.assign(static_cast<size_t>(stride * plan.k_blocks), 0);
+    if (!plan.flipped) cache = nullptr;  // A is not the operand the caller keeps
+    std::vector<int64_t> key;
+    if (cache != nullptr) {
+        const MatrixView &a = p.a;
+        key = {reinterpret_cast<intptr_t>(a.data), a.dtype, a.rows, a.cols, a.row_stride,
+               a.col_stride, MR, plan.kc, plan.k_blocks, plan.kpairs_max, plan.rank,
+               reinterpret_cast<intptr_t>(p.multiplier)};
+        if (cache->key == key) {
+            plan.shared_a = cache->int16.data();
+            return;
+        }
+    }
+    std::vector<int16_t> &packed = cache != nullptr ? cache->int16 : plan.shared_a_storage;
+    packed.assign(static_cast<size_t>(stride * plan.k_blocks), 0);
     constexpr int64_t kPanelsPerTask = 8;
     const int64_t row_tasks = ceil_div(mpanels, kPanelsPerTask);
     parallel_for(row_tasks * plan.k_blocks, plan.threads, [&](int64_t task, int) {
@@ -231,9 +253,10 @@ void pack_shared_a(Int16Plan &plan) {
         const int64_t k0 = kb * plan.kc, nk = std::min(plan.kc, p.inner - k0);
         const int64_t kpairs = ceil_div(nk * plan.rank, 2);
         const int64_t i0 = ip0 * MR, ni = std::min(kPanelsPerTask * MR, p.rows - i0);
-        pack_a_block(plan, i0, ni, k0, nk, kpairs,
-                     plan.shared_a.data() + kb * stride + ip0 * kpairs * MR * 2);
+        pack_a_block(plan, i0, ni, k0, nk, kpairs, packed.data() + kb * stride + ip0 * kpairs * MR * 2);
     });
+    plan.shared_a = packed.data();
+    if (cache != nullptr) cache->key = std::move(key);
 }
 
 struct Workspace {
@@ -248,7 +271,7 @@ void run_job(const KernelTable &kt, const Int16Plan &plan, const CrossTerms &cro
              Workspace &w) {
     const MatmulProblem &p = plan.p;
     const int64_t MR = plan.MR, NR = plan.NR, ldc = plan.ldc;
-    if (plan.shared_a.empty()) w.a.resize(static_cast<size_t>(plan.mcp * MR * plan.kpairs_max * 2));
+    if (plan.shared_a == nullptr) w.a.resize(static_cast<size_t>(plan.mcp * MR * plan.kpairs_max * 2));
     w.b.resize(static_cast<size_t>(plan.ncp * NR * plan.kpairs_max * 2));
     w.c.resize(static_cast<size_t>(plan.mcp * MR * ldc));
     if (plan.wide) w.wide.assign(static_cast<size_t>(plan.mcp * MR * ldc), 0);
@@ -259,14 +282,14 @@ void run_job(const KernelTable &kt, const Int16Plan &plan, const CrossTerms &cro
         const int64_t k0 = kb * plan.kc, nk = std::min(plan.kc, p.inner - k0);
         const int64_t kpairs = ceil_div(nk * plan.rank, 2);
         const int16_t *a = w.a.data();
-        if (!plan.shared_a.empty()) {
-            a = plan.shared_a.data() + kb * plan.a_block_stride + i0 / MR * kpairs * MR * 2;
+        if (plan.shared_a != nullptr) {
+            a = plan.shared_a + kb * plan.a_block_stride + i0 / MR * kpairs * MR * 2;
         } else {
             std::fill(w.a.begin(), w.a.end(), int16_t{0});
             pack_a_block(plan, i0, ni, k0, nk, kpairs, w.a.data());
         }
-        std::fill(w.b.begin(), w.b.end(), int16_t{0});
-        pack_b_block(plan, j0, nj, k0, nk, kpairs, w.b.data());
+        if (!plan.byte_rows_b) std::fill(w.b.begin(), w.b.end(), int16_t{0});  // pair_pack pads
+        pack_b_block(kt, plan, j0, nj, k0, nk, kpairs, w.b.data());
         const bool accumulate = kb % plan.blocks_per_flush != 0;
         for (int64_t jp = 0; jp < jp_count; ++jp)
             for (int64_t ip = 0; ip < ip_count; ++ip)
@@ -296,7 +319,7 @@ bool int16_gemm(const KernelTable &kt, const MatmulProblem &p0) {
     orient(kt, p0, plan);
     if (!block_inner(m, plan)) return false;
     split_jobs(plan);
-    pack_shared_a(plan);
+    pack_shared_a(plan, p0.b_pack_cache);
     const MatmulProblem &p = plan.p;
     const CrossTerms cross(p.a, p.b, p.inner, p.a_zero_point, p.b_zero_point);
     std::vector<Workspace> workspaces(static_cast<size_t>(plan.threads));

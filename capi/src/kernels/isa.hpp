@@ -24,6 +24,14 @@ struct KernelTable {
     int gemm_mr, gemm_nr;
     void (*gemm_micro)(int64_t kpairs, const int16_t *a, const int16_t *b, int32_t *c,
                        int64_t ldc, int accumulate);
+    // Packs two streamed rows of byte codes into one pair step of B panels:
+    // column j's values f_h(rows[h][j]) go to dst[(j / gemm_nr) *
+    // panel_stride + (j % gemm_nr) * 2 + h], j < n, and the last panel's
+    // columns from n on get zeros. f_h is luts[h][code] (256 int16 entries)
+    // or, where luts is nullptr, the code itself (as int8 if is_signed);
+    // rows[1] == nullptr makes every h = 1 value zero.
+    void (*pair_pack)(int64_t n, const uint8_t *const *rows, const int16_t *const *luts,
+                      int is_signed, int16_t *dst, int64_t panel_stride);
 
     // Weight-stationary table kernel. For each stationary code s[k]
     // (k < inner <= 256), looks the streamed codes x[k * x_stride + j]

@@ -145,6 +145,73 @@ void gemm_micro(int64_t kpairs, const int16_t *a, const int16_t *b, int32_t *c, 
     }
 }
 
+// One whole panel's pair step of byte codes widened to int16: out[2 j + h]
+// = row h's code j (as int8 if is_signed), j < kGemmCols; s1 == nullptr
+// gives zeros for h = 1. Byte interleave, then one widening per vector
+// (GCC left the plain loop scalar: it could not rule out aliasing).
+#if defined(__AVX512F__) && defined(__AVX512BW__) && defined(__AVX512VNNI__)
+void widen_pairs(const uint8_t *s0, const uint8_t *s1, int is_signed, int16_t *out) {
+    const __m256i a = _mm256_loadu_si256(reinterpret_cast<const __m256i *>(s0));
+    const __m256i b = s1 != nullptr ? _mm256_loadu_si256(reinterpret_cast<const __m256i *>(s1))
+                                    : _mm256_setzero_si256();
+    // unpack works within 128-bit lanes: reorder to columns 0-15 and 16-31
+    const __m256i lo = _mm256_unpacklo_epi8(a, b), hi = _mm256_unpackhi_epi8(a, b);
+    const __m256i cols[2] = {_mm256_permute2x128_si256(lo, hi, 0x20),
+                             _mm256_permute2x128_si256(lo, hi, 0x31)};
+    for (int h = 0; h < 2; ++h)
+        _mm512_storeu_si512(out + 32 * h, is_signed ? _mm512_cvtepi8_epi16(cols[h])
+                                                    : _mm512_cvtepu8_epi16(cols[h]));
+}
+#elif defined(__AVX2__)
+void widen_pairs(const uint8_t *s0, const uint8_t *s1, int is_signed, int16_t *out) {
+    const __m128i a = _mm_loadu_si128(reinterpret_cast<const __m128i *>(s0));
+    const __m128i b = s1 != nullptr ? _mm_loadu_si128(reinterpret_cast<const __m128i *>(s1))
+                                    : _mm_setzero_si128();
+    const __m128i cols[2] = {_mm_unpacklo_epi8(a, b), _mm_unpackhi_epi8(a, b)};
+    for (int h = 0; h < 2; ++h)
+        _mm256_storeu_si256(reinterpret_cast<__m256i *>(out + 16 * h),
+                            is_signed ? _mm256_cvtepi8_epi16(cols[h]) : _mm256_cvtepu8_epi16(cols[h]));
+}
+#else
+void widen_pairs(const uint8_t *s0, const uint8_t *s1, int is_signed, int16_t *out) {
+    for (int j = 0; j < kGemmCols; ++j) {
+        const uint8_t c0 = s0[j], c1 = s1 != nullptr ? s1[j] : uint8_t{0};
+        out[2 * j] = is_signed ? static_cast<int8_t>(c0) : c0;
+        out[2 * j + 1] = is_signed ? static_cast<int8_t>(c1) : c1;
+    }
+}
+#endif
+
+// isa.hpp states the layout. Table lookups stay scalar (no byte-indexed
+// int16 gather is worth it here); the last panel is zero-padded.
+void pair_pack(int64_t n, const uint8_t *const *rows, const int16_t *const *luts, int is_signed,
+               int16_t *dst, int64_t panel_stride) {
+    for (int64_t j0 = 0; j0 < n; j0 += kGemmCols) {
+        int16_t *out = dst + j0 / kGemmCols * panel_stride;
+        const int width = static_cast<int>(n - j0 < kGemmCols ? n - j0 : kGemmCols);
+        const uint8_t *s0 = rows[0] + j0, *s1 = rows[1] != nullptr ? rows[1] + j0 : nullptr;
+        if (luts == nullptr && width == kGemmCols) {
+            widen_pairs(s0, s1, is_signed, out);
+        } else if (luts == nullptr) {
+            uint8_t a[kGemmCols] = {}, b[kGemmCols] = {};  // zero codes widen to zeros
+            std::memcpy(a, s0, static_cast<size_t>(width));
+            if (s1 != nullptr) std::memcpy(b, s1, static_cast<size_t>(width));
+            widen_pairs(a, s1 != nullptr ? b : nullptr, is_signed, out);
+        } else if (width == kGemmCols && s1 != nullptr) {
+            const int16_t *l0 = luts[0], *l1 = luts[1];
+            for (int j = 0; j < kGemmCols; ++j) {
+                out[2 * j] = l0[s0[j]];
+                out[2 * j + 1] = l1[s1[j]];
+            }
+        } else {
+            for (int j = 0; j < kGemmCols; ++j) {
+                out[2 * j] = j < width ? luts[0][s0[j]] : int16_t{0};
+                out[2 * j + 1] = j < width && s1 != nullptr ? luts[1][s1[j]] : int16_t{0};
+            }
+        }
+    }
+}
+
 // ------------------------------------------------------- table kernel
 
 #if defined(__AVX512VBMI__) && defined(__AVX512BW__)
@@ -815,6 +882,7 @@ const KernelTable kTable = {
     kGemmRows,
     kGemmCols,
     gemm_micro,
+    pair_pack,
     kTableMaxChunks * 64,
     table_block,
     kPtKernel,

@@ -5,6 +5,7 @@
 
 #include <array>
 #include <cstdint>
+#include <vector>
 #include <string>
 
 #include "../core/multiplier.hpp"
@@ -12,12 +13,23 @@
 
 namespace approxmul::kernels {
 
+// A packed form of a matmul operand that a caller keeps across calls with
+// the same operand (conv2d's weights, multiplied by one pixel block after
+// another): a driver stores what it packed under a key of the data and of
+// the packing, and reuses it while the key matches.
+struct PackCache {
+    std::vector<int64_t> key;
+    std::vector<int16_t> int16;
+};
+
 struct MatmulProblem {
     const Multiplier *multiplier;
     int64_t rows, cols, inner;
     MatrixView a, b, c;  // a: rows x inner, b: inner x cols, c: rows x cols
     int64_t a_zero_point, b_zero_point;
     int threads = 0;  // 0: approxmul's thread setting; callers that parallelise outside say 1
+    // B's data and values are the same in every call given this cache
+    PackCache *b_pack_cache = nullptr;
 };
 
 void matmul(const MatmulProblem &problem);
