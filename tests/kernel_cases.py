@@ -59,6 +59,22 @@ def drum_values(v, k):
     return np.where(length > k, ((v >> cut) | 1) << cut, v)
 
 
+def truncated_values(a, b, cut, bits):
+    """Unsigned products without the partial-product bits of columns below cut."""
+    a, b = np.asarray(a, np.int64), np.asarray(b, np.int64)
+    total = np.zeros(np.broadcast(a, b).shape, np.int64)
+    for i in range(bits):
+        for j in range(max(cut - i, 0), bits):
+            total += (((a >> i) & 1) * ((b >> j) & 1)) << (i + j)
+    return total
+
+
+def signed_drum(v, k):
+    """Signed DRUM: the magnitude rounded, the sign kept."""
+    v = np.asarray(v, np.int64)
+    return np.sign(v) * drum_values(np.abs(v), k)
+
+
 def multipliers():
     """(name, multiplier, signed, product): product(a, b) gives the products of
     operand values elementwise, from the test's own table or formula."""
@@ -100,8 +116,16 @@ def multipliers():
     yield "exact-s16", am.Multiplier.exact(16, signed=True), True, exact
     yield ("drum-u12", am.multiplier("drum:bits=12,k=4"), False,
            lambda a, b: drum_values(a, 4) * drum_values(b, 4))
+    # factors beyond int16 (2^16 - 1; signed: 2^15): byte-split GEMMs of the factors
     yield ("drum-u16", am.multiplier("drum:bits=16,k=4"), False,
            lambda a, b: drum_values(a, 4) * drum_values(b, 4))
+    yield ("drum-s16", am.multiplier("drum:bits=16,k=6,signed=1"), True,
+           lambda a, b: signed_drum(a, 6) * signed_drum(b, 6))
+    # rank 3, the longest split; rank 9, the function plan (one call a product)
+    yield ("trunc2-u16", am.multiplier("truncated:bits=16,cut=2"), False,
+           lambda a, b: truncated_values(a, b, 2, 16))
+    yield ("trunc8-u16", am.multiplier("truncated:bits=16,cut=8"), False,
+           lambda a, b: truncated_values(a, b, 8, 16))
 
 
 def products():
@@ -125,7 +149,7 @@ def cases():
         for index, (rows, inner, cols) in enumerate(SHAPES + extra):
             if inner > 1000 and mname not in ("exact-u8", "exact-s8", "trunc4", "table-u8",
                                               "drum", "table-wide", "exact-u16", "exact-s16",
-                                              "drum-u12"):
+                                              "drum-u12", "drum-s16"):
                 continue
             wide = index % 4 == 3
             a = operands(rng, (rows, inner), bits, signed, wide)

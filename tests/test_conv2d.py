@@ -7,7 +7,7 @@ from hypothesis import strategies as st
 
 import approxmul_cffi as am
 import reference
-from kernel_cases import drum_table
+from kernel_cases import drum_table, truncated_table
 
 
 def reference_conv(table, x, w, bits, stride, padding, dilation, groups, zx, zw):
@@ -201,10 +201,11 @@ def test_conv2d_bad_operands_and_untouched_output():
     assert (out == -7).all()
 
 
-@pytest.mark.parametrize("spec", ["table", "drum:bits=16,k=4"])
+@pytest.mark.parametrize("spec", ["table", "drum:bits=16,k=4", "truncated:bits=16,cut=8"])
 def test_conv2d_large_images_and_staged_outputs(spec):
-    # large images and small ones through the wide-pixel path (stride 1); a
-    # 16-bit function plan stages its sums. Both write into a strided output.
+    # large images and small ones through the wide-pixel path (stride 1); 16-bit
+    # DRUM runs byte-split GEMMs of its factors, and a 16-bit function plan
+    # stages its sums. All write into a strided output.
     rng = np.random.default_rng(33)
     if spec == "table":
         table = rng.integers(0, 60000, (256, 256))
@@ -213,7 +214,8 @@ def test_conv2d_large_images_and_staged_outputs(spec):
         dtype = np.uint8
     else:
         m = am.Multiplier.from_spec(spec)
-        table = drum_table(bits=8, k=4)  # DRUM of codes below 2^8 needs no more bits
+        # codes below 2^8 need no more bits of either model
+        table = drum_table(bits=8, k=4) if spec.startswith("drum") else truncated_table(8)
         x = rng.integers(0, 256, (2, 2, 9, 7)).astype(np.uint16)
         dtype = np.uint16
     wt = rng.integers(0, 256, (1, 2, 3, 3)).astype(dtype)

@@ -291,6 +291,11 @@ def test_factorized_plans():
     assert am.multiplier("truncated:cut=6,correct=1").plan == "table"
     # wider than 8 bits there is no table kernel to lose to
     assert am.multiplier("truncated:bits=12,cut=4").plan == "factorized-gemm"
+    # factors beyond int16 run as byte-split GEMMs, up to rank 3
+    assert am.multiplier("drum:bits=16,k=4").plan == "factorized-gemm"
+    assert am.multiplier("drum:bits=16,k=4,signed=1").plan == "factorized-gemm"
+    assert am.multiplier("truncated:bits=16,cut=2").plan == "factorized-gemm"
+    assert am.multiplier("truncated:bits=16,cut=8").plan == "function"
     assert am.multiplier("mitchell").plan == "table"
     assert am.multiplier("mitchell:bits=12").plan == "function"
 

@@ -18,6 +18,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "approxmul.h"
@@ -92,11 +93,23 @@ inline int64_t load_element(const unsigned char *p, int dtype) {
     return 0;
 }
 
-// An independent model of a multiplier: the table the harness built, or a*b.
+// DRUM's operand rounding (Hashemi et al.), written here from the paper: k
+// bits from the leading one, the last kept bit set; below 2^k unchanged.
+inline int64_t drum_round(uint64_t x, int k) {
+    if (x < (uint64_t{1} << k)) return static_cast<int64_t>(x);
+    int length = 0;
+    while (x >> length) ++length;
+    const int cut = length - k;
+    return static_cast<int64_t>(((x >> cut) | 1) << cut);
+}
+
+// An independent model of a multiplier: the table the harness built, DRUM
+// of 9-16 bits (factors beyond int16 run as byte-split GEMMs), or a*b.
 struct Model {
     int bits = 8;
     bool is_signed = false;
-    std::vector<int32_t> table;  // empty: exact
+    std::vector<int32_t> table;  // empty: exact, or DRUM if drum_k > 0
+    int drum_k = 0;
     approxmul_multiplier *handle = nullptr;
 
     int64_t min_operand() const { return is_signed ? -(int64_t{1} << (bits - 1)) : 0; }
@@ -105,6 +118,13 @@ struct Model {
     }
     bool in_range(int64_t v) const { return v >= min_operand() && v <= max_operand(); }
     int64_t product(int64_t a, int64_t b) const {
+        if (drum_k > 0) {  // signed: the magnitude rounded (|-2^(n-1)| too), the sign kept
+            const auto side = [&](int64_t v) {
+                const int64_t r = drum_round(static_cast<uint64_t>(v < 0 ? -v : v), drum_k);
+                return v < 0 ? -r : r;
+            };
+            return side(a) * side(b);
+        }
         if (table.empty()) return a * b;
         const uint64_t mask = (uint64_t{1} << bits) - 1;
         return table[(static_cast<uint64_t>(a) & mask) << bits | (static_cast<uint64_t>(b) & mask)];
@@ -119,9 +139,9 @@ struct Model {
     ~Model() { approxmul_multiplier_destroy(handle); }
 };
 
-// A multiplier from the input: exact or a table with arbitrary (often extreme)
-// entries. Returns nullptr when the input asked for an invalid one, after
-// checking that the library refused it.
+// A multiplier from the input: exact, wide DRUM, or a table with arbitrary
+// (often extreme) entries. Returns nullptr when the input asked for an
+// invalid one, after checking that the library refused it.
 inline std::unique_ptr<Model> make_model(FuzzedDataProvider &in) {
     auto model = std::make_unique<Model>();
     const bool exact = in.ConsumeBool();
@@ -131,6 +151,19 @@ inline std::unique_ptr<Model> make_model(FuzzedDataProvider &in) {
         expect(checked(approxmul_multiplier_exact(model->bits, model->is_signed,
                                                   &model->handle)) == APPROXMUL_OK,
                "exact multiplier refused", model->bits);
+        return model;
+    }
+    if (in.ConsumeIntegralInRange(0, 3) == 0) {
+        // 16 bits half the time: only there do factors exceed int16; k up to
+        // 12 keeps low bytes in the rounded operands
+        model->bits = in.ConsumeBool() ? 16 : in.ConsumeIntegralInRange(9, 15);
+        model->drum_k = in.ConsumeIntegralInRange(2, std::min(12, model->bits));
+        const std::string spec = "drum:bits=" + std::to_string(model->bits) +
+                                 ",k=" + std::to_string(model->drum_k) +
+                                 ",signed=" + (model->is_signed ? "1" : "0");
+        expect(checked(approxmul_multiplier_from_spec(spec.c_str(), &model->handle)) ==
+                   APPROXMUL_OK,
+               "DRUM refused", model->bits);
         return model;
     }
     model->bits = in.ConsumeIntegralInRange(1, 8);

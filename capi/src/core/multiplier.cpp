@@ -112,6 +112,29 @@ void Multiplier::outer_products(const int64_t *a, int64_t rows, const int64_t *b
         for (int64_t j = 0; j < cols; ++j) out[i * cols + j] = product(a[i], b[j]);
 }
 
+Multiplier::SplitParts Multiplier::make_split_parts(const Factorization &f, int bits,
+                                                   bool is_signed) {
+    const char *names[3] = {"low bytes of the factors", "cross bytes of the factors",
+                            "high bytes of the factors"};
+    std::array<Factorization, 3> parts = split_factorization(f);
+    SplitParts out;
+    for (size_t k = 0; k < 3; ++k) {
+        // the kernels use the part's factors; its products come from them too
+        auto factors = std::make_shared<const Factorization>(parts[k]);
+        const uint32_t mask = (uint32_t{1} << bits) - 1;
+        auto product = [factors, mask](int64_t a, int64_t b) {
+            const size_t side = size_t{mask} + 1;
+            int64_t sum = 0;
+            for (int r = 0; r < factors->rank; ++r)
+                sum += factors->u[size_t(r) * side + (static_cast<uint32_t>(a) & mask)] *
+                       factors->v[size_t(r) * side + (static_cast<uint32_t>(b) & mask)];
+            return sum;
+        };
+        out[k] = from_function(product, bits, is_signed, names[k], std::move(parts[k]));
+    }
+    return out;
+}
+
 void Multiplier::finish() {
     if (has_table()) {
         auto [lo, hi] = std::minmax_element(table_.begin(), table_.end());
@@ -163,9 +186,16 @@ void Multiplier::finish() {
         found = find_factorization(table_, bits_, max_rank);
         if (found.rank > 0) factors = &found;
     }
-    const bool factorized = factors->rank > 0 && factors->rank <= max_rank &&
-                            fits_int16_kernels(*factors);
+    // wide models (no table kernel to lose to) whose factors exceed int16,
+    // 16-bit DRUM for one, run as byte-split GEMMs rather than one function
+    // call per product
+    factors_fit_int16_ = factors->rank > 0 && factors->rank <= max_rank &&
+                         fits_int16_kernels(*factors);
+    const bool split = bits_ > kMaxTabulatedBits && !factors_fit_int16_ &&
+                       fits_split_kernels(*factors);
+    const bool factorized = factors_fit_int16_ || split;
     if (factorized && factors == &found) factorization_ = std::move(found);
+    if (split) split_parts_ = make_split_parts(factorization_, bits_, is_signed_);
     plan_ = known_exact_   ? Plan::ExactGemm
             : factorized   ? Plan::Factorized
             : has_table()  ? Plan::Table

@@ -4,6 +4,7 @@
 // between threads without locking.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -90,6 +91,15 @@ public:
     const Factorization &factorization() const { return factorization_; }
 
     Plan plan() const { return plan_; }
+    // With plan() Factorized: whether the factors fit the int16 GEMM as they
+    // are; else they are split into bytes first (fits_split_kernels), and
+    // split_parts() holds the parts, built with the plan.
+    bool factors_fit_int16() const { return factors_fit_int16_; }
+    using SplitParts = std::array<std::shared_ptr<const Multiplier>, 3>;
+    const SplitParts &split_parts() const { return split_parts_; }
+    // The parts of factorization f of a bits-wide model (split_factorization)
+    // as models whose factors fit the int16 GEMM.
+    static SplitParts make_split_parts(const Factorization &f, int bits, bool is_signed);
 
     // Table kernel data (see structure.hpp): M - byte_plane_offset() split
     // into byte planes, per stationary operand; empty unless plan() is Table
@@ -126,6 +136,8 @@ private:
     OuterFunction outer_function_;
     Factorization factorization_;
     bool known_exact_ = false;
+    bool factors_fit_int16_ = false;
+    SplitParts split_parts_;
     int64_t min_product_ = 0;
     int64_t max_product_ = 0;
     Plan plan_ = Plan::Function;

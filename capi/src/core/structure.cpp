@@ -118,6 +118,38 @@ Factorization find_factorization(const std::vector<int32_t> &table, int bits, in
     return best;
 }
 
+bool fits_split_kernels(const Factorization &f) {
+    if (f.rank <= 0 || f.rank > kMaxSplitRank) return false;
+    constexpr int64_t limit = int64_t{1} << 23;
+    auto fits = [&](int64_t x) { return x >= -limit && x < limit; };
+    return std::all_of(f.u.begin(), f.u.end(), fits) && std::all_of(f.v.begin(), f.v.end(), fits);
+}
+
+std::array<Factorization, 3> split_factorization(const Factorization &f) {
+    const size_t side = f.rank > 0 ? f.u.size() / static_cast<size_t>(f.rank) : 0;
+    auto lo = [](int64_t x) { return x & 0xff; };
+    auto hi = [](int64_t x) { return (x - (x & 0xff)) / 256; };  // exact: floor division
+    // appends factor r of `from`, its low or high parts, as a new term's half
+    auto append = [&](std::vector<int64_t> &to, const std::vector<int64_t> &from, int r, bool high) {
+        for (size_t x = 0; x < side; ++x) {
+            const int64_t value = from[size_t(r) * side + x];
+            to.push_back(high ? hi(value) : lo(value));
+        }
+    };
+    // (part, u high, v high) of each term of each rank
+    constexpr struct { int part; bool u_high, v_high; } kTerms[] = {
+        {0, false, false}, {1, true, false}, {1, false, true}, {2, true, true}};
+    std::array<Factorization, 3> parts;
+    for (int r = 0; r < f.rank; ++r)
+        for (const auto &term : kTerms) {
+            Factorization &p = parts[size_t(term.part)];
+            append(p.u, f.u, r, term.u_high);
+            append(p.v, f.v, r, term.v_high);
+            ++p.rank;
+        }
+    return parts;
+}
+
 bool fits_int16_kernels(const Factorization &f) {
     if (f.rank <= 0) return false;
     const size_t side = f.u.size() / static_cast<size_t>(f.rank);

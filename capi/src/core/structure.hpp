@@ -4,6 +4,7 @@
 // planes the table kernel looks products up in.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <vector>
 
@@ -27,6 +28,17 @@ Factorization find_factorization(const std::vector<int32_t> &table, int bits, in
 // True when every u and v fits int16 and sum_r |u_r v_r| <= 2^31 - 1: the
 // int16 GEMM kernels compute it exactly.
 bool fits_int16_kernels(const Factorization &f);
+
+// Factors too wide for int16 still run as GEMMs when each splits into a low
+// byte and a high part that fit int16 (|u|, |v| < 2^23): the split GEMM
+// then computes rank, 2 rank and rank int16 terms (kernels/split_gemm.cpp),
+// so the rank stops at half the longest factorized GEMM.
+constexpr int kMaxSplitRank = kMaxFactorizedRank / 2;
+bool fits_split_kernels(const Factorization &f);
+// Its parts: with x = 2^8 hi(x) + lo(x) (lo in 0..255), sum_r u_r v_r =
+// P0 + 2^8 P1 + 2^16 P2 for P0 = sum lo(u) lo(v), P1 = sum hi(u) lo(v) +
+// lo(u) hi(v), P2 = sum hi(u) hi(v): factorizations of ranks r, 2r, r.
+std::array<Factorization, 3> split_factorization(const Factorization &f);
 
 // Byte planes for the table kernel: for each stationary code s, 512 bytes:
 // the low then the high bytes of M - offset over the 256 streamed codes x,

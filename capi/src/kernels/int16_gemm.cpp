@@ -312,9 +312,11 @@ void run_job(const KernelTable &kt, const Int16Plan &plan, const CrossTerms &cro
 
 bool int16_gemm(const KernelTable &kt, const MatmulProblem &p0) {
     const Multiplier &m = *p0.multiplier;
-    // wider exact operands do not fit int16 (split_gemm splits them); wider
-    // factorized models have factors that do (the plan says so)
-    if (m.plan() == Plan::ExactGemm ? m.bits() > 8 : m.plan() != Plan::Factorized) return false;
+    // wider exact operands, and factors beyond int16, do not fit the pairs
+    // (split_gemm splits them into bytes first)
+    if (m.plan() == Plan::ExactGemm ? m.bits() > 8
+                                    : m.plan() != Plan::Factorized || !m.factors_fit_int16())
+        return false;
     Int16Plan plan;
     orient(kt, p0, plan);
     if (!block_inner(m, plan)) return false;

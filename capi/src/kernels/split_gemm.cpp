@@ -1,13 +1,16 @@
-// split_gemm: exact products of 9..16-bit operands as three int16 GEMMs on
-// their bytes. With a = 2^8 a_h + a_l (a_l in 0..255, a_h the rest: signed
-// for two's-complement operands), likewise b,
+// split_gemm: products of operands or factors too wide for int16 pairs, as
+// three int16 GEMMs on their bytes. An exact multiplier of 9..16 bits is
+// the factorization M(a, b) = a b (rank 1); a factorized model whose factors
+// exceed int16 (16-bit DRUM) is M(a, b) = sum_r u_r(a) v_r(b). With
+// x = 2^8 hi(x) + lo(x) (lo in 0..255, hi the rest: negative for negative x),
 //
-//     a b = a_l b_l + 2^8 (a_h b_l + a_l b_h) + 2^16 a_h b_h,
+//     u v = lo(u) lo(v) + 2^8 (hi(u) lo(v) + lo(u) hi(v)) + 2^16 hi(u) hi(v),
 //
-// each part a factorized multiplier (ranks 1, 2, 1) whose factors are bytes,
-// so int16_gemm runs it with int32 sums over hundreds of inner steps. The
-// parts go to int64 scratch and are combined with their weights; the zero
-// points' cross terms ride on the first part (they are exact and linear).
+// each part summed over r is a factorized multiplier (ranks r, 2r, r) whose
+// factors fit int16, so int16_gemm runs it with int32 sums over many inner
+// steps. The parts go to int64 scratch and are combined with their weights;
+// the zero points' cross terms ride on the first part (they are exact and
+// linear, whatever M is).
 #include <array>
 #include <memory>
 #include <mutex>
@@ -22,44 +25,27 @@ namespace approxmul::kernels {
 
 namespace {
 
-using Parts = std::array<std::shared_ptr<const Multiplier>, 3>;
+using Parts = Multiplier::SplitParts;
 
-Parts make_parts(int bits, bool is_signed) {
+// a * b as a rank-1 factorization: each factor is the operand's value
+Factorization exact_factors(int bits, bool is_signed) {
     const int64_t side = int64_t{1} << bits;
-    auto value = [&](int64_t code) { return is_signed && code >= side / 2 ? code - side : code; };
-    auto lo = [](int64_t x) { return x & 0xff; };
-    auto hi = [](int64_t x) { return (x - (x & 0xff)) / 256; };  // exact: floor division
-    std::vector<int64_t> low(static_cast<size_t>(side)), high(static_cast<size_t>(side));
-    for (int64_t code = 0; code < side; ++code) {
-        low[size_t(code)] = lo(value(code));
-        high[size_t(code)] = hi(value(code));
-    }
-    auto factors = [&](std::vector<std::vector<int64_t>> u, std::vector<std::vector<int64_t>> v) {
-        Factorization f;
-        f.rank = static_cast<int>(u.size());
-        for (size_t r = 0; r < u.size(); ++r) {
-            f.u.insert(f.u.end(), u[r].begin(), u[r].end());
-            f.v.insert(f.v.end(), v[r].begin(), v[r].end());
-        }
-        return f;
-    };
-    Parts parts;
-    parts[0] = Multiplier::from_function([=](int64_t a, int64_t b) { return lo(a) * lo(b); }, bits,
-                                         is_signed, "exact low bytes", factors({low}, {low}));
-    parts[1] = Multiplier::from_function(
-        [=](int64_t a, int64_t b) { return hi(a) * lo(b) + lo(a) * hi(b); }, bits, is_signed,
-        "exact cross bytes", factors({high, low}, {low, high}));
-    parts[2] = Multiplier::from_function([=](int64_t a, int64_t b) { return hi(a) * hi(b); }, bits,
-                                         is_signed, "exact high bytes", factors({high}, {high}));
-    return parts;
+    Factorization f;
+    f.rank = 1;
+    for (int64_t code = 0; code < side; ++code)
+        f.u.push_back(is_signed && code >= side / 2 ? code - side : code);
+    f.v = f.u;
+    return f;
 }
 
-// Built once per width and signedness, on first use.
-const Parts &parts_of(int bits, bool is_signed) {
+// Exact parts are built once per width and signedness, on first use.
+const Parts &exact_parts(int bits, bool is_signed) {
     static std::array<std::array<std::once_flag, 2>, kMaxBits + 1> once;
     static std::array<std::array<Parts, 2>, kMaxBits + 1> parts;
-    std::call_once(once[size_t(bits)][is_signed],
-                   [&] { parts[size_t(bits)][is_signed] = make_parts(bits, is_signed); });
+    std::call_once(once[size_t(bits)][is_signed], [&] {
+        parts[size_t(bits)][is_signed] =
+            Multiplier::make_split_parts(exact_factors(bits, is_signed), bits, is_signed);
+    });
     return parts[size_t(bits)][is_signed];
 }
 
@@ -67,8 +53,10 @@ const Parts &parts_of(int bits, bool is_signed) {
 
 bool split_gemm(const KernelTable &kernels, const MatmulProblem &problem) {
     const Multiplier &m = *problem.multiplier;
-    if (m.plan() != Plan::ExactGemm || m.bits() <= 8) return false;
-    const Parts &parts = parts_of(m.bits(), m.is_signed());
+    const bool exact = m.plan() == Plan::ExactGemm && m.bits() > 8;
+    const bool wide_factors = m.plan() == Plan::Factorized && !m.factors_fit_int16();
+    if (!exact && !wide_factors) return false;
+    const Parts &parts = exact ? exact_parts(m.bits(), m.is_signed()) : m.split_parts();
     for (const auto &part : parts)
         if (part->plan() != Plan::Factorized) return false;  // factors not in int16 (cannot happen)
     const int64_t rows = problem.rows, cols = problem.cols;
