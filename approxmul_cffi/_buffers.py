@@ -26,6 +26,8 @@ DTYPES = {
     "int64": lib.APPROXMUL_INT64,
 }
 DTYPE_NAMES = {code: name for name, code in DTYPES.items()}
+# the real types quantization reads and dequantization writes
+REAL_TYPES = {"float32": lib.APPROXMUL_FLOAT32, "float64": lib.APPROXMUL_FLOAT64}
 ITEMSIZE = {"int8": 1, "uint8": 1, "int16": 2, "uint16": 2, "int32": 4, "int64": 8}
 # struct-module format letter of each dtype, for memoryview.cast
 FORMATS = {"int8": "b", "uint8": "B", "int16": "h", "uint16": "H", "int32": "i", "int64": "q"}

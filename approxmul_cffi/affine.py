@@ -22,13 +22,12 @@ import math
 import numpy as np
 
 from ._library import check, ffi, lib
-from ._buffers import DTYPES, dtype_name
+from ._buffers import DTYPES, REAL_TYPES, dtype_name
 from .errors import DTypeError, InvalidArgumentError, ShapeError
 from .requant import _channel_shape, round_half_away
 
 __all__ = ["dequantize", "dequantize_reference", "quantize", "quantize_reference"]
 
-REAL_TYPES = {"float32": lib.APPROXMUL_FLOAT32, "float64": lib.APPROXMUL_FLOAT64}
 CODE_TYPES = ("int8", "uint8", "int16", "uint16")
 # dequantize reads 32-bit codes too (exact in double, like NumPy's int64 difference)
 DEQUANTIZE_CODE_TYPES = CODE_TYPES + ("int32",)
@@ -119,7 +118,8 @@ class CParams:
                 ffi.from_buffer(out, require_writable=True) as out_p:
             check(lib.approxmul_dequantize(outer, channels, inner,
                                            DTYPES[dtype_name(codes.dtype)], codes_p,
-                                           self.scale_p, self.zero_point_p, REAL_TYPES[dtype_name(dtype)], out_p))
+                                           self.scale_p, self.zero_point_p,
+                                           REAL_TYPES[dtype_name(dtype)], out_p))
         return out
 
 

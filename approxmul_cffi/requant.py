@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ._buffers import DTYPES, dtype_name
+from ._buffers import DTYPES, REAL_TYPES, dtype_name
 from ._library import check, ffi, lib
 from .errors import AccumulatorOverflowError, DTypeError, InvalidArgumentError, ShapeError
 
@@ -125,8 +125,9 @@ def code_dtype(signed, bits=8):
     """
     if not 2 <= bits <= 16:
         raise InvalidArgumentError(f"codes of {bits} bits: approxmul quantizes to 2..16 bits")
-    wide = bits > 8
-    return np.dtype((np.int16 if wide else np.int8) if signed else (np.uint16 if wide else np.uint8))
+    if bits > 8:
+        return np.dtype(np.int16 if signed else np.uint16)
+    return np.dtype(np.int8 if signed else np.uint8)
 
 
 def requantize(acc, bias, mantissa, shift, zero_point, qmin, qmax, *, axis=1,
@@ -178,8 +179,9 @@ def requantize(acc, bias, mantissa, shift, zero_point, qmin, qmax, *, axis=1,
 
     bias, mantissa, shift = (per_channel(v, n) for v, n in
                              ((bias, "bias"), (mantissa, "mantissa"), (shift, "shift")))
-    codes = DTYPES[dtype_name(code_dtype(signed, bits))]
-    out = np.empty(acc.shape, dtype=code_dtype(signed, bits) if real is None else real[1])
+    code_type = code_dtype(signed, bits)
+    codes = DTYPES[dtype_name(code_type)]
+    out = np.empty(acc.shape, dtype=code_type if real is None else real[1])
     rounding_code = {"double": lib.APPROXMUL_ROUND_DOUBLE,
                      "single": lib.APPROXMUL_ROUND_SINGLE}[rounding]
     # exports released right after the call (see _buffers.Tensor)
@@ -193,9 +195,8 @@ def requantize(acc, bias, mantissa, shift, zero_point, qmin, qmax, *, axis=1,
         if real is None:
             check(lib.approxmul_requantize(*common, out_p))
         else:
-            real_type = {"float32": lib.APPROXMUL_FLOAT32, "float64": lib.APPROXMUL_FLOAT64}
             check(lib.approxmul_requantize_dequantize(
-                *common, float(real[0]), real_type[dtype_name(out.dtype)], out_p))
+                *common, float(real[0]), REAL_TYPES[dtype_name(out.dtype)], out_p))
     out = np.moveaxis(out, 1, axis) if axis != 1 else out
     return out.reshape(shape)
 
