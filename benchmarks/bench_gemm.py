@@ -55,13 +55,11 @@ QUICK_SHAPES = {"quick-32x48x40": (32, 48, 40), "quick-17x130x65": (17, 130, 65)
 def drum_operand(x, k):
     """DRUM's operand: its top k significant bits, the lowest of them forced to 1."""
     x = np.asarray(x, np.int64)
-    out = x.copy()
-    for i, v in enumerate(x.flat):
-        p = int(v).bit_length()
-        if p > k:
-            shift = p - k
-            out.flat[i] = ((int(v) >> shift) | 1) << shift
-    return out
+    length = np.zeros_like(x)
+    for bit in range(63):
+        length = np.where(x >> bit != 0, bit + 1, length)
+    shift = np.maximum(length - k, 0)
+    return np.where(length > k, ((x >> shift) | 1) << shift, x)
 
 
 def drum_table(k=4):
@@ -98,6 +96,9 @@ def multipliers(rng):
         "DRUM(4) table": table(drum_table(4)),
         "truncated(cut=4) table": table(truncated_table(4)),
         "exact 16-bit (byte-split GEMMs)": (am.Multiplier.exact(16), exact),
+        "DRUM(4) 16-bit (byte-split factors)": (
+            am.multiplier("drum:bits=16,k=4"),
+            lambda a, b: drum_operand(a, 4) * drum_operand(b, 4)),
         "random 10x10 table": wide_table(10),
         "random 12x12 table": wide_table(12),
     }

@@ -1,0 +1,93 @@
+/* Two builds of libapproxmul in one process, timed on the same conv2d: the
+ * before/after of a kernel change without the machine's drift between runs
+ * (on shared machines two processes minutes apart differ by more than most
+ * changes). Blocks of 10 calls alternate between the libraries after a
+ * 50 ms pause; the best call of each is kept, and the outputs must agree.
+ *
+ *   cc -O2 -Icapi/include benchmarks/ab_conv2d.c -o /tmp/ab_conv2d -ldl
+ *   /tmp/ab_conv2d OLD.so NEW.so CHANNELS SIZE SPEC THREADS ROUNDS
+ *
+ * Layer: batch 64, CHANNELS -> CHANNELS, SIZE x SIZE, 3x3, padding 1, uint8
+ * codes with zero points 3 and 128 (as benchmarks/bench_conv.py). */
+#include <dlfcn.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "approxmul.h"
+
+typedef approxmul_status (*conv_fn)(const approxmul_multiplier *, approxmul_dtype, const void *,
+                                    const int64_t *, const int64_t *, approxmul_dtype,
+                                    const void *, const int64_t *, const int64_t *,
+                                    const int64_t *, const int64_t *, const int64_t *, int64_t,
+                                    int64_t, int64_t, approxmul_dtype, void *, const int64_t *,
+                                    const int64_t *);
+typedef approxmul_status (*spec_fn)(const char *, approxmul_multiplier **);
+typedef approxmul_status (*threads_fn)(int);
+
+static double now(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
+}
+
+int main(int argc, char **argv) {
+    if (argc != 8) {
+        fprintf(stderr, "usage: %s OLD.so NEW.so CHANNELS SIZE SPEC THREADS ROUNDS\n", argv[0]);
+        return 2;
+    }
+    const int64_t N = 64, C = atoi(argv[3]), S = atoi(argv[4]);
+    const char *spec = argv[5];
+    const int threads = atoi(argv[6]), rounds = atoi(argv[7]);
+    conv_fn conv[2];
+    approxmul_multiplier *m[2];
+    for (int l = 0; l < 2; ++l) {
+        /* RTLD_LOCAL: each build keeps its own symbols */
+        void *lib = dlopen(argv[1 + l], RTLD_NOW | RTLD_LOCAL);
+        if (lib == NULL) {
+            fprintf(stderr, "%s\n", dlerror());
+            return 1;
+        }
+        conv[l] = (conv_fn)dlsym(lib, "approxmul_conv2d");
+        ((threads_fn)dlsym(lib, "approxmul_set_num_threads"))(threads);
+        if (((spec_fn)dlsym(lib, "approxmul_multiplier_from_spec"))(spec, &m[l]) != APPROXMUL_OK) {
+            fprintf(stderr, "%s: not a multiplier spec\n", spec);
+            return 1;
+        }
+    }
+    const int64_t x_shape[4] = {N, C, S, S}, w_shape[4] = {C, C, 3, 3}, out_shape[4] = {N, C, S, S};
+    const int64_t x_strides[4] = {C * S * S, S * S, S, 1}, w_strides[4] = {C * 9, 9, 3, 1};
+    const int64_t one[2] = {1, 1};
+    const size_t x_size = (size_t)(N * C * S * S), w_size = (size_t)(C * C * 9);
+    uint8_t *x = malloc(x_size), *w = malloc(w_size);
+    int32_t *out[2] = {malloc(4 * x_size), malloc(4 * x_size)};
+    srand(1);
+    for (size_t i = 0; i < x_size; ++i) x[i] = (uint8_t)rand();
+    for (size_t i = 0; i < w_size; ++i) w[i] = (uint8_t)rand();
+    double best[2] = {1e9, 1e9};
+    for (int r = 0; r < rounds; ++r)
+        for (int l = 0; l < 2; ++l) {
+            usleep(50000);
+            for (int call = 0; call < 10; ++call) {
+                const double start = now();
+                const approxmul_status status =
+                    conv[l](m[l], APPROXMUL_UINT8, x, x_shape, x_strides, APPROXMUL_UINT8, w,
+                            w_shape, w_strides, one, one, one, 1, 3, 128, APPROXMUL_INT32,
+                            out[l], out_shape, x_strides);
+                const double t = now() - start;
+                if (status != APPROXMUL_OK) {
+                    fprintf(stderr, "conv2d failed: status %d\n", (int)status);
+                    return 1;
+                }
+                if (t < best[l]) best[l] = t;
+            }
+        }
+    const int same = memcmp(out[0], out[1], 4 * x_size) == 0;
+    printf("%s %lld->%lld %lldx%lld, %d threads: old %.3f ms, new %.3f ms, new/old %.3f%s\n",
+           spec, (long long)C, (long long)C, (long long)S, (long long)S, threads, best[0] * 1e3,
+           best[1] * 1e3, best[1] / best[0], same ? "" : "  OUTPUTS DIFFER");
+    return same ? 0 : 1;
+}
