@@ -39,14 +39,8 @@ def drum_table(bits=8, k=3):
 
 
 def truncated_table(cut, bits=8):
-    a = np.arange(1 << bits)[:, None]
-    b = np.arange(1 << bits)[None, :]
-    total = np.zeros((1 << bits, 1 << bits), np.int64)
-    for i in range(bits):
-        for j in range(bits):
-            if i + j >= cut:
-                total += (((a >> i) & 1) * ((b >> j) & 1)) << (i + j)
-    return total
+    codes = np.arange(1 << bits)
+    return truncated_values(codes[:, None], codes[None, :], cut, bits)
 
 
 def drum_values(v, k):

@@ -5,7 +5,6 @@
 #include <cstdint>
 #include <cstdio>
 #include <random>
-#include <string>
 #include <vector>
 
 #include "../src/kernels/isa.hpp"
@@ -13,19 +12,6 @@
 using namespace approxmul::kernels;
 
 static int failures = 0;
-
-static bool runs_here(const char *name) {
-    const std::string isa(name);
-#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
-    __builtin_cpu_init();
-    if (isa == "avx2") return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
-    if (isa == "avx512")
-        return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
-               __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq") &&
-               __builtin_cpu_supports("avx512vnni") && __builtin_cpu_supports("avx512vbmi");
-#endif
-    return isa == "generic";
-}
 
 static void check(const KernelTable &kt, std::mt19937 &rng, int64_t n, bool is_signed, bool tables,
                   bool second) {
@@ -63,7 +49,7 @@ int main() {
     std::mt19937 rng(7);
     const KernelTable *sets[] = {generic_kernel_table(), avx2_kernel_table(), avx512_kernel_table()};
     for (const KernelTable *kt : sets) {
-        if (kt == nullptr || !runs_here(kt->name)) continue;
+        if (kt == nullptr || !cpu_runs(*kt)) continue;
         int cases = 0;
         for (int64_t n = 1; n <= 3 * kt->gemm_nr + 1; ++n)
             for (int variant = 0; variant < 8; ++variant, ++cases)

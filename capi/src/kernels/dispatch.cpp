@@ -114,6 +114,13 @@ const KernelTable *avx2_kernel_table() { return nullptr; }
 const KernelTable *avx512_kernel_table() { return nullptr; }
 #endif
 
+bool cpu_runs(const KernelTable &t) {
+    static const Cpu cpu = detect_cpu();
+    if (std::strcmp(t.name, "avx2") == 0) return cpu.avx2;
+    if (std::strcmp(t.name, "avx512") == 0) return cpu.avx512;
+    return true;
+}
+
 const KernelTable &selected_kernels() {
     const Choice &c = choice();
     if (c.table == nullptr) fail(APPROXMUL_ERR_UNSUPPORTED, "%s", c.error.c_str());

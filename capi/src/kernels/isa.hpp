@@ -114,6 +114,9 @@ struct KernelTable {
 const KernelTable *generic_kernel_table();
 const KernelTable *avx2_kernel_table();
 const KernelTable *avx512_kernel_table();
+// Whether this CPU runs kernel set t: the features dispatch requires of it,
+// less any hidden by APPROXMUL_HIDE_CPU_FEATURES.
+bool cpu_runs(const KernelTable &t);
 
 // The table chosen for this process (APPROXMUL_ISA or the CPU's best);
 // throws APPROXMUL_ERR_UNSUPPORTED when APPROXMUL_ISA names one the CPU lacks.

@@ -5,8 +5,8 @@
 
 #include <array>
 #include <cstdint>
-#include <vector>
 #include <string>
+#include <vector>
 
 #include "../core/multiplier.hpp"
 #include "../core/operands.hpp"
