@@ -44,6 +44,11 @@ _WORK = {
     # output elements times the weights per output channel (w_shape[1:])
     "approxmul_conv2d": lambda ffi, lib, m, *a: (_product(a[16]) * _product(a[6])
                                                  // max(1, int(a[6][0]))),
+    # the same with the output stage: out_shape is the last argument
+    "approxmul_conv2d_requantize": lambda ffi, lib, m, *a: (_product(a[-1]) * _product(a[6])
+                                                            // max(1, int(a[6][0]))),
+    "approxmul_conv2d_requantize_dequantize": lambda ffi, lib, m, *a: (
+        _product(a[-1]) * _product(a[6]) // max(1, int(a[6][0]))),
     "approxmul_requantize": lambda ffi, lib, outer, channels, inner, *_: outer * channels * inner,
     "approxmul_requantize_dequantize": lambda ffi, lib, outer, channels, inner, *_:
         outer * channels * inner,

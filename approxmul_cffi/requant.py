@@ -15,11 +15,13 @@ from __future__ import annotations
 
 import numpy as np
 
-from ._buffers import DTYPES, REAL_TYPES, dtype_name
+from ._buffers import DTYPES, REAL_TYPES, as_int, as_pair, as_tensor, dtype_name
 from ._library import check, ffi, lib
 from .errors import AccumulatorOverflowError, DTypeError, InvalidArgumentError, ShapeError
+from .ops import _conv2d_output, _handle
 
-__all__ = ["INT32_MAX", "INT32_MIN", "ROUNDINGS", "multiply_by_quantized_multiplier",
+__all__ = ["INT32_MAX", "INT32_MIN", "ROUNDINGS", "conv2d_requantize",
+           "multiply_by_quantized_multiplier",
            "quantize_multiplier", "requantize", "requantize_reference", "round_half_away"]
 
 
@@ -130,6 +132,30 @@ def code_dtype(signed, bits=8):
     return np.dtype(np.int8 if signed else np.uint8)
 
 
+def _channel_parameters(channels, *values):
+    """bias, mantissa, shift as contiguous int32 arrays of one value per channel."""
+    def per_channel(v, name):
+        if isinstance(v, np.ndarray) and v.dtype == np.int32:  # fits int32 by its type
+            if v.shape == (channels,) and v.flags.c_contiguous:
+                return v  # as QuantizedModel's layers keep them: no copy, no checks
+            if not v.ndim:
+                return np.full(channels, v, dtype=np.int32)
+        v = np.asarray(v, dtype=np.int64)
+        if v.ndim and v.shape != (channels,):
+            raise ShapeError(f"{name}: {v.shape[0]} values for {channels} channels")
+        if np.any(v < INT32_MIN) or np.any(v > INT32_MAX):
+            raise AccumulatorOverflowError(f"{name}: values must fit int32")
+        return np.ascontiguousarray(np.broadcast_to(v, (channels,)), dtype=np.int32)
+
+    return [per_channel(v, n) for v, n in zip(values, ("bias", "mantissa", "shift"))]
+
+
+def _rounding_code(rounding):
+    if rounding not in ROUNDINGS:
+        raise InvalidArgumentError(f"unknown rounding {rounding!r}; use one of {ROUNDINGS}")
+    return {"double": lib.APPROXMUL_ROUND_DOUBLE, "single": lib.APPROXMUL_ROUND_SINGLE}[rounding]
+
+
 def requantize(acc, bias, mantissa, shift, zero_point, qmin, qmax, *, axis=1,
                signed=True, rounding="double", bits=8, real=None):
     """Output codes from accumulators, as integer inference hardware does.
@@ -152,8 +178,7 @@ def requantize(acc, bias, mantissa, shift, zero_point, qmin, qmax, *, axis=1,
     acc = np.asarray(acc)
     if acc.dtype.kind not in "iu" or acc.dtype == np.uint64:
         raise DTypeError(f"acc: dtype {acc.dtype}; expected integer accumulators (int64 at most)")
-    if rounding not in ROUNDINGS:
-        raise InvalidArgumentError(f"unknown rounding {rounding!r}; use one of {ROUNDINGS}")
+    rounding_code = _rounding_code(rounding)
     shape = acc.shape
     if acc.ndim < 2:  # one row whose entries are the channels
         acc, axis = acc.reshape(1, -1), 1
@@ -164,26 +189,10 @@ def requantize(acc, bias, mantissa, shift, zero_point, qmin, qmax, *, axis=1,
         np.ascontiguousarray(acc)
     channels = acc.shape[1]
 
-    def per_channel(v, name):
-        if isinstance(v, np.ndarray) and v.dtype == np.int32:  # fits int32 by its type
-            if v.shape == (channels,) and v.flags.c_contiguous:
-                return v  # as QuantizedModel's layers keep them: no copy, no checks
-            if not v.ndim:
-                return np.full(channels, v, dtype=np.int32)
-        v = np.asarray(v, dtype=np.int64)
-        if v.ndim and v.shape != (channels,):
-            raise ShapeError(f"{name}: {v.shape[0]} values for {channels} channels")
-        if np.any(v < INT32_MIN) or np.any(v > INT32_MAX):
-            raise AccumulatorOverflowError(f"{name}: values must fit int32")
-        return np.ascontiguousarray(np.broadcast_to(v, (channels,)), dtype=np.int32)
-
-    bias, mantissa, shift = (per_channel(v, n) for v, n in
-                             ((bias, "bias"), (mantissa, "mantissa"), (shift, "shift")))
+    bias, mantissa, shift = _channel_parameters(channels, bias, mantissa, shift)
     code_type = code_dtype(signed, bits)
     codes = DTYPES[dtype_name(code_type)]
     out = np.empty(acc.shape, dtype=code_type if real is None else real[1])
-    rounding_code = {"double": lib.APPROXMUL_ROUND_DOUBLE,
-                     "single": lib.APPROXMUL_ROUND_SINGLE}[rounding]
     # exports released right after the call (see _buffers.Tensor)
     with ffi.from_buffer(acc) as acc_p, ffi.from_buffer("int32_t[]", bias) as bias_p, \
             ffi.from_buffer("int32_t[]", mantissa) as mantissa_p, \
@@ -199,6 +208,52 @@ def requantize(acc, bias, mantissa, shift, zero_point, qmin, qmax, *, axis=1,
                 *common, float(real[0]), REAL_TYPES[dtype_name(out.dtype)], out_p))
     out = np.moveaxis(out, 1, axis) if axis != 1 else out
     return out.reshape(shape)
+
+
+def conv2d_requantize(x, w, multiplier, bias, mantissa, shift, zero_point, qmin, qmax, *,
+                      stride=1, padding=0, dilation=1, groups=1, x_zero_point=0,
+                      w_zero_point=0, rounding="double", bits=8, real=None):
+    """:func:`~approxmul_cffi.conv2d` then :func:`requantize` of its
+    accumulators (channels along axis 1), in one pass of the C library
+    (``approxmul_conv2d_requantize``) that never holds the accumulator
+    tensor: a quantized layer's output codes, or with ``real=(scale,
+    dtype)`` their real values (``approxmul_conv2d_requantize_dequantize``).
+    The codes' type follows the multiplier's signedness and ``bits``. The
+    same bits as the two calls.
+
+    >>> import approxmul_cffi as am
+    >>> m, s = quantize_multiplier(0.25)
+    >>> x = np.full((1, 1, 2, 2), 3, np.uint8); w = np.full((1, 1, 1, 1), 2, np.uint8)
+    >>> conv2d_requantize(x, w, am.Multiplier.exact(8), 1, m, s, 0, 0, 255)[0, 0].tolist()
+    [[2, 2], [2, 2]]
+    """
+    handle = _handle(multiplier)
+    xt, wt = as_tensor(x, "x", 4), as_tensor(w, "w", 4)
+    rounding_code = _rounding_code(rounding)
+    with xt, wt:
+        stride, padding = as_pair(stride, "stride"), as_pair(padding, "padding")
+        dilation, groups = as_pair(dilation, "dilation"), as_int(groups, "groups")
+        shape, _ = _conv2d_output(multiplier, xt.shape, wt.shape, stride, padding, dilation,
+                                      groups, x_zero_point, w_zero_point)
+        bias, mantissa, shift = _channel_parameters(shape[1], bias, mantissa, shift)
+        code_type = code_dtype(bool(multiplier.signed), bits)
+        out = np.empty(shape, dtype=code_type if real is None else real[1])
+        with ffi.from_buffer("int32_t[]", bias) as bias_p, \
+                ffi.from_buffer("int32_t[]", mantissa) as mantissa_p, \
+                ffi.from_buffer("int32_t[]", shift) as shift_p, \
+                ffi.from_buffer(out, require_writable=True) as out_p:
+            common = (handle, xt.code, xt.pointer, list(xt.shape), list(xt.strides),
+                      wt.code, wt.pointer, list(wt.shape), list(wt.strides), list(stride),
+                      list(padding), list(dilation), groups, x_zero_point, w_zero_point,
+                      bias_p, mantissa_p, shift_p, int(zero_point), int(qmin), int(qmax),
+                      rounding_code, DTYPES[dtype_name(code_type)])
+            if real is None:
+                check(lib.approxmul_conv2d_requantize(*common, out_p, list(shape)))
+            else:
+                check(lib.approxmul_conv2d_requantize_dequantize(
+                    *common, float(real[0]), REAL_TYPES[dtype_name(out.dtype)], out_p,
+                    list(shape)))
+    return out
 
 
 def requantize_reference(acc, bias, mantissa, shift, zero_point, qmin, qmax, *, axis=1,

@@ -5,7 +5,10 @@
 // thread counts and tables with extreme entries. Successful results are
 // compared bit-exactly with a direct 128-bit reference computed here
 // (padded taps hold x_zero_point's code and go through the multiplier);
-// failures must leave the output untouched.
+// failures must leave the output untouched. Then the same convolution
+// with an output stage, against approxmul_requantize of its output.
+#include <cmath>
+
 #include "fuzz_common.hpp"
 
 using namespace fuzz;
@@ -93,6 +96,73 @@ Geometry pick_geometry(FuzzedDataProvider &in) {
             in.ConsumeIntegral<int64_t>();
     }
     return g;
+}
+
+// The output stage on a conv2d that succeeded: approxmul_conv2d_requantize
+// (or _dequantize) with fuzzed parameters, some invalid, must give the
+// status and the bytes approxmul_requantize (_dequantize) gives on that
+// conv2d's output, and write nothing when it fails.
+void check_output_stage(FuzzedDataProvider &in, const Model &m, const Geometry &g,
+                        const Tensor &x, const Tensor &w, int64_t x_zero, int64_t w_zero,
+                        const Tensor &out) {
+    const int64_t N = g.out_shape[0], O = g.out_shape[1], P = g.out_shape[2] * g.out_shape[3];
+    std::vector<int64_t> acc(static_cast<size_t>(N * O * P));
+    out.for_each([&](const int64_t *o) {
+        acc[static_cast<size_t>((o[0] * O + o[1]) * P + o[2] * g.out_shape[3] + o[3])] = out.get(o);
+    });
+    std::vector<int32_t> bias(static_cast<size_t>(O)), mantissa(bias), shift(bias);
+    for (size_t c = 0; c < bias.size(); ++c) {
+        bias[c] = in.ConsumeBool() ? in.ConsumeIntegral<int32_t>()
+                                   : in.ConsumeIntegralInRange<int32_t>(-1000, 1000);
+        mantissa[c] = in.ConsumeIntegralInRange<int32_t>(in.ConsumeIntegralInRange(0, 31) == 0 ? -1 : 0,
+                                                         INT32_MAX);
+        shift[c] = in.ConsumeIntegralInRange<int32_t>(-32, in.ConsumeIntegralInRange(0, 31) == 0 ? 31 : 2);
+    }
+    const approxmul_dtype codes[4] = {APPROXMUL_INT8, APPROXMUL_UINT8, APPROXMUL_INT16,
+                                      APPROXMUL_UINT16};
+    const approxmul_dtype code = codes[in.ConsumeIntegralInRange(0, 3)];
+    const int32_t lo = code == APPROXMUL_INT8 ? -128 : code == APPROXMUL_INT16 ? -32768 : 0;
+    const int32_t hi = code == APPROXMUL_INT8 ? 127 : code == APPROXMUL_UINT8 ? 255
+                       : code == APPROXMUL_INT16 ? 32767 : 65535;
+    const int32_t qmin = in.ConsumeIntegralInRange(lo - (in.ConsumeIntegralInRange(0, 31) == 0), hi);
+    const int32_t qmax = in.ConsumeIntegralInRange(qmin, hi + (in.ConsumeIntegralInRange(0, 31) == 0));
+    const int32_t zero_point = in.ConsumeIntegralInRange(lo, hi);
+    // an int, cast at each call: an enum object holding 7 may not even be loaded
+    const int rounding = in.ConsumeIntegralInRange(0, 31) == 0 ? 7 : in.ConsumeIntegralInRange(1, 2);
+    const bool real = in.ConsumeBool(), real64 = in.ConsumeBool();
+    const double scale = in.ConsumeIntegralInRange(0, 31) == 0 ? 0.0 : std::ldexp(1.0 + in.ConsumeIntegralInRange(0, 99) / 100.0,
+                                                                                in.ConsumeIntegralInRange(-20, 4));
+    const approxmul_real_type real_type = real64 ? APPROXMUL_FLOAT64 : APPROXMUL_FLOAT32;
+    const int32_t *bias_p = in.ConsumeIntegralInRange(0, 7) == 0 ? nullptr : bias.data();
+    const size_t item = real ? (real64 ? 8 : 4) : (code == APPROXMUL_INT8 || code == APPROXMUL_UINT8 ? 1 : 2);
+    std::vector<unsigned char> want(acc.size() * item + 1, 0x5a), got(want);
+    approxmul_status want_status, got_status;
+    if (real) {
+        want_status = checked(approxmul_requantize_dequantize(
+            N, O, P, APPROXMUL_INT64, acc.data(), bias_p, mantissa.data(), shift.data(), zero_point,
+            qmin, qmax, static_cast<approxmul_rounding>(rounding), code, scale, real_type, want.data()));
+        got_status = checked(approxmul_conv2d_requantize_dequantize(
+            m.handle, static_cast<approxmul_dtype>(x.dtype), x.data, x.shape, x.strides,
+            static_cast<approxmul_dtype>(w.dtype), w.data, w.shape, w.strides, g.stride,
+            g.padding, g.dilation, g.groups, x_zero, w_zero, bias_p, mantissa.data(),
+            shift.data(), zero_point, qmin, qmax, static_cast<approxmul_rounding>(rounding), code, scale, real_type, got.data(),
+            g.out_shape));
+    } else {
+        want_status = checked(approxmul_requantize(
+            N, O, P, APPROXMUL_INT64, acc.data(), bias_p, mantissa.data(), shift.data(), zero_point,
+            qmin, qmax, static_cast<approxmul_rounding>(rounding), code, want.data()));
+        got_status = checked(approxmul_conv2d_requantize(
+            m.handle, static_cast<approxmul_dtype>(x.dtype), x.data, x.shape, x.strides,
+            static_cast<approxmul_dtype>(w.dtype), w.data, w.shape, w.strides, g.stride,
+            g.padding, g.dilation, g.groups, x_zero, w_zero, bias_p, mantissa.data(),
+            shift.data(), zero_point, qmin, qmax, static_cast<approxmul_rounding>(rounding), code, got.data(), g.out_shape));
+    }
+    expect(got_status == want_status, "output stage status differs from requantize's", got_status);
+    if (got_status != APPROXMUL_OK)
+        expect(std::all_of(got.begin(), got.end(), [](unsigned char b) { return b == 0x5a; }),
+               "output written by a failing output stage", got_status);
+    else
+        expect(got == want, "output stage differs from conv2d then requantize");
 }
 
 }  // namespace
@@ -252,5 +322,6 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
                static_cast<long long>(((n * g.out_shape[1] + oc) * g.out_shape[2] + o[2]) *
                                           g.out_shape[3] + o[3]));
     });
+    check_output_stage(in, *m, g, x, w, x_zero, w_zero, out);
     return 0;
 }

@@ -541,6 +541,40 @@ APPROXMUL_API approxmul_status approxmul_requantize_dequantize(
     int32_t zero_point, int32_t qmin, int32_t qmax, approxmul_rounding rounding,
     approxmul_dtype code_dtype, double out_scale, approxmul_real_type out_type, void *out);
 
+/* approxmul_conv2d, then approxmul_requantize of its accumulators (outer
+ * N, channels O, inner OH*OW): the layer's output codes in one pass, block
+ * by block, without the accumulator tensor. The convolution's arguments
+ * are approxmul_conv2d's, the requantization's approxmul_requantize's
+ * (bias, mantissa, shift per output channel; the accumulators take the
+ * type approxmul_accumulator_dtype gives). out: contiguous N,O,OH,OW of
+ * out_dtype, out_shape its 4 sizes, which must be the convolution's. The
+ * same bits as the two calls; every argument is checked before anything
+ * is written, and out must not overlap x or w. */
+APPROXMUL_API approxmul_status approxmul_conv2d_requantize(
+    const approxmul_multiplier *m,
+    approxmul_dtype x_dtype, const void *x, const int64_t *x_shape, const int64_t *x_strides,
+    approxmul_dtype w_dtype, const void *w, const int64_t *w_shape, const int64_t *w_strides,
+    const int64_t *stride, const int64_t *padding, const int64_t *dilation, int64_t groups,
+    int64_t x_zero_point, int64_t w_zero_point,
+    const int32_t *bias, const int32_t *mantissa, const int32_t *shift,
+    int32_t zero_point, int32_t qmin, int32_t qmax, approxmul_rounding rounding,
+    approxmul_dtype out_dtype, void *out, const int64_t *out_shape);
+
+/* approxmul_conv2d_requantize, then approxmul_dequantize of the codes
+ * with out_scale and zero_point (approxmul_requantize_dequantize's
+ * arithmetic): the layer's real outputs, float32 or float64, contiguous
+ * N,O,OH,OW, for adapters that hand them back to a float framework. */
+APPROXMUL_API approxmul_status approxmul_conv2d_requantize_dequantize(
+    const approxmul_multiplier *m,
+    approxmul_dtype x_dtype, const void *x, const int64_t *x_shape, const int64_t *x_strides,
+    approxmul_dtype w_dtype, const void *w, const int64_t *w_shape, const int64_t *w_strides,
+    const int64_t *stride, const int64_t *padding, const int64_t *dilation, int64_t groups,
+    int64_t x_zero_point, int64_t w_zero_point,
+    const int32_t *bias, const int32_t *mantissa, const int32_t *shift,
+    int32_t zero_point, int32_t qmin, int32_t qmax, approxmul_rounding rounding,
+    approxmul_dtype code_dtype, double out_scale, approxmul_real_type out_type, void *out,
+    const int64_t *out_shape);
+
 #ifdef __cplusplus
 }
 #endif

@@ -8,6 +8,7 @@
 #include <string>
 
 #include "approxmul.h"
+#include "capi_arguments.hpp"
 #include "core/boundary.hpp"
 #include "core/error.hpp"
 #include "core/multiplier.hpp"
@@ -66,6 +67,33 @@ void copy4(const int64_t *values, const char *name, int64_t *out, int count = 4)
 }
 
 }  // namespace
+
+namespace approxmul {
+
+kernels::Conv2dProblem conv2d_arguments(const approxmul_multiplier *m,
+                                        const approxmul_dtype &x_dtype, const void *x,
+                                        const int64_t *x_shape, const int64_t *x_strides,
+                                        const approxmul_dtype &w_dtype, const void *w,
+                                        const int64_t *w_shape, const int64_t *w_strides,
+                                        const int64_t *stride, const int64_t *padding,
+                                        const int64_t *dilation, int64_t groups,
+                                        int64_t x_zero_point, int64_t w_zero_point) {
+    kernels::Conv2dProblem p{&get(m),
+                             {"x", dtype_argument(x_dtype, "x"), x, 4, {}, {}},
+                             {"w", dtype_argument(w_dtype, "w"), w, 4, {}, {}},
+                             {"out", APPROXMUL_INT64, nullptr, 4, {}, {}},
+                             {}, {}, {}, groups, x_zero_point, w_zero_point};
+    copy4(x_shape, "x_shape", p.x.shape);
+    copy4(x_strides, "x_strides", p.x.strides);
+    copy4(w_shape, "w_shape", p.w.shape);
+    copy4(w_strides, "w_strides", p.w.strides);
+    copy4(stride, "stride", p.stride, 2);
+    copy4(padding, "padding", p.padding, 2);
+    copy4(dilation, "dilation", p.dilation, 2);
+    return p;
+}
+
+}  // namespace approxmul
 
 extern "C" {
 
@@ -306,21 +334,12 @@ approxmul_status approxmul_conv2d(const approxmul_multiplier *m, approxmul_dtype
                                   approxmul_dtype out_dtype, void *out, const int64_t *out_shape,
                                   const int64_t *out_strides) {
     return guarded([&] {
-        const Multiplier &impl = get(m);
-        kernels::Conv2dProblem p{&impl,
-                                 {"x", dtype_argument(x_dtype, "x"), x, 4, {}, {}},
-                                 {"w", dtype_argument(w_dtype, "w"), w, 4, {}, {}},
-                                 {"out", dtype_argument(out_dtype, "out"), out, 4, {}, {}},
-                                 {}, {}, {}, groups, x_zero_point, w_zero_point};
-        copy4(x_shape, "x_shape", p.x.shape);
-        copy4(x_strides, "x_strides", p.x.strides);
-        copy4(w_shape, "w_shape", p.w.shape);
-        copy4(w_strides, "w_strides", p.w.strides);
+        kernels::Conv2dProblem p = conv2d_arguments(m, x_dtype, x, x_shape, x_strides, w_dtype, w,
+                                                    w_shape, w_strides, stride, padding, dilation,
+                                                    groups, x_zero_point, w_zero_point);
+        p.out = {"out", dtype_argument(out_dtype, "out"), out, 4, {}, {}};
         copy4(out_shape, "out_shape", p.out.shape);
         copy4(out_strides, "out_strides", p.out.strides);
-        copy4(stride, "stride", p.stride, 2);
-        copy4(padding, "padding", p.padding, 2);
-        copy4(dilation, "dilation", p.dilation, 2);
         kernels::check(p);
         kernels::conv2d(p);
     });

@@ -1,6 +1,9 @@
 // The C ABI of the quantized-inference helpers, through the same
 // exception-to-status boundary as the core (core/boundary.hpp).
+#include <algorithm>
+
 #include "approxmul.h"
+#include "capi_arguments.hpp"
 #include "core/boundary.hpp"
 #include "quant/affine.hpp"
 #include "quant/requantize.hpp"
@@ -48,9 +51,81 @@ approxmul_status quantize_call(int64_t outer, int64_t channels, int64_t inner,
     });
 }
 
+// conv2d with an output stage: the convolution's problem, its accumulators
+// described in p.out (their type, the output shape, contiguous), the
+// requantization and the real output checked, then one pass.
+void conv2d_staged(approxmul::kernels::Conv2dProblem &p,
+                   const approxmul::quant::RequantizeProblem &requant,
+                   const approxmul::quant::RealOutput *real, const int64_t *out_shape) {
+    using namespace approxmul;
+    p.out.name = "out";
+    p.out.data = real != nullptr ? real->out : requant.out;  // for the emptiness check only
+    require_pointer(out_shape, "out_shape");
+    std::copy(out_shape, out_shape + 4, p.out.shape);
+    const kernels::Shape4 shape = kernels::checked_output_shape(p);
+    p.out.dtype = accumulator_dtype(*p.multiplier, p.w.shape[1] * p.w.shape[2] * p.w.shape[3],
+                                    p.x_zero_point, p.w_zero_point);
+    const int64_t st[4] = {shape[1] * shape[2] * shape[3], shape[2] * shape[3], shape[3], 1};
+    std::copy(st, st + 4, p.out.strides);
+    quant::RequantizeProblem sized = requant;
+    sized.outer = shape[0], sized.channels = shape[1], sized.inner = shape[2] * shape[3];
+    sized.acc_dtype = p.out.dtype;
+    if (real != nullptr) quant::check_real_output(*real);
+    const kernels::Conv2dOutputStage stage{
+        requant.bias, requant.mantissa, requant.shift, requant.zero_point, requant.qmin,
+        requant.qmax, requant.rounding == APPROXMUL_ROUND_SINGLE ? 1 : 0, requant.out_dtype,
+        real == nullptr ? 0 : (real->type == APPROXMUL_FLOAT64 ? 8 : 4),
+        real == nullptr ? 1.0 : real->scale, real != nullptr ? real->out : requant.out};
+    p.stage = &stage;
+    kernels::check(p);  // shapes (out_shape against the convolution's), operands, overlap
+    quant::check_parameters(sized);
+    kernels::conv2d(p);
+}
+
 }  // namespace
 
 extern "C" {
+
+approxmul_status approxmul_conv2d_requantize(
+    const approxmul_multiplier *m, approxmul_dtype x_dtype, const void *x,
+    const int64_t *x_shape, const int64_t *x_strides, approxmul_dtype w_dtype, const void *w,
+    const int64_t *w_shape, const int64_t *w_strides, const int64_t *stride,
+    const int64_t *padding, const int64_t *dilation, int64_t groups, int64_t x_zero_point,
+    int64_t w_zero_point, const int32_t *bias, const int32_t *mantissa, const int32_t *shift,
+    int32_t zero_point, int32_t qmin, int32_t qmax, approxmul_rounding rounding,
+    approxmul_dtype out_dtype, void *out, const int64_t *out_shape) {
+    return approxmul::guarded([&] {
+        auto p = approxmul::conv2d_arguments(m, x_dtype, x, x_shape, x_strides, w_dtype, w,
+                                             w_shape, w_strides, stride, padding, dilation,
+                                             groups, x_zero_point, w_zero_point);
+        const auto requant = requantize_problem(0, 0, 0, APPROXMUL_INT32, nullptr, bias, mantissa,
+                                                shift, zero_point, qmin, qmax, rounding,
+                                                out_dtype, out);
+        conv2d_staged(p, requant, nullptr, out_shape);
+    });
+}
+
+approxmul_status approxmul_conv2d_requantize_dequantize(
+    const approxmul_multiplier *m, approxmul_dtype x_dtype, const void *x,
+    const int64_t *x_shape, const int64_t *x_strides, approxmul_dtype w_dtype, const void *w,
+    const int64_t *w_shape, const int64_t *w_strides, const int64_t *stride,
+    const int64_t *padding, const int64_t *dilation, int64_t groups, int64_t x_zero_point,
+    int64_t w_zero_point, const int32_t *bias, const int32_t *mantissa, const int32_t *shift,
+    int32_t zero_point, int32_t qmin, int32_t qmax, approxmul_rounding rounding,
+    approxmul_dtype code_dtype, double out_scale, approxmul_real_type out_type, void *out,
+    const int64_t *out_shape) {
+    return approxmul::guarded([&] {
+        auto p = approxmul::conv2d_arguments(m, x_dtype, x, x_shape, x_strides, w_dtype, w,
+                                             w_shape, w_strides, stride, padding, dilation,
+                                             groups, x_zero_point, w_zero_point);
+        const auto requant = requantize_problem(0, 0, 0, APPROXMUL_INT32, nullptr, bias, mantissa,
+                                                shift, zero_point, qmin, qmax, rounding,
+                                                code_dtype, nullptr);
+        const approxmul::quant::RealOutput real{out_scale, real_type_argument(out_type, "out"),
+                                                out};
+        conv2d_staged(p, requant, &real, out_shape);
+    });
+}
 
 approxmul_status approxmul_requantize(int64_t outer, int64_t channels, int64_t inner,
                                       approxmul_dtype acc_dtype, const void *acc,

@@ -20,6 +20,7 @@
 #include "../core/error.hpp"
 #include "../core/threads.hpp"
 #include "common.hpp"
+#include "isa.hpp"
 #include "kernels.hpp"
 #include "parallel.hpp"
 
@@ -56,6 +57,20 @@ APPROXMUL_NO_LIBCALLS void copy_run(T *dst, const T *src, int64_t count, int64_t
         for (int64_t t = 0; t < count; ++t) dst[t] = src[t];
     } else {
         for (int64_t t = 0; t < count; ++t) dst[t] = src[t * step];
+    }
+}
+
+// count elements of item bytes (1, 2, 4 or 8), through copy_run
+void copy_bytes(char *dst, const char *src, int64_t count, int64_t item) {
+    auto copy = [&](auto element) {
+        using T = decltype(element);
+        copy_run(reinterpret_cast<T *>(dst), reinterpret_cast<const T *>(src), count, 1);
+    };
+    switch (item) {
+    case 1: copy(uint8_t{}); break;
+    case 2: copy(uint16_t{}); break;
+    case 4: copy(uint32_t{}); break;
+    default: copy(uint64_t{}); break;
     }
 }
 
@@ -220,7 +235,24 @@ void check(const Conv2dProblem &p) {
     check_tensor_operand(p.w, m);
     check_output_type(p.out.name, p.out.dtype, m, p.w.shape[1] * p.w.shape[2] * p.w.shape[3],
                       p.x_zero_point, p.w_zero_point);
-    check_tensor_output(p.out, p.x, p.w);
+    if (p.stage == nullptr) {
+        check_tensor_output(p.out, p.x, p.w);
+        return;
+    }
+    // the stage's contiguous output instead of the accumulators
+    const Conv2dOutputStage &s = *p.stage;
+    const int64_t count = p.out.size();
+    if (count == 0) return;
+    require_pointer(s.out, p.out.name);
+    const auto lo = reinterpret_cast<intptr_t>(s.out);
+    const int64_t item = s.real_bytes != 0 ? s.real_bytes : static_cast<int64_t>(dtype_size(s.code_dtype));
+    const intptr_t hi = lo + static_cast<intptr_t>(checked_mul(count, item, p.out.name));
+    for (const TensorView *input : {&p.x, &p.w}) {
+        intptr_t in_lo, in_hi;
+        input->byte_range(in_lo, in_hi);
+        if (in_lo < in_hi && lo < in_hi && in_lo < hi)
+            fail(APPROXMUL_ERR_ALIASING, "%s overlaps input %s", p.out.name, input->name);
+    }
 }
 
 namespace {
@@ -268,6 +300,8 @@ public:
         int64_t plane_key = -1;           // n * G + g of the plane (and padded image) held
         std::vector<char> padded;         // wide path: the image and group, padded
         PackCache weight_pack;            // the GEMM's packed weights, kept across blocks
+        std::vector<int64_t> acc;         // output stage: one channel's final sums
+        std::vector<char> stage_codes;    // and their codes
     };
 
     void run_job(int64_t job, Workspace &ws, int inner_threads) const {
@@ -292,12 +326,24 @@ public:
                 ws.pixel_term32[static_cast<size_t>(t)] = static_cast<int32_t>(
                     static_cast<uint32_t>(static_cast<uint64_t>(ws.pixel_term[static_cast<size_t>(t)])));
         }
+        if (p_.stage != nullptr && staged_.empty()) {
+            stage_block(g, r0, np, ws);
+            return;
+        }
         scatter(g, r0, np, ws.out.data(), fold_x_sums_ ? ws.pixel_term.data() : nullptr,
                 narrow ? ws.pixel_term32.data() : nullptr);
     }
 
     // Failing-capable models computed into the staging copy: now the output.
     void write_staged() const {
+        if (p_.stage != nullptr) {
+            std::vector<char> codes(static_cast<size_t>(P) * 2);
+            for (int64_t row = 0; row < N * O; ++row) {
+                requantize_row(row % O, staged_.data() + row * P, true, P, codes.data());
+                emit_codes(codes.data(), P, static_cast<char *>(p_.stage->out) + row * P * stage_item());
+            }
+            return;
+        }
         for (int64_t e = 0; e < N * O * P; ++e) {
             const int64_t n = e / (O * P), oc = e / P % O, pixel = e % P;
             const int64_t offset = n * p_.out.strides[0] + oc * p_.out.strides[1] +
@@ -607,17 +653,27 @@ private:
         matmul(mp);
     }
 
-    // channels x pixels back to N O OH OW (or the staging copy), one output
-    // row's run at a time (the wide path's dropped columns are skipped)
-    void scatter(int64_t g, int64_t r0, int64_t np, const int64_t *sums,
-                 const int64_t *pixel_term, const int32_t *pixel_term32) const {
+    // fn(q, n, pixel, count) for each output row's run of the block's
+    // pixels q..q+count (image n, pixels from `pixel` on); the wide path's
+    // dropped columns are skipped
+    template <typename Fn>
+    void for_runs(int64_t r0, int64_t np, const Fn &fn) const {
         for (int64_t q = 0; q < np;) {
             const int64_t r = r0 + q, n = r / Pr, u = r % Pr;
             const int64_t oy = u / row_len_, ox0 = u % row_len_;
             const int64_t run = std::min(row_len_ - ox0, np - q);
             const int64_t count = std::min(OW, ox0 + run) - ox0;  // real output columns
-            const int64_t pixel = oy * OW + ox0;
-            for (int64_t o = 0; o < Og && count > 0; ++o) {
+            if (count > 0) fn(q, n, oy * OW + ox0, count);
+            q += run;
+        }
+    }
+
+    // channels x pixels back to N O OH OW (or the staging copy), one output
+    // row's run at a time
+    void scatter(int64_t g, int64_t r0, int64_t np, const int64_t *sums,
+                 const int64_t *pixel_term, const int32_t *pixel_term32) const {
+        for_runs(r0, np, [&](int64_t q, int64_t n, int64_t pixel, int64_t count) {
+            for (int64_t o = 0; o < Og; ++o) {
                 const int64_t e = o * block_ + q;
                 const int64_t base = n * target_.strides[0] + (g * Og + o) * target_.strides[1];
                 const int64_t start = plane_contiguous_ ? pixel : -1;
@@ -630,7 +686,74 @@ private:
                     scatter_run(sums + e, term, count, base, pixel_offsets_.data() + pixel, start,
                                 target_);
             }
-            q += run;
+        });
+    }
+
+    int64_t stage_item() const {
+        const Conv2dOutputStage &s = *p_.stage;
+        return s.real_bytes != 0 ? s.real_bytes : static_cast<int64_t>(dtype_size(s.code_dtype));
+    }
+
+    // Requantizes n final sums (int64 if acc64, else int32) of output
+    // channel oc into codes of the stage's code type.
+    void requantize_row(int64_t oc, const void *acc, bool acc64, int64_t n, char *codes) const {
+        static const int32_t kZeroBias = 0;
+        const Conv2dOutputStage &s = *p_.stage;
+        selected_kernels().requantize(n, acc, acc64 ? 1 : 0,
+                                      s.bias != nullptr ? s.bias + oc : &kZeroBias,
+                                      s.mantissa + oc, s.shift + oc, 0, s.zero_point, s.qmin,
+                                      s.qmax, s.single, s.code_dtype, codes);
+    }
+
+    // n codes to out: copied, or their real values written there.
+    void emit_codes(const char *codes, int64_t n, char *out) const {
+        const Conv2dOutputStage &s = *p_.stage;
+        if (s.real_bytes == 0) {
+            copy_bytes(out, codes, n, static_cast<int64_t>(dtype_size(s.code_dtype)));
+        } else {
+            const double zero = s.zero_point;
+            selected_kernels().dequantize(n, codes, s.code_dtype, &s.scale, &zero, 0,
+                                          s.real_bytes == 8 ? 1 : 0, out);
+        }
+    }
+
+    // The stage over one block, channel by channel: the final sums (the
+    // GEMM's plus the x cross term, in the accumulators' type) through
+    // stage_row into a row of the block, then its runs to out. The
+    // accumulators' type bounds every final sum, so int32 ones add modulo 2^32.
+    void stage_block(int64_t g, int64_t r0, int64_t np, Workspace &ws) const {
+        const bool acc64 = p_.out.dtype == APPROXMUL_INT64, sums64 = out_dtype_ == APPROXMUL_INT64;
+        const int64_t item = stage_item();
+        const auto code_item = static_cast<int64_t>(dtype_size(p_.stage->code_dtype));
+        ws.acc.resize(static_cast<size_t>(block_));
+        ws.stage_codes.resize(static_cast<size_t>(block_) * 2);
+        auto *acc32 = reinterpret_cast<int32_t *>(ws.acc.data());
+        for (int64_t o = 0; o < Og; ++o) {
+            const int64_t oc = g * Og + o;
+            const int64_t *row64 = ws.out.data() + o * block_;
+            const int32_t *row32 = reinterpret_cast<const int32_t *>(ws.out.data()) + o * block_;
+            const void *acc = sums64 ? static_cast<const void *>(row64) : row32;
+            if (fold_x_sums_ && !acc64 && !sums64) {  // the common case, in 32-bit lanes
+                const int32_t *term = ws.pixel_term32.data();
+                for (int64_t t = 0; t < np; ++t) acc32[t] = add_term(row32[t], term[t]);
+                acc = acc32;
+            } else if (fold_x_sums_ || sums64 != acc64) {
+                const int64_t *term = fold_x_sums_ ? ws.pixel_term.data() : nullptr;
+                for (int64_t t = 0; t < np; ++t) {
+                    const int64_t sum = (sums64 ? row64[t] : row32[t]) + (term ? term[t] : 0);
+                    if (acc64)
+                        ws.acc[static_cast<size_t>(t)] = sum;
+                    else
+                        acc32[t] = static_cast<int32_t>(static_cast<uint32_t>(static_cast<uint64_t>(sum)));
+                }
+                acc = ws.acc.data();
+            }
+            requantize_row(oc, acc, acc64, np, ws.stage_codes.data());
+            auto *out = static_cast<char *>(p_.stage->out);
+            for_runs(r0, np, [&](int64_t q, int64_t n, int64_t pixel, int64_t count) {
+                emit_codes(ws.stage_codes.data() + q * code_item, count,
+                           out + ((n * O + oc) * P + pixel) * item);
+            });
         }
     }
 

@@ -43,14 +43,33 @@ struct BmmProblem {
 };
 void bmm(const BmmProblem &problem);
 
+// conv2d's output stage (approxmul_conv2d_requantize[_dequantize]): each
+// block's sums go through the kernel set's requantize with their output
+// channel's parameters (and dequantize, with real_bytes) on their way to
+// out, so the accumulator tensor never exists whole. Parameters validated
+// by the caller (quant::check_parameters).
+struct Conv2dOutputStage {
+    const int32_t *bias;  // per output channel, or nullptr (zeros)
+    const int32_t *mantissa, *shift;  // per output channel
+    int32_t zero_point, qmin, qmax;
+    int single;                   // TFLite's single rounding, else gemmlowp's double
+    approxmul_dtype code_dtype;   // int8, uint8, int16 or uint16
+    int real_bytes;               // 0: out holds codes; 4 or 8: float32 or float64 values
+    double scale;                 // of the real values: scale * (code - zero_point)
+    void *out;                    // contiguous N O OH OW
+};
+
 // out[n, o, y, x] = sum over c, i, j of mul(x[n, g*C/groups + c, y*stride0 -
 // padding0 + i*dilation0, ...], w[o, c, i, j]) with zero-point cross terms,
-// g = o / (O / groups); taps outside the image hold x_zero_point.
+// g = o / (O / groups); taps outside the image hold x_zero_point. With a
+// stage, out describes the accumulators (their type, N O OH OW, contiguous
+// strides) and stage->out receives what the stage makes of them.
 struct Conv2dProblem {
     const Multiplier *multiplier;
     TensorView x, w, out;  // N C H W, O C/groups KH KW, N O OH OW
     int64_t stride[2], padding[2], dilation[2], groups;
     int64_t x_zero_point, w_zero_point;
+    const Conv2dOutputStage *stage = nullptr;
 };
 using Shape4 = std::array<int64_t, 4>;
 // The checks of a conv2d that need neither data nor output: x and w

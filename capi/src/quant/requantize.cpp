@@ -92,8 +92,9 @@ void for_chunks(const RequantizeProblem &p, const Emit &emit) {
     });
 }
 
-void check_requantize(const RequantizeProblem &p, void *out, int64_t out_item) {
-    const int64_t count = checked_layout_count(p.outer, p.channels, p.inner);
+}  // namespace
+
+void check_parameters(const RequantizeProblem &p) {
     if (p.acc_dtype != APPROXMUL_INT32 && p.acc_dtype != APPROXMUL_INT64)
         fail(APPROXMUL_ERR_DTYPE, "acc: element type %s; accumulators are int32 or int64",
              dtype_name(p.acc_dtype));
@@ -102,9 +103,7 @@ void check_requantize(const RequantizeProblem &p, void *out, int64_t out_item) {
         fail(APPROXMUL_ERR_DTYPE, "out: element type %s; codes are int8, uint8, int16 or uint16",
              dtype_name(p.out_dtype));
     check_code_range(p.qmin, p.qmax, p.out_dtype);
-    if (count == 0) return;
-    require_pointer(p.acc, "acc");
-    require_pointer(out, "out");
+    if (p.outer * p.channels * p.inner == 0) return;
     require_pointer(p.mantissa, "mantissa");
     require_pointer(p.shift, "shift");
     for (int64_t c = 0; c < p.channels; ++c) {
@@ -115,6 +114,16 @@ void check_requantize(const RequantizeProblem &p, void *out, int64_t out_item) {
             fail(APPROXMUL_ERR_OUT_OF_RANGE, "shift[%lld] = %d is outside -31..30",
                  static_cast<long long>(c), p.shift[c]);
     }
+}
+
+namespace {
+
+void check_requantize(const RequantizeProblem &p, void *out, int64_t out_item) {
+    const int64_t count = checked_layout_count(p.outer, p.channels, p.inner);
+    check_parameters(p);
+    if (count == 0) return;
+    require_pointer(p.acc, "acc");
+    require_pointer(out, "out");
     // out must not overlap acc (both are contiguous)
     const auto acc_lo = reinterpret_cast<intptr_t>(p.acc);
     const auto out_lo = reinterpret_cast<intptr_t>(out);
@@ -143,13 +152,17 @@ void requantize(const RequantizeProblem &p) {
     });
 }
 
-void check(const RequantizeProblem &p, const RealOutput &real) {
+void check_real_output(const RealOutput &real) {
     if (real.type != APPROXMUL_FLOAT32 && real.type != APPROXMUL_FLOAT64)
         fail(APPROXMUL_ERR_DTYPE, "out: %d is not an approxmul_real_type value",
              static_cast<int>(real.type));
     if (!(std::isfinite(real.scale) && real.scale > 0))
         fail(APPROXMUL_ERR_INVALID_ARGUMENT, "out_scale = %g is not finite and positive",
              real.scale);
+}
+
+void check(const RequantizeProblem &p, const RealOutput &real) {
+    check_real_output(real);
     check_requantize(p, real.out, real.type == APPROXMUL_FLOAT32 ? 4 : 8);
 }
 

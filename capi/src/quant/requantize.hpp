@@ -22,6 +22,10 @@ struct RequantizeProblem {
 };
 
 void check(const RequantizeProblem &p);  // throws Error; call before requantize
+// Its checks of everything but acc and out (dtypes, code range, mantissa
+// and shift), for callers whose accumulators are made on the way (conv2d's
+// output stage); sizes must have been checked.
+void check_parameters(const RequantizeProblem &p);
 void requantize(const RequantizeProblem &p);
 
 // The codes' real values instead of the codes (approxmul_requantize_dequantize):
@@ -34,6 +38,7 @@ struct RealOutput {
 };
 
 void check(const RequantizeProblem &p, const RealOutput &real);  // as check above
+void check_real_output(const RealOutput &real);  // its checks of type and scale
 void requantize_dequantize(const RequantizeProblem &p, const RealOutput &real);
 
 }  // namespace approxmul::quant
