@@ -221,21 +221,26 @@ class QuantizedLayer:
             return self.output_qparams(multiplier.signed).dequantize(out, dtype=real)
         signed = bool(multiplier.signed)
         prepared = self.prepare(signed)
-        _, out_qp, (lo, hi) = self._grid(signed)
-        acc = self.accumulators(codes, multiplier)
-        axis = getattr(self.layer, "channel_axis", 1)
+        x_zero, out_qp, (lo, hi) = self._grid(signed)
         bias, correction = prepared.bias, self.correction(multiplier)
         if correction is not None:  # folded into the int32 bias, saturating
             info = np.iinfo(np.int32)
             bias = np.clip(bias.astype(np.int64) + correction, info.min, info.max).astype(np.int32)
+        stage = (bias, prepared.mantissa, prepared.shift, int(out_qp.zero_point), lo, hi)
+        options = dict(rounding=self.config.rounding, bits=out_qp.bits,
+                       real=None if real is None else (float(out_qp.scale), real))
+        fused = getattr(self.layer, "requantized", None)
+        if fused is not None and self.config.requantization != "onnxruntime":
+            # one pass of the C library: the accumulators never exist whole
+            return fused(quant.convert_codes(codes, signed, bits=self.in_qparams.bits),
+                         prepared.codes, multiplier, x_zero, prepared.zero_point, *stage,
+                         **options)
+        acc = self.accumulators(codes, multiplier)
+        axis = getattr(self.layer, "channel_axis", 1)
         if self.config.requantization == "onnxruntime":
             return requantize_float(acc, bias, prepared.scale, int(out_qp.zero_point),
                                     lo, hi, axis=axis).astype(out_qp.dtype)
-        return quant.requantize(acc, bias, prepared.mantissa, prepared.shift,
-                                int(out_qp.zero_point), lo, hi,
-                                axis=axis, signed=signed,
-                                rounding=self.config.rounding, bits=out_qp.bits,
-                                real=None if real is None else (float(out_qp.scale), real))
+        return quant.requantize(acc, *stage, axis=axis, signed=signed, **options)
 
     def forward(self, inputs, multiplier):
         """Graph form: one input QTensor -> output QTensor."""
