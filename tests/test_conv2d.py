@@ -1,5 +1,7 @@
 """conv2d: bit-exact against an independent integer convolution and PyTorch; bad input."""
 
+import zlib
+
 import numpy as np
 import pytest
 from hypothesis import HealthCheck, assume, given, settings
@@ -332,3 +334,26 @@ def test_conv2d_resnet20_batch64_variants(stride, groups, zero):
     expected = im2col_reference(reference.exact_table(8, signed=False), x, wt, (1, 1), zx, zw,
                                 stride=stride, groups=groups)
     np.testing.assert_array_equal(got, expected)
+
+
+@pytest.mark.parametrize("spec", ["drum:k=4", "drum:k=3,signed=1", "drum:bits=6,k=3", "dsm:m=4"])
+@pytest.mark.parametrize("geometry", [
+    dict(stride=(1, 1), padding=(1, 1), dilation=(1, 1), groups=1),   # padded images
+    dict(stride=(2, 1), padding=(1, 2), dilation=(1, 2), groups=1),   # per-row gathers
+    dict(stride=(1, 1), padding=(0, 0), dilation=(1, 1), groups=3)])
+@pytest.mark.parametrize("zero_points", [(0, 0), (7, 0), (5, 3)])
+def test_conv2d_rank1_models_on_mapped_codes(spec, geometry, zero_points):
+    # rank-1 models whose factors are byte codes (DRUM, DSM) multiply codes
+    # mapped once through their factors by exact GEMMs, with the cross
+    # terms of the original codes (conv.cpp, choose_mapping)
+    m = am.multiplier(spec)
+    rng = np.random.default_rng(zlib.crc32(repr((spec, geometry, zero_points)).encode()))
+    dtype = np.int8 if m.signed else np.uint8
+    lo, hi = (-(1 << (m.bits - 1)), (1 << (m.bits - 1)) - 1) if m.signed else (0, (1 << m.bits) - 1)
+    x = rng.integers(lo, hi + 1, (3, 6, 9, 10)).astype(dtype)
+    w = rng.integers(lo, hi + 1, (6, 6 // geometry["groups"], 3, 2)).astype(dtype)
+    zx, zw = (-z for z in zero_points) if m.signed else zero_points
+    got = am.conv2d(x, w, m, **geometry, x_zero_point=zx, w_zero_point=zw)
+    want = reference_conv(m.table(), x, w, m.bits, geometry["stride"], geometry["padding"],
+                          geometry["dilation"], geometry["groups"], zx, zw)
+    np.testing.assert_array_equal(got, want)

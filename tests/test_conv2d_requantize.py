@@ -2,6 +2,8 @@
 the same bits as approxmul_conv2d followed by approxmul_requantize (and the
 dequantization), on every path the stage takes through conv2d's blocks."""
 
+import zlib
+
 import numpy as np
 import pytest
 
@@ -58,7 +60,7 @@ def stage_arguments(rng, m, channels, per_channel, bits):
 @pytest.mark.parametrize("geometry", range(len(GEOMETRIES)))
 @pytest.mark.parametrize("zero_points", [(0, 0), (3, 0), (5, 9)])
 def test_stage_equals_conv2d_then_requantize(name, geometry, zero_points):
-    rng = np.random.default_rng(hash((name, geometry, zero_points)) % 2**32)
+    rng = np.random.default_rng(zlib.crc32(repr((name, geometry, zero_points)).encode()))
     geom = dict(GEOMETRIES[geometry])
     groups = geom.get("groups", 1)
     c = o = 4
@@ -92,11 +94,13 @@ def test_stage_equals_conv2d_then_requantize(name, geometry, zero_points):
 
 @pytest.mark.parametrize("threads", [1, 2])
 @pytest.mark.parametrize("name", ["exact-u8", "drum", "table"])
-def test_stage_over_many_pixel_blocks(name, threads):
-    # ResNet-20's 32->32 layer at batch 16: many pixel blocks, run by workers,
-    # with inputs that are not contiguous (channels_last)
+@pytest.mark.parametrize("batch, size", [(16, 16), (3, 40)])
+def test_stage_over_many_pixel_blocks(name, threads, batch, size):
+    # ResNet-20's 32->32 layer: many pixel blocks, run by workers, with
+    # inputs that are not contiguous (channels_last); output rows shorter
+    # and longer than the 32 from which real values go straight to out
     rng = np.random.default_rng(11)
-    m, x, w = operands(rng, name, 16, 32, 32, 16, 1, 0)
+    m, x, w = operands(rng, name, batch, 32, 32, size, 1, 0)
     x = np.ascontiguousarray(x.transpose(0, 2, 3, 1)).transpose(0, 3, 1, 2)
     st = stage_arguments(rng, m, 32, True, 8)
     args = (st["bias"], st["mantissa"], st["shift"], st["zero_point"], st["qmin"], st["qmax"])

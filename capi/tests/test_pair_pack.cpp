@@ -1,7 +1,9 @@
 // Internal check of every kernel set this CPU can run: pair_pack against a
 // plain loop (isa.hpp's layout) for widths around the panel size, signed and
 // unsigned widening, 256-entry tables and a missing second row, with
-// guard values that must stay untouched outside the panels it owns.
+// guard values that must stay untouched outside the panels it owns; and
+// u8_lut, the byte table every set has.
+#include <algorithm>
 #include <cstdint>
 #include <cstdio>
 #include <random>
@@ -45,6 +47,31 @@ static void check(const KernelTable &kt, std::mt19937 &rng, int64_t n, bool is_s
         }
 }
 
+// u8_lut (dst may be src) against the table itself, around its vector widths
+static void check_lut(const KernelTable &kt, std::mt19937 &rng, int64_t n) {
+    std::vector<uint8_t> lut(256), src(static_cast<size_t>(n) + 1), dst(src);
+    for (auto &v : lut) v = static_cast<uint8_t>(rng());
+    for (auto &c : src) c = static_cast<uint8_t>(rng());
+    dst[static_cast<size_t>(n)] = 0x5a;
+    kt.u8_lut(n, src.data(), lut.data(), dst.data());
+    for (int64_t j = 0; j < n; ++j)
+        if (dst[size_t(j)] != lut[src[size_t(j)]]) {
+            std::printf("%s u8_lut n=%lld: code %d gave %d, not %d\n", kt.name, (long long)n,
+                        src[size_t(j)], dst[size_t(j)], lut[src[size_t(j)]]);
+            ++failures;
+            return;
+        }
+    if (dst[size_t(n)] != 0x5a) {
+        std::printf("%s u8_lut n=%lld wrote past n\n", kt.name, (long long)n);
+        ++failures;
+    }
+    kt.u8_lut(n, src.data(), lut.data(), src.data());  // in place
+    if (!std::equal(src.begin(), src.begin() + n, dst.begin())) {
+        std::printf("%s u8_lut n=%lld in place differs\n", kt.name, (long long)n);
+        ++failures;
+    }
+}
+
 int main() {
     std::mt19937 rng(7);
     const KernelTable *sets[] = {generic_kernel_table(), avx2_kernel_table(), avx512_kernel_table()};
@@ -55,6 +82,7 @@ int main() {
             for (int variant = 0; variant < 8; ++variant, ++cases)
                 check(*kt, rng, n, variant & 1, variant & 2, variant & 4);
         std::printf("%s: %d pair_pack cases\n", kt->name, cases);
+        for (int64_t n : {0, 1, 31, 32, 33, 63, 64, 65, 257, 1000}) check_lut(*kt, rng, n);
     }
     return failures == 0 ? 0 : 1;
 }

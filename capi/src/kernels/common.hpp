@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "../core/operands.hpp"
+#include "kernels.hpp"
 
 namespace approxmul::kernels {
 
@@ -81,17 +82,24 @@ inline std::vector<int64_t> operand_sums(const MatrixView &v, bool along_rows,
     return sums;
 }
 
+// The operand sums a cross term needs (none with a zero point of 0): the
+// caller's, if it gave them, else summed here.
+inline std::vector<int64_t> cross_sums(const MatrixView &v, bool along_rows, int64_t zero_point,
+                                       const int64_t *given) {
+    if (given == nullptr || zero_point == 0) return operand_sums(v, along_rows, zero_point);
+    return std::vector<int64_t>(given, given + (along_rows ? v.rows : v.cols));
+}
+
 // The zero-point terms of one output: added to sum_k M(a, b).
 struct CrossTerms {
     std::vector<int64_t> a_sums, b_sums;
     int64_t a_zero, b_zero, constant;
-    CrossTerms(const MatrixView &a, const MatrixView &b, int64_t inner, int64_t a_zero_point,
-               int64_t b_zero_point)
-        : a_sums(operand_sums(a, true, b_zero_point)),
-          b_sums(operand_sums(b, false, a_zero_point)),
-          a_zero(a_zero_point),
-          b_zero(b_zero_point),
-          constant(inner * a_zero_point * b_zero_point) {}
+    explicit CrossTerms(const MatmulProblem &p)
+        : a_sums(cross_sums(p.a, true, p.b_zero_point, p.a_row_sums)),
+          b_sums(cross_sums(p.b, false, p.a_zero_point, p.b_col_sums)),
+          a_zero(p.a_zero_point),
+          b_zero(p.b_zero_point),
+          constant(p.inner * p.a_zero_point * p.b_zero_point) {}
     // the row part: b_zero * sum_k a[i, k] (a_sums non-empty)
     int64_t row_cross(int64_t i) const { return b_zero * a_sums[static_cast<size_t>(i)]; }
     int64_t operator()(int64_t i, int64_t j) const {

@@ -20,6 +20,7 @@
 #include "../core/error.hpp"
 #include "../core/threads.hpp"
 #include "common.hpp"
+#include "drivers.hpp"
 #include "isa.hpp"
 #include "kernels.hpp"
 #include "parallel.hpp"
@@ -282,6 +283,7 @@ public:
 
     // The pixel blocks and the jobs; prepares everything jobs share.
     void prepare() {
+        choose_mapping();
         group_weights();
         set_zero_code();
         size_blocks();
@@ -301,7 +303,7 @@ public:
         std::vector<char> padded;         // wide path: the image and group, padded
         PackCache weight_pack;            // the GEMM's packed weights, kept across blocks
         std::vector<int64_t> acc;         // output stage: one channel's final sums
-        std::vector<char> stage_codes;    // and their codes
+        std::vector<char> stage_codes, stage_out;  // and their codes (and real values)
     };
 
     void run_job(int64_t job, Workspace &ws, int inner_threads) const {
@@ -316,6 +318,9 @@ public:
                 gather<uint8_t>(g, r0, np, ws.col.data());
             else
                 gather<uint16_t>(g, r0, np, ws.col.data());
+            if (mapped_)
+                for (int64_t k = 0; k < K; ++k)
+                    map_codes(map_x_, reinterpret_cast<uint8_t *>(ws.col.data()) + k * block_, np);
             if (fold_x_sums_) pixel_terms(g, r0, np, ws);
         }
         multiply(g, np, ws, inner_threads);
@@ -375,6 +380,45 @@ private:
                             std::memcpy(weights_.data() + dst * w_item_,
                                         offset_ptr(p_.w.data, src, p_.w.dtype), w_item_);
                         }
+        if (!mapped_) return;
+        // the cross terms take the weights' own codes, summed before they are mapped
+        w_sums_.assign(static_cast<size_t>(O), 0);
+        const auto *codes = reinterpret_cast<uint8_t *>(weights_.data());
+        for (int64_t o = 0; o < O; ++o)
+            for (int64_t k = 0; k < K; ++k)
+                w_sums_[static_cast<size_t>(o)] +=
+                    m_.is_signed() ? static_cast<int8_t>(codes[o * K + k]) : codes[o * K + k];
+        map_codes(map_w_, reinterpret_cast<uint8_t *>(weights_.data()), O * K);
+    }
+
+    // A rank-1 factorization M(a, b) = u(a) v(b) whose factors are codes of
+    // the operands' own byte type (DRUM, DSM): x and w go through u and v
+    // once each, and the GEMMs multiply the mapped codes exactly, on the
+    // exact 8-bit plan's kernels (byte widening or vpdpbusd). Otherwise
+    // every GEMM maps each of the KH*KW copies of an input code that im2col
+    // makes through a 16-bit table as it packs them (a third of a DRUM
+    // 16->16 layer on AVX2). The cross terms keep the original codes.
+    void choose_mapping() {
+        if (m_.plan() != Plan::Factorized || item_ != 1 || w_item_ != 1) return;
+        std::vector<int16_t> u, v;
+        if (operand_factors(m_, u, v) != 1) return;
+        const int lo = m_.is_signed() ? -128 : 0, hi = m_.is_signed() ? 127 : 255;
+        const uint32_t mask = m_.operand_mask();
+        for (const auto *f : {&u, &v})
+            for (int16_t value : *f)
+                if (value < lo || value > hi) return;
+        for (uint32_t raw = 0; raw < 256; ++raw) {
+            map_x_[raw] = static_cast<uint8_t>(u[raw & mask]);
+            map_w_[raw] = static_cast<uint8_t>(v[raw & mask]);
+        }
+        static const auto exact_u8 = Multiplier::exact(8, false);
+        static const auto exact_s8 = Multiplier::exact(8, true);
+        gemm_m_ = m_.is_signed() ? exact_s8.get() : exact_u8.get();
+        mapped_ = true;
+    }
+
+    static void map_codes(const uint8_t *table, uint8_t *codes, int64_t n) {
+        selected_kernels().u8_lut(n, codes, table, codes);
     }
 
     // The zero point in the input's storage type, for padded taps.
@@ -557,15 +601,19 @@ private:
                              static_cast<const T *>(p_.x.data) + n * p_.x.strides[0] +
                                  (g * Cg + c) * p_.x.strides[1] + y * p_.x.strides[2],
                              w, p_.x.strides[3]);
-        if (!fold_x_sums_) return;
-        ws.plane.resize(static_cast<size_t>(plane_len_));
-        int64_t *sums = ws.plane.data();
-        const int64_t len = plane_len_;
-        std::fill(sums, sums + len, 0);
-        for (int64_t c = 0; c < Cg; ++c) {
-            const T *from = padded + c * len;
-            for (int64_t k = 0; k < len; ++k) sums[k] += from[k];
+        if (fold_x_sums_) {
+            ws.plane.resize(static_cast<size_t>(plane_len_));
+            int64_t *sums = ws.plane.data();
+            const int64_t len = plane_len_;
+            std::fill(sums, sums + len, 0);
+            for (int64_t c = 0; c < Cg; ++c) {
+                const T *from = padded + c * len;
+                for (int64_t k = 0; k < len; ++k) sums[k] += from[k];
+            }
         }
+        // after the sums, which take the original codes: each code once per image
+        if (mapped_)
+            map_codes(map_x_, reinterpret_cast<uint8_t *>(ws.padded.data()), Cg * plane_len_);
     }
 
     // The x-side cross term of each pixel of the block, K*zx*zw - zw * (sum of
@@ -642,7 +690,7 @@ private:
     // pixels x taps (column-major view of the k-major buffer) times the
     // group's taps x channels, into channels x pixels
     void multiply(int64_t g, int64_t np, Workspace &ws, int inner_threads) const {
-        MatmulProblem mp{&m_, np, Og, K,
+        MatmulProblem mp{gemm_m_, np, Og, K,
                          MatrixView{"x", p_.x.dtype, ws.col.data(), np, K, 1, block_},
                          MatrixView{"w", p_.w.dtype,
                                     weights_.data() + static_cast<size_t>(g * K * Og) * w_item_, K,
@@ -650,6 +698,11 @@ private:
                          MatrixView{"out", out_dtype_, ws.out.data(), np, Og, 1, block_},
                          p_.x_zero_point, fold_x_sums_ ? 0 : p_.w_zero_point, inner_threads,
                          &ws.weight_pack};
+        if (mapped_) {  // the cross terms of the original codes (fold_x_sums_ or w_zero 0)
+            mp.b_col_sums = w_sums_.data() + g * Og;
+            if (!fold_x_sums_ && p_.w_zero_point != 0)
+                fail(APPROXMUL_ERR_INTERNAL, "conv2d: mapped codes need the folded x sums");
+        }
         matmul(mp);
     }
 
@@ -727,6 +780,10 @@ private:
         const auto code_item = static_cast<int64_t>(dtype_size(p_.stage->code_dtype));
         ws.acc.resize(static_cast<size_t>(block_));
         ws.stage_codes.resize(static_cast<size_t>(block_) * 2);
+        // real values of short output rows (8x8 images): a dequantize call
+        // per row of 8 cost more than dequantizing the block's row at once
+        const bool short_runs = p_.stage->real_bytes != 0 && OW < 32;
+        if (short_runs) ws.stage_out.resize(static_cast<size_t>(block_ * item));
         auto *acc32 = reinterpret_cast<int32_t *>(ws.acc.data());
         for (int64_t o = 0; o < Og; ++o) {
             const int64_t oc = g * Og + o;
@@ -749,10 +806,19 @@ private:
                 acc = ws.acc.data();
             }
             requantize_row(oc, acc, acc64, np, ws.stage_codes.data());
+            const char *values = ws.stage_codes.data();
+            int64_t value_item = code_item;
+            if (short_runs) {  // one call for the row, then plain copies
+                emit_codes(values, np, ws.stage_out.data());
+                values = ws.stage_out.data(), value_item = item;
+            }
             auto *out = static_cast<char *>(p_.stage->out);
             for_runs(r0, np, [&](int64_t q, int64_t n, int64_t pixel, int64_t count) {
-                emit_codes(ws.stage_codes.data() + q * code_item, count,
-                           out + ((n * O + oc) * P + pixel) * item);
+                char *dst = out + ((n * O + oc) * P + pixel) * item;
+                if (short_runs)
+                    copy_bytes(dst, values + q * item, count, item);
+                else
+                    emit_codes(values + q * value_item, count, dst);
             });
         }
     }
@@ -770,6 +836,12 @@ private:
     const approxmul_dtype out_dtype_;  // of the GEMM's sums
     std::vector<char> weights_;
     char zero_code_[2] = {0, 0};
+    // mapped codes (choose_mapping): the GEMMs' exact multiplier, the maps
+    // by raw byte, and each output channel's sum of original weight codes
+    const Multiplier *gemm_m_ = &m_;
+    bool mapped_ = false;
+    uint8_t map_x_[256] = {}, map_w_[256] = {};
+    std::vector<int64_t> w_sums_;
     int64_t block_ = 0, pixel_blocks_ = 0;
     std::vector<int64_t> staged_;  // the whole output, for failing-capable models only
     TensorView target_{};

@@ -30,6 +30,8 @@ MatmulProblem transposed_problem(const MatmulProblem &p) {
     t.c = transposed(p.c);
     t.a_zero_point = p.b_zero_point;
     t.b_zero_point = p.a_zero_point;
+    t.a_row_sums = p.b_col_sums;
+    t.b_col_sums = p.a_row_sums;
     return t;
 }
 

@@ -94,8 +94,8 @@ void tiled_gemm(const MatmulProblem &p, const Step &step) {
     const int64_t row_tiles = (p.rows + TileRows - 1) / TileRows;
     const int64_t col_tiles = (p.cols + TileCols - 1) / TileCols;
     const int64_t tiles = row_tiles * col_tiles;
-    const auto a_sums = operand_sums(p.a, true, p.b_zero_point);
-    const auto b_sums = operand_sums(p.b, false, p.a_zero_point);
+    const auto a_sums = cross_sums(p.a, true, p.b_zero_point, p.a_row_sums);
+    const auto b_sums = cross_sums(p.b, false, p.a_zero_point, p.b_col_sums);
     const int64_t constant = p.inner * p.a_zero_point * p.b_zero_point;
     const int threads = static_cast<int>(std::max<int64_t>(1, std::min<int64_t>(
         p.threads > 0 ? p.threads : num_threads(), tiles)));

@@ -323,7 +323,7 @@ bool int16_gemm(const KernelTable &kt, const MatmulProblem &p0) {
     split_jobs(plan);
     pack_shared_a(plan, p0.b_pack_cache);
     const MatmulProblem &p = plan.p;
-    const CrossTerms cross(p.a, p.b, p.inner, p.a_zero_point, p.b_zero_point);
+    const CrossTerms cross(p);
     std::vector<Workspace> workspaces(static_cast<size_t>(plan.threads));
     parallel_for(plan.jobs, plan.threads, [&](int64_t job, int thread) {
         run_job(kt, plan, cross, job, workspaces[static_cast<size_t>(thread)]);

@@ -69,7 +69,7 @@ struct KernelTable {
     int u8_mr, u8_nr;
     void (*u8_micro)(int64_t kquads, const uint8_t *a, const uint8_t *b, int32_t *c,
                      int64_t ldc, int accumulate, int a_signed);
-    // dst[j] = lut[src[j]] for j < n.
+    // dst[j] = lut[src[j]] for j < n; dst may be src. Every set has one.
     void (*u8_lut)(int64_t n, const uint8_t *src, const uint8_t *lut, uint8_t *dst);
     // Packs 4 streamed rows into B quads: column j's bytes luts[h][rows[h][j]]
     // go to dst[(j / u8_nr) * panel_stride + (j % u8_nr) * 4 + h], j < n,

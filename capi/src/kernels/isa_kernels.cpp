@@ -596,7 +596,30 @@ constexpr auto kU8Pack = u8_pack;
 constexpr int kU8Rows = 0, kU8Cols = 0;
 constexpr void (*kU8Micro)(int64_t, const uint8_t *, const uint8_t *, int32_t *, int64_t, int,
                            int) = nullptr;
-constexpr void (*kU8Lut)(int64_t, const uint8_t *, const uint8_t *, uint8_t *) = nullptr;
+
+// Without vpermi2b, the byte table as 16 tables of 16 entries, one per high
+// nibble: t = code - 16 h keeps the low nibble, and adding 0x70 with
+// saturation sets bit 7 (vpshufb's "zero this lane") unless t's high
+// nibble is 0, so each lane takes exactly its own table's entry.
+void u8_lut(int64_t n, const uint8_t *src, const uint8_t *lut, uint8_t *dst) {
+    int64_t j = 0;
+#if defined(__AVX2__)
+    const __m256i sixteen = _mm256_set1_epi8(16), keep = _mm256_set1_epi8(0x70);
+    for (; j + 32 <= n; j += 32) {
+        __m256i t = _mm256_loadu_si256(reinterpret_cast<const __m256i *>(src + j));
+        __m256i r = _mm256_setzero_si256();
+        for (int h = 0; h < 16; ++h) {
+            const __m256i table = _mm256_broadcastsi128_si256(
+                _mm_loadu_si128(reinterpret_cast<const __m128i *>(lut + 16 * h)));
+            r = _mm256_or_si256(r, _mm256_shuffle_epi8(table, _mm256_adds_epu8(t, keep)));
+            t = _mm256_sub_epi8(t, sixteen);
+        }
+        _mm256_storeu_si256(reinterpret_cast<__m256i *>(dst + j), r);
+    }
+#endif
+    for (; j < n; ++j) dst[j] = lut[src[j]];
+}
+constexpr auto kU8Lut = u8_lut;
 constexpr void (*kU8Pack)(int64_t, const uint8_t *const *, const uint8_t *const *, uint8_t *,
                           int64_t) = nullptr;
 #endif

@@ -30,6 +30,11 @@ struct MatmulProblem {
     int threads = 0;  // 0: approxmul's thread setting; callers that parallelise outside say 1
     // B's data and values are the same in every call given this cache
     PackCache *b_pack_cache = nullptr;
+    // The operand sums the zero-point cross terms take (sum_k a[i, k] per
+    // row, sum_k b[k, j] per column), when the caller has them: conv2d's
+    // weights, summed once per call, or operands that stand for other codes
+    // (mapped through a factor table) whose own sums are not the terms'.
+    const int64_t *a_row_sums = nullptr, *b_col_sums = nullptr;
 };
 
 void matmul(const MatmulProblem &problem);

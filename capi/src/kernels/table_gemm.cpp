@@ -113,7 +113,7 @@ bool table_pt_gemm(const KernelTable &kt, const MatmulProblem &p0) {
     const int64_t col_jobs = ceil_div(p.cols, CB);
     const int64_t jobs = ceil_div(row_blocks, blocks_per_job) * col_jobs;
     const int threads = threads_for(p, jobs);
-    const CrossTerms cross(p.a, p.b, p.inner, p.a_zero_point, p.b_zero_point);
+    const CrossTerms cross(p);
     const bool b_bytes = (p.b.dtype == APPROXMUL_UINT8 || p.b.dtype == APPROXMUL_INT8) &&
                          p.b.col_stride == 1 && mask == 0xff;
 
@@ -211,7 +211,7 @@ bool table_gemm(const KernelTable &kt, const MatmulProblem &p0) {
     const int64_t row_jobs = ceil_div(p.rows, rb);
     const int64_t jobs = row_jobs * col_jobs;
     const int threads = threads_for(p, jobs);
-    const CrossTerms cross(p.a, p.b, p.inner, p.a_zero_point, p.b_zero_point);
+    const CrossTerms cross(p);
     const uint32_t mask = m.operand_mask();
 
     struct Workspace {

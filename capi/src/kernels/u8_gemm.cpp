@@ -352,7 +352,7 @@ bool u8_gemm(const KernelTable &kt, const MatmulProblem &p0) {
     if (!fit_problem(kt, p0, plan) || !block_inner(plan)) return false;
     split_jobs(plan);
     const MatmulProblem &p = plan.p;
-    const CrossTerms cross(p.a, p.b, p.inner, p.a_zero_point, p.b_zero_point);
+    const CrossTerms cross(p);
     const int64_t packed_panels = std::min(plan.block_panels, plan.mpanels);
     std::vector<uint8_t> apack(static_cast<size_t>(packed_panels * plan.panel_bytes));
     std::vector<int64_t> row_corr(static_cast<size_t>(packed_panels * plan.MR));
