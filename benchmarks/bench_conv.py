@@ -1,13 +1,18 @@
 """approxmul_cffi.conv2d at ResNet-20's CIFAR-10 layer shapes vs torch's float conv2d.
 
-    python benchmarks/bench_conv.py [--threads 2] [--repeat 5] [--batch 64] [--json FILE]
+    python benchmarks/bench_conv.py [--threads 2] [--repeat 5] [--batch 64] [--rounds 5] [--json FILE]
 
 One run, the same thread count for torch and approxmul; each engine is timed
 in its own block after a short pause (interleaving them measures contention
 for the cores, not the kernels), best of --repeat. Layers: 3x3, padding 1,
 uint8 activation and weight codes, zero points 3 and 128. Prints
-float ms / approxmul ms (> 1: approxmul is faster).
+float ms / approxmul ms (> 1: approxmul is faster): the median over
+--rounds rounds of torch's block then each multiplier's, with the lowest
+and highest round (a shared machine's load moves between blocks; one
+round's ratio has varied by 2x there).
 """
+
+import statistics
 
 import json
 import os
@@ -29,7 +34,7 @@ def best(fn, repeat):
 
 
 def main():
-    args, table, rng = timing.torch_vs_approxmul(__doc__.splitlines()[0])
+    args, table, rng = timing.torch_vs_approxmul(__doc__.splitlines()[0], rounds=5)
     multipliers = {"exact": am.Multiplier.exact(bits=8), "drum:k=4": am.Multiplier.from_spec("drum:k=4"),
                    "table": table}
     load = os.getloadavg()[0]
@@ -39,19 +44,26 @@ def main():
     for cin, cout, hw in SHAPES:
         xf = torch.randn(args.batch, cin, hw, hw)
         wf = torch.randn(cout, cin, 3, 3)
-        with torch.no_grad():
-            t_float = best(lambda: torch.nn.functional.conv2d(xf, wf, padding=1), args.repeat)
         x = rng.integers(0, 256, (args.batch, cin, hw, hw), dtype=np.uint8)
         w = rng.integers(0, 256, (cout, cin, 3, 3), dtype=np.uint8)
-        for label, m in multipliers.items():
-            t = best(lambda: am.conv2d(x, w, m, padding=1, x_zero_point=3, w_zero_point=128),
-                     args.repeat)
+        floats, times = [], {label: [] for label in multipliers}
+        for _ in range(args.rounds):
+            with torch.no_grad():
+                floats.append(best(lambda: torch.nn.functional.conv2d(xf, wf, padding=1),
+                                   args.repeat))
+            for label, m in multipliers.items():
+                times[label].append(best(lambda: am.conv2d(x, w, m, padding=1, x_zero_point=3,
+                                                           w_zero_point=128), args.repeat))
+        for label in multipliers:
+            ratios = sorted(f / t for f, t in zip(floats, times[label]))
+            ratio = statistics.median(ratios)
             name = f"conv {cin}->{cout} {hw}x{hw}, {label}"
-            print(f"{name:32s} float {t_float * 1e3:7.2f} ms  approxmul {t * 1e3:7.2f} ms  "
-                  f"ratio {t_float / t:5.2f}x")
+            print(f"{name:32s} float {min(floats) * 1e3:7.2f} ms  approxmul "
+                  f"{min(times[label]) * 1e3:7.2f} ms  ratio {ratio:5.2f}x "
+                  f"({ratios[0]:.2f} to {ratios[-1]:.2f})")
             results["rows"].append({"shape": [args.batch, cin, cout, hw], "multiplier": label,
-                                    "float_s": t_float, "approxmul_s": t,
-                                    "ratio": t_float / t})
+                                    "float_s": min(floats), "approxmul_s": min(times[label]),
+                                    "ratio": ratio, "round_ratios": ratios})
     results["load_after"] = os.getloadavg()[0]
     if args.json:
         with open(args.json, "w") as f:

@@ -26,8 +26,8 @@ def best(fn, repeat, *, warmup=True, pause=0.0):
     return fastest
 
 
-def torch_vs_approxmul(description, *, repeat=5):
-    """Parsed ``--threads --repeat --batch --json`` of a torch-vs-approxmul script,
+def torch_vs_approxmul(description, *, repeat=5, rounds=1):
+    """Parsed ``--threads --repeat --batch --rounds --json`` of a torch-vs-approxmul script,
     with torch and approxmul both set to ``--threads`` threads and a random
     8x8 table multiplier (seeded) for the "arbitrary table" rows:
     (args, table, the generator that made it, for the script's data)."""
@@ -35,6 +35,7 @@ def torch_vs_approxmul(description, *, repeat=5):
     p.add_argument("--threads", type=int, default=2)
     p.add_argument("--repeat", type=int, default=repeat)
     p.add_argument("--batch", type=int, default=64)
+    p.add_argument("--rounds", type=int, default=rounds)
     p.add_argument("--json")
     args = p.parse_args()
     import numpy as np
