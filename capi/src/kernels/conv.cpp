@@ -772,7 +772,7 @@ private:
 
     // The stage over one block, channel by channel: the final sums (the
     // GEMM's plus the x cross term, in the accumulators' type) through
-    // stage_row into a row of the block, then its runs to out. The
+    // requantize_row into a row of the block, then its runs to out. The
     // accumulators' type bounds every final sum, so int32 ones add modulo 2^32.
     void stage_block(int64_t g, int64_t r0, int64_t np, Workspace &ws) const {
         const bool acc64 = p_.out.dtype == APPROXMUL_INT64, sums64 = out_dtype_ == APPROXMUL_INT64;
