@@ -224,6 +224,14 @@ def affine_cases():
             for real in ("float32", "float64"):
                 out.append((f"dequantize {shape} axis={axis} {code} {real}", "dequantize",
                             (codes, scale, zero_point), dict(axis=axis, dtype=real)))
+    for scale in (0.1, 7.3, 0.37 * 2**-5):
+        # float64 values 0 and +-1 ulp from ties, where x * (1/s) and x / s
+        # round to different codes (the kernels' reciprocal must notice)
+        k = rng.integers(-30000, 30000, size=300).astype(np.float64)
+        ties = (k + 0.5) * scale
+        x = np.concatenate([ties, np.nextafter(ties, np.inf), np.nextafter(ties, -np.inf)])
+        out.append((f"quantize near ties scale={scale}", "quantize",
+                    (x, scale, 3, -2**15, 2**15 - 1), dict(dtype="int16")))
     return out
 
 

@@ -66,6 +66,25 @@ def test_quantize_matches_the_reference(problem, real, seed):
     np.testing.assert_array_equal(got, want)
 
 
+@pytest.mark.parametrize("scale", [0.1, 1 / 3, 7.3, 0.0123])
+@pytest.mark.parametrize("step", [0, 1])
+def test_values_next_to_ties_round_as_the_division_does(scale, step):
+    """Values at, and one unit in the last place around, (k + 1/2) s: many
+    round to another code by the reciprocal x * (1/s), a shortcut a kernel
+    might take (and, on a Zen 4, measured slower than the division)."""
+    k = np.random.default_rng(5).integers(-30000, 30000, size=2000).astype(np.float64)
+    ties = (k + 0.5) * scale
+    x = np.concatenate([ties, np.nextafter(ties, np.inf), np.nextafter(ties, -np.inf)])
+    by_reciprocal = affine.round_half_away(x * (1 / scale))
+    assert (by_reciprocal != affine.round_half_away(x / scale)).sum() > 100  # the data bites
+    # step 1: per-channel scales, the loop that always divides
+    args = (x, scale, 0) if step == 0 else (x, np.full(len(x), scale), np.zeros(len(x), int))
+    axis = None if step == 0 else 0
+    got = affine.quantize(*args, -2**15, 2**15 - 1, axis=axis, dtype="int16")
+    want = affine.quantize_reference(*args, -2**15, 2**15 - 1, axis=axis, dtype="int16")
+    np.testing.assert_array_equal(got, want)
+
+
 @settings(max_examples=300, deadline=None)
 @given(problem=problems(), seed=st.integers(0, 2**32 - 1), wide=st.booleans())
 def test_dequantize_matches_the_reference(problem, seed, wide):

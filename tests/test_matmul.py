@@ -89,6 +89,35 @@ def test_exact_multiplier(bits, signed):
     assert m.product(lo, lo) == lo * lo and m.product(hi, lo) == hi * lo
 
 
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(bits=st.sampled_from([9, 12, 15, 16]), signed=st.booleans(),
+       shape=st.tuples(st.integers(1, 70), st.integers(1, 90), st.integers(1, 200)),
+       a_layout=st.sampled_from(LAYOUTS), b_layout=st.sampled_from(LAYOUTS),
+       threads=st.sampled_from([1, 2]), zero_points=st.booleans(), seed=st.integers(0, 2**32 - 1))
+def test_wide_exact_products_as_byte_gemms(bits, signed, shape, a_layout, b_layout, threads,
+                                           zero_points, seed):
+    """9-16-bit exact products run as four 8-bit GEMMs on the operands' bytes
+    (split_gemm): every layout, both signs, extreme codes, zero points."""
+    rng = np.random.default_rng(seed)
+    rows, cols, inner = shape
+    m = am.Multiplier.exact(bits=bits, signed=signed)
+    lo, hi = m.operand_range
+    a = random_operands(rng, (rows, inner), bits, signed)
+    b = random_operands(rng, (inner, cols), bits, signed)
+    a.flat[::7], b.flat[::5] = lo, hi  # the corners of the byte split
+    za, zb = (int(rng.integers(lo, hi + 1)), int(rng.integers(lo, hi + 1))) if zero_points \
+        else (0, 0)
+    want = (a.astype(np.int64) - za) @ (b.astype(np.int64) - zb)
+    before = am.get_num_threads()
+    am.set_num_threads(threads)
+    try:
+        got = am.matmul(strided_view(rng, a, a_layout), strided_view(rng, b, b_layout), m,
+                        a_zero_point=za, b_zero_point=zb)
+    finally:
+        am.set_num_threads(before)
+    np.testing.assert_array_equal(got, want)
+
+
 def test_a_table_equal_to_exact_runs_as_exact_gemm():
     for signed in (False, True):
         m = am.Multiplier.from_table(exact_table(8, signed), signed=signed)

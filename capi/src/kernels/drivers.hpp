@@ -20,8 +20,9 @@ bool u8_gemm(const KernelTable &kernels, const MatmulProblem &problem);
 // int16_gemm.cpp: exact and factorized plans as one int16 GEMM over an inner
 // dimension of rank * inner (vpdpwssd / vpmaddwd).
 bool int16_gemm(const KernelTable &kernels, const MatmulProblem &problem);
-// split_gemm.cpp: exact 9..16-bit plans as three int16 GEMMs on the operands'
-// bytes (through int16_gemm), combined in int64.
+// split_gemm.cpp: exact 9..16-bit plans as four exact 8-bit GEMMs on the
+// operands' bytes (through matmul: u8_gemm or int16_gemm), and factors beyond
+// int16 as three int16 GEMMs on the factors' bytes; combined in int64.
 bool split_gemm(const KernelTable &kernels, const MatmulProblem &problem);
 // table_gemm.cpp: the table plan, weight-stationary or in product-table order.
 bool table_gemm(const KernelTable &kernels, const MatmulProblem &problem);
