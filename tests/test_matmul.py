@@ -89,30 +89,73 @@ def test_exact_multiplier(bits, signed):
     assert m.product(lo, lo) == lo * lo and m.product(hi, lo) == hi * lo
 
 
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(bits=st.sampled_from([9, 12, 15, 16]), signed=st.booleans(),
+@settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(family=st.sampled_from(["exact", "drum"]), bits=st.sampled_from([9, 12, 15, 16]),
+       signed=st.booleans(),
        shape=st.tuples(st.integers(1, 70), st.integers(1, 90), st.integers(1, 200)),
        a_layout=st.sampled_from(LAYOUTS), b_layout=st.sampled_from(LAYOUTS),
-       threads=st.sampled_from([1, 2]), zero_points=st.booleans(), seed=st.integers(0, 2**32 - 1))
-def test_wide_exact_products_as_byte_gemms(bits, signed, shape, a_layout, b_layout, threads,
-                                           zero_points, seed):
-    """9-16-bit exact products run as four 8-bit GEMMs on the operands' bytes
+       threads=st.sampled_from([1, 2]), zero_points=st.booleans(),
+       out=st.sampled_from([None, "rows", "columns", "sliced"]), seed=st.integers(0, 2**32 - 1))
+def test_wide_products_as_byte_gemms(family, bits, signed, shape, a_layout, b_layout, threads,
+                                     zero_points, out, seed):
+    """9-16-bit exact products, and DRUM's (rank 1, factors up to 16 bits),
+    run as three 8-bit GEMMs on the bytes of the values or factors
     (split_gemm): every layout, both signs, extreme codes, zero points."""
+    from kernel_cases import drum_values, signed_drum
     rng = np.random.default_rng(seed)
     rows, cols, inner = shape
-    m = am.Multiplier.exact(bits=bits, signed=signed)
+    if family == "exact":
+        m, f = am.Multiplier.exact(bits=bits, signed=signed), np.asarray
+    else:
+        m = am.multiplier(f"drum:bits={bits},k=4,signed={int(signed)}")
+        f = (lambda v: signed_drum(v, 4)) if signed else (lambda v: drum_values(v, 4))
     lo, hi = m.operand_range
     a = random_operands(rng, (rows, inner), bits, signed)
     b = random_operands(rng, (inner, cols), bits, signed)
     a.flat[::7], b.flat[::5] = lo, hi  # the corners of the byte split
     za, zb = (int(rng.integers(lo, hi + 1)), int(rng.integers(lo, hi + 1))) if zero_points \
         else (0, 0)
-    want = (a.astype(np.int64) - za) @ (b.astype(np.int64) - zb)
+    a64, b64 = a.astype(np.int64), b.astype(np.int64)
+    # sum_k M(a, b) - zb sum_k a - za sum_k b + K za zb, M(a, b) = f(a) f(b)
+    want = (f(a64) @ f(b64) - zb * a64.sum(1, keepdims=True) - za * b64.sum(0, keepdims=True)
+            + inner * za * zb)
     before = am.get_num_threads()
     am.set_num_threads(threads)
     try:
+        # C may hold the running total itself (int64, rows in memory order) or not
+        target = {None: None, "rows": np.empty((rows, cols), np.int64),
+                  "columns": np.empty((cols, rows), np.int64).T,
+                  "sliced": np.empty((rows, 2 * cols), np.int64)[:, ::2]}[out]
         got = am.matmul(strided_view(rng, a, a_layout), strided_view(rng, b, b_layout), m,
-                        a_zero_point=za, b_zero_point=zb)
+                        a_zero_point=za, b_zero_point=zb, out=target)
+    finally:
+        am.set_num_threads(before)
+    np.testing.assert_array_equal(got, want)
+    assert target is None or got is target
+
+
+@pytest.mark.parametrize("family", ["exact", "drum"])
+@pytest.mark.parametrize("signed", [False, True])
+@pytest.mark.parametrize("threads", [1, 2])
+def test_wide_products_on_threads(family, signed, threads):
+    """A problem large enough for the byte split, its GEMMs and its folds to
+    run on several threads (and B's column sums in per-thread parts)."""
+    from kernel_cases import drum_values, signed_drum
+    rng = np.random.default_rng(11)
+    if family == "exact":
+        m, f = am.Multiplier.exact(bits=16, signed=signed), np.asarray
+    else:
+        m = am.multiplier(f"drum:bits=16,k=6,signed={int(signed)}")
+        f = (lambda v: signed_drum(v, 6)) if signed else (lambda v: drum_values(v, 6))
+    a = random_operands(rng, (97, 311), 16, signed).astype(np.int64)
+    b = random_operands(rng, (311, 203), 16, signed).astype(np.int64)
+    lo, hi = m.operand_range
+    want = f(a) @ f(b) - lo * a.sum(1, keepdims=True) - hi * b.sum(0, keepdims=True) + 311 * hi * lo
+    a, b = a.astype(np.int16 if signed else np.uint16), b.astype(np.int16 if signed else np.uint16)
+    before = am.get_num_threads()
+    am.set_num_threads(threads)
+    try:
+        got = am.matmul(a, b, m, a_zero_point=hi, b_zero_point=lo)
     finally:
         am.set_num_threads(before)
     np.testing.assert_array_equal(got, want)

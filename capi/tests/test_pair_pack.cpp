@@ -1,8 +1,9 @@
 // Internal check of every kernel set this CPU can run: pair_pack against a
 // plain loop (isa.hpp's layout) for widths around the panel size, signed and
 // unsigned widening, 256-entry tables and a missing second row, with
-// guard values that must stay untouched outside the panels it owns; and
-// u8_lut, the byte table every set has.
+// guard values that must stay untouched outside the panels it owns;
+// u8_lut, the byte table every set has; and byte_split (split_gemm's bytes
+// of 16-bit codes) against its statement in isa.hpp.
 #include <algorithm>
 #include <cstdint>
 #include <cstdio>
@@ -72,6 +73,43 @@ static void check_lut(const KernelTable &kt, std::mt19937 &rng, int64_t n) {
     }
 }
 
+// byte_split for widths 9..16, signed offsets or none, with and without
+// column sums, around the vector widths; guards after n stay untouched
+static void check_split(const KernelTable &kt, std::mt19937 &rng, int64_t n, int bits,
+                        bool offset, bool columns, bool with_lut) {
+    const uint32_t mask = (uint32_t{1} << bits) - 1, off = offset ? (mask >> 1) + 1 : 0;
+    std::vector<uint16_t> lut(size_t{mask} + 1);
+    for (auto &v : lut) v = static_cast<uint16_t>(rng());
+    std::vector<uint16_t> src(static_cast<size_t>(n));
+    for (auto &c : src) c = static_cast<uint16_t>(rng());  // bits above the width too
+    std::vector<int8_t> hi(static_cast<size_t>(n) + 1, 0x5a), lo(hi);
+    std::vector<int32_t> col_hi(static_cast<size_t>(n) + 1, 7), col_lo(col_hi);
+    int64_t hi_sum = 3, lo_sum = -5, want_hi = 3, want_lo = -5;
+    kt.byte_split(n, src.data(), mask, off, with_lut ? lut.data() : nullptr, hi.data(), lo.data(),
+                  &hi_sum, &lo_sum, columns ? col_hi.data() : nullptr,
+                  columns ? col_lo.data() : nullptr);
+    for (int64_t j = 0; j < n; ++j) {
+        const int32_t w = with_lut ? lut[src[size_t(j)] & mask]
+                                   : static_cast<int32_t>(((src[size_t(j)] & mask) + off) & mask);
+        const int32_t h = (w >> 8) - 128, l = (w & 255) - 128;
+        want_hi += h, want_lo += l;
+        const int32_t col_h = columns ? 7 + h : 7, col_l = columns ? 7 + l : 7;
+        if (hi[size_t(j)] != h || lo[size_t(j)] != l || col_hi[size_t(j)] != col_h ||
+            col_lo[size_t(j)] != col_l) {
+            std::printf("%s byte_split n=%lld bits=%d: element %lld differs\n", kt.name,
+                        (long long)n, bits, (long long)j);
+            ++failures;
+            return;
+        }
+    }
+    if (hi_sum != want_hi || lo_sum != want_lo || hi[size_t(n)] != 0x5a || lo[size_t(n)] != 0x5a ||
+        col_hi[size_t(n)] != 7 || col_lo[size_t(n)] != 7) {
+        std::printf("%s byte_split n=%lld bits=%d: sums or guards differ\n", kt.name, (long long)n,
+                    bits);
+        ++failures;
+    }
+}
+
 int main() {
     std::mt19937 rng(7);
     const KernelTable *sets[] = {generic_kernel_table(), avx2_kernel_table(), avx512_kernel_table()};
@@ -83,6 +121,10 @@ int main() {
                 check(*kt, rng, n, variant & 1, variant & 2, variant & 4);
         std::printf("%s: %d pair_pack cases\n", kt->name, cases);
         for (int64_t n : {0, 1, 31, 32, 33, 63, 64, 65, 257, 1000}) check_lut(*kt, rng, n);
+        for (int64_t n : {0, 1, 15, 16, 17, 63, 64, 65, 1000})
+            for (int bits : {9, 12, 16})
+                for (int variant = 0; variant < 8; ++variant)
+                    check_split(*kt, rng, n, bits, variant & 1, variant & 2, variant & 4);
     }
     return failures == 0 ? 0 : 1;
 }

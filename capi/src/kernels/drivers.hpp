@@ -20,7 +20,7 @@ bool u8_gemm(const KernelTable &kernels, const MatmulProblem &problem);
 // int16_gemm.cpp: exact and factorized plans as one int16 GEMM over an inner
 // dimension of rank * inner (vpdpwssd / vpmaddwd).
 bool int16_gemm(const KernelTable &kernels, const MatmulProblem &problem);
-// split_gemm.cpp: exact 9..16-bit plans as four exact 8-bit GEMMs on the
+// split_gemm.cpp: exact 9..16-bit plans as three exact 8-bit GEMMs on the
 // operands' bytes (through matmul: u8_gemm or int16_gemm), and factors beyond
 // int16 as three int16 GEMMs on the factors' bytes; combined in int64.
 bool split_gemm(const KernelTable &kernels, const MatmulProblem &problem);

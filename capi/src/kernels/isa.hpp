@@ -106,6 +106,17 @@ struct KernelTable {
     // infinite_too NaN or +-infinity.
     int (*any_nan)(int64_t n, const void *x, int x64, int infinite_too);
 
+    // The bytes of n 16-bit codes for split_gemm's byte GEMMs: with w =
+    // lut[src[j] & mask] (a factor moved into 0..65535), or without a lut
+    // w = ((src[j] & mask) + offset) & mask (a value moved so),
+    // hi[j] = (w >> 8) - 128 and lo[j] = (w & 255) - 128; adds the sums of
+    // the hi and lo bytes written to *hi_sum and *lo_sum, and, unless
+    // col_hi is nullptr, each byte to col_hi[j] / col_lo[j] (int32: callers
+    // bound the rows summed).
+    void (*byte_split)(int64_t n, const uint16_t *src, uint32_t mask, uint32_t offset,
+                       const uint16_t *lut, int8_t *hi, int8_t *lo, int64_t *hi_sum,
+                       int64_t *lo_sum, int32_t *col_hi, int32_t *col_lo);
+
     // Longest exact factorization of an 8-bit table worth running as int16
     // GEMMs (one per rank term) rather than through the table kernel.
     int max_factorized_rank;

@@ -624,6 +624,40 @@ constexpr void (*kU8Pack)(int64_t, const uint8_t *const *, const uint8_t *const 
                           int64_t) = nullptr;
 #endif
 
+// ------------------------------------------------ byte split (split_gemm)
+// int32 sums (vector lanes) over runs short enough that |byte| <= 128
+// cannot overflow them.
+template <bool Columns, bool Lut>
+void byte_split_loop(int64_t n, const uint16_t *__restrict src, uint32_t mask, uint32_t offset,
+                     const uint16_t *__restrict lut, int8_t *__restrict hi, int8_t *__restrict lo,
+                     int64_t *hi_sum, int64_t *lo_sum, int32_t *__restrict col_hi,
+                     int32_t *__restrict col_lo) {
+    constexpr int64_t kRun = int64_t{1} << 23;
+    for (int64_t j0 = 0; j0 < n; j0 += kRun) {
+        int32_t sh = 0, sl = 0;
+        const int64_t j1 = n - j0 < kRun ? n : j0 + kRun;
+        for (int64_t j = j0; j < j1; ++j) {
+            const int32_t w = Lut ? int32_t{lut[src[j] & mask]}
+                                  : static_cast<int32_t>(((uint32_t{src[j]} & mask) + offset) & mask);
+            const int32_t h = (w >> 8) - 128, l = (w & 255) - 128;
+            hi[j] = static_cast<int8_t>(h);
+            lo[j] = static_cast<int8_t>(l);
+            sh += h, sl += l;
+            if (Columns) col_hi[j] += h, col_lo[j] += l;
+        }
+        *hi_sum += sh, *lo_sum += sl;
+    }
+}
+
+void byte_split(int64_t n, const uint16_t *src, uint32_t mask, uint32_t offset,
+                const uint16_t *lut, int8_t *hi, int8_t *lo, int64_t *hi_sum, int64_t *lo_sum,
+                int32_t *col_hi, int32_t *col_lo) {
+    const bool columns = col_hi != nullptr;
+    auto *loop = lut != nullptr ? (columns ? byte_split_loop<true, true> : byte_split_loop<false, true>)
+                                : (columns ? byte_split_loop<true, false> : byte_split_loop<false, false>);
+    loop(n, src, mask, offset, lut, hi, lo, hi_sum, lo_sum, col_hi, col_lo);
+}
+
 // ------------------------------------------------------- requantization
 // Branch-free int64 arithmetic (selects, variable shifts) so that the
 // compiler vectorises it with this set's instructions (vpmuldq, vpsravq,
@@ -922,6 +956,7 @@ const KernelTable kTable = {
     quantize,
     dequantize,
     any_nan,
+    byte_split,
     Vec::max_factorized_rank,
 };
 
