@@ -161,6 +161,21 @@ def test_wide_products_on_threads(family, signed, threads):
     np.testing.assert_array_equal(got, want)
 
 
+@pytest.mark.parametrize("spec", ["exact:bits=16", "exact:bits=12,signed=1",
+                                  "drum:bits=16,k=4,signed=1"])
+@pytest.mark.parametrize("shapes", [((0, 5), (5, 3)), ((4, 0), (0, 3)), ((4, 5), (5, 0))])
+def test_wide_products_of_empty_operands(spec, shapes):
+    """Empty sums are the zero-point terms' K za zb = 0: zeros, no bytes split."""
+    m = am.multiplier(spec)
+    dtype = np.int16 if m.signed else np.uint16
+    a, b = np.ones(shapes[0], dtype), np.ones(shapes[1], dtype)
+    got = am.matmul(a, b, m, a_zero_point=2, b_zero_point=1)
+    want = (a.astype(np.int64) - 2) @ (b.astype(np.int64) - 1) if spec.startswith("exact") else \
+        np.zeros((shapes[0][0], shapes[1][1]), np.int64)
+    assert got.shape == want.shape
+    np.testing.assert_array_equal(got, want)
+
+
 def test_a_table_equal_to_exact_runs_as_exact_gemm():
     for signed in (False, True):
         m = am.Multiplier.from_table(exact_table(8, signed), signed=signed)

@@ -144,6 +144,11 @@ bool byte_gemms(const KernelTable &kt, const MatmulProblem &problem) {
         a_map.lut = a_lut.data(), b_map.lut = b_lut.data();
     }
     const int64_t rows = problem.rows, cols = problem.cols, inner = problem.inner;
+    if (rows == 0 || cols == 0 || inner == 0) {  // empty sums (and no pointers into empty bytes)
+        for (int64_t i = 0; i < rows; ++i)
+            for (int64_t j = 0; j < cols; ++j) store_value(problem.c, i, j, 0);
+        return true;
+    }
     const int threads = threads_for(problem, rows);
     const ByteSplit a = split_bytes(kt, problem.a, a_map, true, threads);
     const ByteSplit b = split_bytes(kt, problem.b, b_map, false, threads);
