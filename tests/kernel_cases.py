@@ -226,7 +226,7 @@ def affine_cases():
                             (codes, scale, zero_point), dict(axis=axis, dtype=real)))
     for scale in (0.1, 7.3, 0.37 * 2**-5):
         # float64 values 0 and +-1 ulp from ties, where x * (1/s) and x / s
-        # round to different codes (the kernels' reciprocal must notice)
+        # round to different codes (a reciprocal shortcut would get them wrong)
         k = rng.integers(-30000, 30000, size=300).astype(np.float64)
         ties = (k + 0.5) * scale
         x = np.concatenate([ties, np.nextafter(ties, np.inf), np.nextafter(ties, -np.inf)])

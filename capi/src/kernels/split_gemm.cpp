@@ -4,15 +4,18 @@
 //
 //     u v = lo(u) lo(v) + 2^8 (hi(u) lo(v) + lo(u) hi(v)) + 2^16 hi(u) hi(v).
 //
-// An exact multiplier of 9..16 bits (u, v the operand values) splits the
-// operands themselves: three exact 8-bit GEMMs on byte matrices (the middle
-// one over twice the inner size), which take the byte paths (no lookup per
-// packed element, vpdpbusd where the CPU has it). A factorized model whose factors exceed int16 (16-bit DRUM),
-// M(a, b) = sum_r u_r(a) v_r(b), splits its factors: each part summed over r
-// is a factorized multiplier (ranks r, 2r, r) whose factors fit int16, which
-// int16_gemm runs through its factor tables. Either way the parts go to
-// int64 scratch and are combined with their weights, and the zero points'
-// cross terms are exact and linear, whatever M is.
+// An exact multiplier of 9..16 bits (u, v the operand values), and a
+// rank-1 factorized one whose factors span at most 16 bits (16-bit DRUM;
+// u, v the factors), split u and v themselves: three exact 8-bit GEMMs on
+// byte matrices (the middle one over twice the inner size), which take the
+// byte paths (no lookup per packed element, vpdpbusd where the CPU has it).
+// Factorizations of rank 2 or 3 whose factors exceed int16,
+// M(a, b) = sum_r u_r(a) v_r(b), split their factors in the multiplier
+// instead: each part summed over r is a factorized multiplier (ranks r, 2r,
+// r) whose factors fit int16, which int16_gemm runs through its factor
+// tables. Either way the parts go to int64 scratch and are combined with
+// their weights, and the zero points' cross terms are exact and linear,
+// whatever M is.
 #include <array>
 #include <memory>
 #include <vector>
