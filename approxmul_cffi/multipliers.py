@@ -146,7 +146,8 @@ class Multiplier:
 
     @property
     def plan(self):
-        """How the kernels compute this multiplier ("exact-gemm", "table", "function")."""
+        """How the kernels compute this multiplier: "exact-gemm", "factorized-gemm",
+        "table", "exact-plus-table" or "function" (docs/architecture.md)."""
         return c_string(self._query(lib.approxmul_multiplier_plan, "const char **"))
 
     @property

@@ -63,6 +63,22 @@ def truncated_values(a, b, cut, bits):
     return total
 
 
+def baugh_wooley_values(a, b, bits, cut):
+    """Signed column truncation: the Baugh-Wooley array's bits in columns >= cut
+    (NAND where exactly one index is the sign bit, ones in columns bits and
+    2 bits - 1), mod 2^(2 bits)."""
+    mask, width = (1 << bits) - 1, 2 * bits
+    pa, pb = np.asarray(a, np.int64) & mask, np.asarray(b, np.int64) & mask
+    total = np.zeros(np.broadcast(pa, pb).shape, np.int64)
+    total += sum(1 << c for c in (bits, width - 1) if c >= cut)
+    for i in range(bits):
+        for j in range(max(cut - i, 0), bits):
+            bit = ((pa >> i) & 1) * ((pb >> j) & 1)
+            total += (bit ^ int((i == bits - 1) != (j == bits - 1))) << (i + j)
+    total &= (1 << width) - 1
+    return np.where(total >> (width - 1) != 0, total - (1 << width), total)
+
+
 def signed_drum(v, k):
     """Signed DRUM: the magnitude rounded, the sign kept."""
     v = np.asarray(v, np.int64)
@@ -115,11 +131,23 @@ def multipliers():
            lambda a, b: drum_values(a, 4) * drum_values(b, 4))
     yield ("drum-s16", am.multiplier("drum:bits=16,k=6,signed=1"), True,
            lambda a, b: signed_drum(a, 6) * signed_drum(b, 6))
-    # rank 3, the longest split; rank 9, the function plan (one call a product)
+    # rank 3 (a (b - b_0 - 2 b_1)), the longest split of factors into bytes
+    yield ("bam2-u16", am.multiplier("bam:bits=16,hbl=2,vbl=0"), False,
+           lambda a, b: np.asarray(a, np.int64) * (np.asarray(b, np.int64) & ~3))
+    # error in the low bytes (cut <= 8): the exact GEMM plus an 8-bit table
+    # GEMM of the error, from the family, or found in a 10-bit table
     yield ("trunc2-u16", am.multiplier("truncated:bits=16,cut=2"), False,
            lambda a, b: truncated_values(a, b, 2, 16))
     yield ("trunc8-u16", am.multiplier("truncated:bits=16,cut=8"), False,
            lambda a, b: truncated_values(a, b, 8, 16))
+    yield ("trunc7-s16", am.multiplier("truncated:bits=16,cut=7,signed=1"), True,
+           lambda a, b: baugh_wooley_values(a, b, 16, 7))
+    values = np.arange(1024) - 1024 * (np.arange(1024) >= 512)
+    yield ("trunc5-table-s10", *from_table(baugh_wooley_values(values[:, None], values, 10, 5),
+                                           bits=10, signed=True))
+    # cut 9 reaches the high bytes: the function plan (one call a product)
+    yield ("trunc9-u16", am.multiplier("truncated:bits=16,cut=9"), False,
+           lambda a, b: truncated_values(a, b, 9, 16))
 
 
 def products():
@@ -143,7 +171,7 @@ def cases():
         for index, (rows, inner, cols) in enumerate(SHAPES + extra):
             if inner > 1000 and mname not in ("exact-u8", "exact-s8", "trunc4", "table-u8",
                                               "drum", "table-wide", "exact-u16", "exact-s16",
-                                              "drum-u12", "drum-s16"):
+                                              "drum-u12", "drum-s16", "trunc7-s16"):
                 continue
             wide = index % 4 == 3
             a = operands(rng, (rows, inner), bits, signed, wide)

@@ -203,11 +203,13 @@ def test_conv2d_bad_operands_and_untouched_output():
     assert (out == -7).all()
 
 
-@pytest.mark.parametrize("spec", ["table", "drum:bits=16,k=4", "truncated:bits=16,cut=8"])
+@pytest.mark.parametrize("spec", ["table", "drum:bits=16,k=4", "truncated:bits=16,cut=8",
+                                  "truncated:bits=16,cut=9"])
 def test_conv2d_large_images_and_staged_outputs(spec):
     # large images and small ones through the wide-pixel path (stride 1); 16-bit
-    # DRUM runs byte-split GEMMs of its factors, and a 16-bit function plan
-    # stages its sums. All write into a strided output.
+    # DRUM runs byte-split GEMMs of its factors, truncation with cut 8 the
+    # exact GEMM plus a table GEMM of its low bytes, and a 16-bit function
+    # plan (cut 9) stages its sums. All write into a strided output.
     rng = np.random.default_rng(33)
     if spec == "table":
         table = rng.integers(0, 60000, (256, 256))
@@ -217,7 +219,7 @@ def test_conv2d_large_images_and_staged_outputs(spec):
     else:
         m = am.Multiplier.from_spec(spec)
         # codes below 2^8 need no more bits of either model
-        table = drum_table(bits=8, k=4) if spec.startswith("drum") else truncated_table(8)
+        table = drum_table(bits=8, k=4) if spec.startswith("drum") else truncated_table(int(spec[-1]))
         x = rng.integers(0, 256, (2, 2, 9, 7)).astype(np.uint16)
         dtype = np.uint16
     wt = rng.integers(0, 256, (1, 2, 3, 3)).astype(dtype)

@@ -21,9 +21,11 @@ MULTIPLIERS = {
     "exact-s8": (lambda: am.Multiplier.exact(8, signed=True), np.int8),
     "drum": (lambda: am.Multiplier.from_table(drum_table()), np.uint8),
     "table": (lambda: am.Multiplier.from_table(TABLE), np.uint8),
-    # 16-bit: int64 accumulators over long sums; a function plan stages its sums
+    # 16-bit: int64 accumulators over long sums; truncation with cut 8 adds a
+    # table GEMM of its low bytes, and a function plan (cut 9) stages its sums
     "exact-u16": (lambda: am.Multiplier.exact(16), np.uint16),
     "trunc8-u16": (lambda: am.multiplier("truncated:bits=16,cut=8"), np.uint16),
+    "trunc9-u16": (lambda: am.multiplier("truncated:bits=16,cut=9"), np.uint16),
 }
 
 # geometry: stride 1 takes the wide-pixel gather, others the per-row gather

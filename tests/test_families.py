@@ -294,8 +294,15 @@ def test_factorized_plans():
     # factors beyond int16 run as byte-split GEMMs, up to rank 3
     assert am.multiplier("drum:bits=16,k=4").plan == "factorized-gemm"
     assert am.multiplier("drum:bits=16,k=4,signed=1").plan == "factorized-gemm"
-    assert am.multiplier("truncated:bits=16,cut=2").plan == "factorized-gemm"
-    assert am.multiplier("truncated:bits=16,cut=8").plan == "function"
+    assert am.multiplier("bam:bits=16,hbl=2,vbl=0").plan == "factorized-gemm"
+    # rank 3 or more, with the error in the low bytes (cut <= 8): the exact
+    # GEMM plus an 8-bit table GEMM of the error, in either signedness
+    assert am.multiplier("truncated:bits=16,cut=2").plan == "exact-plus-table"
+    assert am.multiplier("truncated:bits=16,cut=8,correct=1").plan == "exact-plus-table"
+    assert am.multiplier("truncated:bits=9,cut=8,signed=1").plan == "exact-plus-table"
+    assert am.multiplier("bam:bits=16,hbl=0,vbl=6,signed=1").plan == "exact-plus-table"
+    assert am.multiplier("truncated:bits=16,cut=9").plan == "function"
+    assert am.multiplier("bam:bits=16,hbl=1,vbl=6").plan == "function"
     assert am.multiplier("mitchell").plan == "table"
     assert am.multiplier("mitchell:bits=12").plan == "function"
 

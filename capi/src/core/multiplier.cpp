@@ -15,6 +15,7 @@ const char *plan_name(Plan plan) {
     case Plan::ExactGemm: return "exact-gemm";
     case Plan::Factorized: return "factorized-gemm";
     case Plan::Table: return "table";
+    case Plan::ExactPlusTable: return "exact-plus-table";
     case Plan::Function: return "function";
     }
     return "unknown";
@@ -95,6 +96,55 @@ std::shared_ptr<const Multiplier> Multiplier::with_spec(std::shared_ptr<const Mu
     // only called before the handle is shared, so the object is still private
     const_cast<Multiplier *>(m.get())->spec_ = std::move(spec);
     return m;
+}
+
+std::shared_ptr<const Multiplier> Multiplier::with_low_byte_error(
+    std::shared_ptr<const Multiplier> m) {
+    auto *owned = const_cast<Multiplier *>(m.get());  // not shared yet
+    // byte-split factors of rank >= 2 cost 4 rank int16 GEMMs through factor
+    // tables, more than three byte GEMMs and one 8-bit GEMM
+    const bool split_factors = owned->plan_ == Plan::Factorized && !owned->factors_fit_int16_ &&
+                               owned->factorization_.rank > 1;
+    if (owned->bits_ > 8 && !owned->known_exact_ &&
+        (owned->plan_ == Plan::Table || owned->plan_ == Plan::Function || split_factors) &&
+        !owned->take_low_byte_error())
+        fail(APPROXMUL_ERR_INTERNAL, "%s: its error is not a function of the operands' low bytes",
+             owned->name_.c_str());
+    return m;
+}
+
+bool Multiplier::take_low_byte_error() {
+    // E from the operands below 256, positive values in either signedness (n > 8)
+    std::vector<int32_t> error(256 * 256);
+    for (int64_t x = 0; x < 256; ++x)
+        for (int64_t y = 0; y < 256; ++y) {
+            const int64_t e = product(x, y) - x * y;
+            if (e < std::numeric_limits<int32_t>::min() || e > std::numeric_limits<int32_t>::max())
+                return false;
+            error[static_cast<size_t>(x * 256 + y)] = static_cast<int32_t>(e);
+        }
+    // a = 256 h + x: every operand of a table; of a wide function model, every
+    // low byte x under the lowest, highest and two middle high parts h
+    const int64_t h_lo = min_operand() >> 8, h_hi = max_operand() >> 8;
+    std::vector<int64_t> highs;
+    if (has_table()) {
+        for (int64_t h = h_lo; h <= h_hi; ++h) highs.push_back(h);
+    } else {
+        highs = {h_lo, h_lo + (h_hi - h_lo) / 3, h_lo + 2 * (h_hi - h_lo) / 3 + 1, h_hi};
+    }
+    for (int64_t ha : highs)
+        for (int64_t hb : highs)
+            for (int64_t x = 0; x < 256; ++x)
+                for (int64_t y = 0; y < 256; ++y) {
+                    const int64_t a = 256 * ha + x, b = 256 * hb + y;
+                    if (product(a, b) != a * b + error[static_cast<size_t>(x * 256 + y)])
+                        return false;
+                }
+    low_byte_error_ = from_table(std::move(error), 8, false, name_ + " (low-byte error)");
+    exact_part_ = exact(bits_, is_signed_);
+    plan_ = Plan::ExactPlusTable;
+    split_parts_ = {};
+    return true;
 }
 
 std::shared_ptr<const Multiplier> Multiplier::with_outer_function(
@@ -200,6 +250,8 @@ void Multiplier::finish() {
             : factorized   ? Plan::Factorized
             : has_table()  ? Plan::Table
                            : Plan::Function;
+    // a wide table whose error lives in the low bytes (truncation given as a table)
+    if (plan_ == Plan::Table && bits_ > 8) take_low_byte_error();
     if (plan_ == Plan::Table && bits_ <= kMaxTabulatedBits) {
         const auto offset = static_cast<int32_t>(min_product_);
         planes_ = approxmul::byte_planes(table_, bits_, offset, false);

@@ -25,6 +25,10 @@ enum class Plan {
     ExactGemm,   // products are a*b: plain integer GEMM
     Factorized,  // a short sum of exact GEMMs on transformed operands (see Factorization)
     Table,       // arbitrary product table, n <= 12 (byte-plane kernels up to 8 bits)
+    // n > 8 with M(a, b) = a b + E(lo(a), lo(b)), lo the low byte of the raw
+    // bit pattern (column truncation with cut <= 8): the exact GEMM plus an
+    // 8-bit table GEMM of E on the low bytes (low_byte_error())
+    ExactPlusTable,
     Function,    // no table (n > 8): one function call per product
 };
 
@@ -113,6 +117,17 @@ public:
     const std::vector<uint16_t> &wide_planes(bool transposed) const {
         return transposed ? wide_transposed_ : wide_;
     }
+    // With plan() ExactPlusTable: E as an unsigned 8-bit model, E(x, y) =
+    // M(x, y) - x y for x, y in 0..255, and the exact model of M's width.
+    const std::shared_ptr<const Multiplier> &low_byte_error() const { return low_byte_error_; }
+    const std::shared_ptr<const Multiplier> &exact_part() const { return exact_part_; }
+    // Gives a wide model that was just built (not yet shared) that plan: the
+    // family states that its error depends on the low bytes only (checked
+    // here on every low-byte pair with a few high bytes, and everywhere when
+    // the model is tabulated). No effect on models with a faster plan.
+    static std::shared_ptr<const Multiplier> with_low_byte_error(
+        std::shared_ptr<const Multiplier> m);
+
     const std::string &name() const { return name_; }
     // The canonical spec string that rebuilds this model, "" if none.
     const std::string &spec() const { return spec_; }
@@ -126,6 +141,9 @@ public:
 private:
     Multiplier(int bits, bool is_signed, std::string name);
     void finish();  // computes the product range and the plan
+    // Takes the ExactPlusTable plan when the error is low-byte local on
+    // every pair checked (all pairs when tabulated); false leaves all as is.
+    bool take_low_byte_error();
 
     int bits_;
     bool is_signed_;
@@ -138,6 +156,7 @@ private:
     bool known_exact_ = false;
     bool factors_fit_int16_ = false;
     SplitParts split_parts_;
+    std::shared_ptr<const Multiplier> low_byte_error_, exact_part_;
     int64_t min_product_ = 0;
     int64_t max_product_ = 0;
     Plan plan_ = Plan::Function;

@@ -134,6 +134,7 @@ void matmul(const MatmulProblem &problem) {
         if (u8_gemm(kernels, problem)) return;
         if (int16_gemm(kernels, problem)) return;
         if (split_gemm(kernels, problem)) return;
+        if (exact_plus_table_gemm(kernels, problem)) return;
         if (table_gemm(kernels, problem)) return;
     }
     generic_matmul(problem);

@@ -24,6 +24,9 @@ bool int16_gemm(const KernelTable &kernels, const MatmulProblem &problem);
 // operands' bytes (through matmul: u8_gemm or int16_gemm), and factors beyond
 // int16 as three int16 GEMMs on the factors' bytes; combined in int64.
 bool split_gemm(const KernelTable &kernels, const MatmulProblem &problem);
+// exact_plus_table.cpp: wide models whose error is a table of the low bytes,
+// as the exact GEMM (split_gemm) plus an 8-bit table GEMM of the error.
+bool exact_plus_table_gemm(const KernelTable &kernels, const MatmulProblem &problem);
 // table_gemm.cpp: the table plan, weight-stationary or in product-table order.
 bool table_gemm(const KernelTable &kernels, const MatmulProblem &problem);
 

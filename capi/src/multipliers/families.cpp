@@ -198,6 +198,12 @@ std::shared_ptr<const Multiplier> build_exact(const Values &v) {
 std::shared_ptr<const Multiplier> build_bam(const Values &v, int hbl, int vbl, int64_t constant,
                                             const char *name) {
     const int n = bits_of(v);
+    // dropping only columns below 8 drops bits of the low bytes alone: the
+    // error is an 8x8 table on them (also in Baugh-Wooley form, whose
+    // inverted bits sit in columns >= n - 1)
+    auto low_byte_local = [&](std::shared_ptr<const Multiplier> m) {
+        return n > 8 && hbl == 0 && vbl <= 8 ? Multiplier::with_low_byte_error(std::move(m)) : m;
+    };
     if (signed_of(v)) {  // no factorization: the mod 2^(2n) wrap is not a sum of products
         const uint64_t mask = (uint64_t{1} << n) - 1;
         const int64_t constants = int64_t(baugh_wooley_constants_dropped(n, vbl));
@@ -206,13 +212,13 @@ std::shared_ptr<const Multiplier> build_bam(const Values &v, int hbl, int vbl, i
                 int64_t(baugh_wooley_dropped(uint64_t(a) & mask, uint64_t(b) & mask, n, hbl, vbl));
             return wrap_signed(a * b - dropped - constants + constant, 2 * n);
         };
-        return Multiplier::from_function(product, n, true, name);
+        return low_byte_local(Multiplier::from_function(product, n, true, name));
     }
     auto f = [n, hbl, vbl, constant](uint64_t a, uint64_t b) {
         return int64_t(a * b - broken_array_dropped(a, b, n, hbl, vbl)) + constant;
     };
-    return Multiplier::from_function(sign_magnitude(f, false), n, false, name,
-                                     broken_array_factorization(n, hbl, vbl, constant));
+    return low_byte_local(Multiplier::from_function(sign_magnitude(f, false), n, false, name,
+                                                    broken_array_factorization(n, hbl, vbl, constant)));
 }
 
 std::shared_ptr<const Multiplier> build_truncated(const Values &v) {

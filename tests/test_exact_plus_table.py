@@ -1,0 +1,117 @@
+"""Wide multipliers whose error lives in the operands' low bytes (column
+truncation with cut <= 8, in 9-16 bits): the exact GEMM plus an 8-bit table
+GEMM of the error (plan "exact-plus-table"), against independent references."""
+
+import numpy as np
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import approxmul_cffi as am
+from kernel_cases import baugh_wooley_values, truncated_values
+from reference import table_matmul
+from test_matmul import LAYOUTS, random_operands, strided_view
+
+
+def reference_products(m, bits, cut, signed):
+    """M(a, b) elementwise from the array definitions, plus the model's
+    correction constant (checked on its own in test_families)."""
+    def values(a, b):
+        if signed:
+            return baugh_wooley_values(a, b, bits, cut)
+        return truncated_values(a, b, cut, bits)
+    constant = m.product(0, 0) - int(values(0, 0))
+    return lambda a, b: values(a, b) + constant
+
+
+@settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(family=st.sampled_from(["truncated", "truncated-correct", "bam"]),
+       bits=st.sampled_from([9, 10, 12, 16]), cut=st.integers(2, 8), signed=st.booleans(),
+       shape=st.tuples(st.integers(1, 40), st.integers(1, 70), st.integers(1, 90)),
+       a_layout=st.sampled_from(LAYOUTS), b_layout=st.sampled_from(LAYOUTS),
+       threads=st.sampled_from([1, 2]), zero_points=st.booleans(),
+       out=st.sampled_from([None, "rows", "columns", "sliced", "int32"]),
+       seed=st.integers(0, 2**32 - 1))
+def test_low_byte_errors_as_exact_plus_table(family, bits, cut, signed, shape, a_layout,
+                                             b_layout, threads, zero_points, out, seed):
+    """Every layout, both signs, extreme codes, zero points, int32 and int64
+    outputs (in place or not), one and two threads."""
+    spec = {"truncated": f"truncated:cut={cut}", "truncated-correct": f"truncated:cut={cut},correct=1",
+            "bam": f"bam:hbl=0,vbl={cut}"}[family]
+    m = am.multiplier(f"{spec},bits={bits},signed={int(signed)}")
+    # factors that fit int16 (unsigned, below 16 bits, rank <= 2 on AVX2) keep that plan
+    assert m.plan in ("exact-plus-table", "factorized-gemm")
+    product = reference_products(m, bits, cut, signed)
+    rng = np.random.default_rng(seed)
+    rows, cols, inner = shape
+    lo, hi = m.operand_range
+    a = random_operands(rng, (rows, inner), bits, signed)
+    b = random_operands(rng, (inner, cols), bits, signed)
+    a.flat[::7], b.flat[::5] = lo, hi  # both ends: the low bytes 0x00 and 0xff
+    za, zb = (int(rng.integers(lo, hi + 1)), int(rng.integers(lo, hi + 1))) if zero_points \
+        else (0, 0)
+    a64, b64 = a.astype(np.int64), b.astype(np.int64)
+    want = (product(a64[:, :, None], b64[None, :, :]).sum(axis=1)
+            - zb * a64.sum(1, keepdims=True) - za * b64.sum(0, keepdims=True) + inner * za * zb)
+    if out == "int32" and not (np.abs(want) < 2**31).all():
+        out = "rows"
+    target = {None: None, "rows": np.empty((rows, cols), np.int64),
+              "columns": np.empty((cols, rows), np.int64).T,
+              "sliced": np.empty((rows, 2 * cols), np.int64)[:, ::2],
+              "int32": np.empty((rows, cols), np.int32)}[out]
+    before = am.get_num_threads()
+    am.set_num_threads(threads)
+    try:
+        got = am.matmul(strided_view(rng, a, a_layout), strided_view(rng, b, b_layout), m,
+                        a_zero_point=za, b_zero_point=zb, out=target)
+    finally:
+        am.set_num_threads(before)
+    np.testing.assert_array_equal(got, want)
+    assert target is None or got is target
+
+
+def test_large_problem_on_two_threads():
+    """Big enough for both GEMMs and the fold to run on two threads."""
+    m = am.multiplier("truncated:bits=16,cut=8,signed=1")
+    rng = np.random.default_rng(5)
+    a = random_operands(rng, (96, 300), 16, True)
+    b = random_operands(rng, (300, 130), 16, True)
+    want = baugh_wooley_values(a.astype(np.int64)[:, :, None], b.astype(np.int64)[None], 16,
+                               8).sum(axis=1)
+    before = am.get_num_threads()
+    am.set_num_threads(2)
+    try:
+        np.testing.assert_array_equal(am.matmul(a, b, m, a_zero_point=-7, b_zero_point=300),
+                                      want - 300 * a.sum(1, dtype=np.int64)[:, None]
+                                      + 7 * b.sum(0, dtype=np.int64) - 300 * 7 * 300)
+    finally:
+        am.set_num_threads(before)
+
+
+def test_tables_with_low_byte_errors_are_found_and_others_are_not():
+    """A 12-bit table is checked on every pair: truncation given as a table
+    takes the plan; the same table with one product changed where only the
+    high bytes differ does not, and both compute their own products."""
+    rng = np.random.default_rng(8)
+    codes = np.arange(4096)
+    table = truncated_values(codes[:, None], codes[None, :], 6, 12)
+    m = am.Multiplier.from_table(table)
+    assert (m.bits, m.plan) == (12, "exact-plus-table")
+    changed = table.copy()
+    changed[0x7A3, 0x5C1] += 1  # low bytes (0xA3, 0xC1) keep their error elsewhere
+    other = am.Multiplier.from_table(changed)
+    assert other.plan == "table"
+    a = rng.integers(0, 4096, (9, 40)).astype(np.uint16)
+    b = rng.integers(0, 4096, (40, 11)).astype(np.uint16)
+    a[0, 0], b[0, 0] = 0x7A3, 0x5C1
+    np.testing.assert_array_equal(am.matmul(a, b, m, a_zero_point=3),
+                                  table_matmul(table, a, b, 12, a_zero_point=3))
+    np.testing.assert_array_equal(am.matmul(a, b, other), table_matmul(changed, a, b, 12))
+
+
+def test_empty_operands():
+    m = am.multiplier("truncated:bits=16,cut=8")
+    for rows, inner, cols in [(0, 4, 3), (3, 0, 4), (4, 3, 0)]:
+        a = np.ones((rows, inner), np.uint16)
+        b = np.ones((inner, cols), np.uint16)
+        got = am.matmul(a, b, m, a_zero_point=2, b_zero_point=1)
+        np.testing.assert_array_equal(got, np.full((rows, cols), 2 * inner, np.int64))
