@@ -103,13 +103,36 @@ inline int64_t drum_round(uint64_t x, int k) {
     return static_cast<int64_t>(((x >> cut) | 1) << cut);
 }
 
+// Column truncation from the array: unsigned, the partial-product bits
+// a_i b_j 2^(i+j) of columns i + j >= cut; signed, the Baugh-Wooley array's
+// (NAND where exactly one index is the sign bit, ones in columns n and
+// 2n - 1, both kept for cut < n) mod 2^(2n).
+inline int64_t truncated_product(int64_t a, int64_t b, int n, int cut, bool is_signed) {
+    const uint64_t mask = (uint64_t{1} << n) - 1;
+    const uint64_t pa = static_cast<uint64_t>(a) & mask, pb = static_cast<uint64_t>(b) & mask;
+    uint64_t total = is_signed ? (uint64_t{1} << n) + (uint64_t{1} << (2 * n - 1)) : 0;
+    for (int i = 0; i < n; ++i)
+        for (int j = std::max(cut - i, 0); j < n; ++j) {
+            uint64_t bit = (pa >> i) & (pb >> j) & 1;
+            if (is_signed && (i == n - 1) != (j == n - 1)) bit ^= 1;
+            total += bit << (i + j);
+        }
+    if (!is_signed) return static_cast<int64_t>(total);
+    total &= (uint64_t{1} << (2 * n)) - 1;
+    const int64_t value = static_cast<int64_t>(total);
+    return total >> (2 * n - 1) ? value - (int64_t{1} << (2 * n)) : value;
+}
+
 // An independent model of a multiplier: the table the harness built, DRUM
-// of 9-16 bits (factors beyond int16 run as byte-split GEMMs), or a*b.
+// of 9-16 bits (factors beyond int16 run as byte-split GEMMs), truncation
+// of 9-16 bits with cut <= 8 (the exact GEMM plus a table GEMM of the low
+// bytes), or a*b.
 struct Model {
     int bits = 8;
     bool is_signed = false;
-    std::vector<int32_t> table;  // empty: exact, or DRUM if drum_k > 0
+    std::vector<int32_t> table;  // empty: exact, or DRUM if drum_k > 0, or truncation if cut >= 0
     int drum_k = 0;
+    int cut = -1;
     approxmul_multiplier *handle = nullptr;
 
     int64_t min_operand() const { return is_signed ? -(int64_t{1} << (bits - 1)) : 0; }
@@ -125,6 +148,7 @@ struct Model {
             };
             return side(a) * side(b);
         }
+        if (cut >= 0) return truncated_product(a, b, bits, cut, is_signed);
         if (table.empty()) return a * b;
         const uint64_t mask = (uint64_t{1} << bits) - 1;
         return table[(static_cast<uint64_t>(a) & mask) << bits | (static_cast<uint64_t>(b) & mask)];
@@ -139,7 +163,7 @@ struct Model {
     ~Model() { approxmul_multiplier_destroy(handle); }
 };
 
-// A multiplier from the input: exact, wide DRUM, or a table with arbitrary
+// A multiplier from the input: exact, wide DRUM or truncation, or a table with arbitrary
 // (often extreme) entries. Returns nullptr when the input asked for an
 // invalid one, after checking that the library refused it.
 inline std::unique_ptr<Model> make_model(FuzzedDataProvider &in) {
@@ -153,7 +177,19 @@ inline std::unique_ptr<Model> make_model(FuzzedDataProvider &in) {
                "exact multiplier refused", model->bits);
         return model;
     }
-    if (in.ConsumeIntegralInRange(0, 3) == 0) {
+    const int kind = in.ConsumeIntegralInRange(0, 4);
+    if (kind == 1) {
+        model->bits = in.ConsumeIntegralInRange(9, 16);
+        model->cut = in.ConsumeIntegralInRange(0, 8);
+        const std::string spec = "truncated:bits=" + std::to_string(model->bits) +
+                                 ",cut=" + std::to_string(model->cut) +
+                                 ",signed=" + (model->is_signed ? "1" : "0");
+        expect(checked(approxmul_multiplier_from_spec(spec.c_str(), &model->handle)) ==
+                   APPROXMUL_OK,
+               "truncation refused", model->bits);
+        return model;
+    }
+    if (kind == 0) {
         // 16 bits half the time: only there do factors exceed int16; k up to
         // 12 keeps low bytes in the rounded operands
         model->bits = in.ConsumeBool() ? 16 : in.ConsumeIntegralInRange(9, 15);
