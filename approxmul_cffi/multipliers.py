@@ -146,8 +146,7 @@ class Multiplier:
 
     @property
     def plan(self):
-        """How the kernels compute this multiplier: "exact-gemm", "factorized-gemm",
-        "table", "exact-plus-table" or "function" (docs/architecture.md)."""
+        """How the kernels compute it: "exact-gemm", "table", ... (docs/architecture.md)."""
         return c_string(self._query(lib.approxmul_multiplier_plan, "const char **"))
 
     @property
