@@ -67,16 +67,18 @@ def drum_table(k=4):
     return np.outer(f, f)
 
 
-def truncated_table(cut):
-    """An 8x8 unsigned AND-array multiplier without the partial products of columns < cut."""
-    a = np.arange(256)[:, None]
-    b = np.arange(256)[None, :]
-    total = np.zeros((256, 256), np.int64)
-    for i in range(8):
-        for j in range(8):
-            if i + j >= cut:
-                total += (((a >> i) & 1) * ((b >> j) & 1)) << (i + j)
+def truncated_values(a, b, cut, bits=8):
+    """An unsigned AND-array multiplier without the partial products of columns < cut."""
+    a, b = np.asarray(a, np.int64), np.asarray(b, np.int64)
+    total = np.zeros(np.broadcast(a, b).shape, np.int64)
+    for i in range(bits):
+        for j in range(max(cut - i, 0), bits):
+            total += (((a >> i) & 1) * ((b >> j) & 1)) << (i + j)
     return total
+
+
+def truncated_table(cut):
+    return truncated_values(np.arange(256)[:, None], np.arange(256)[None, :], cut)
 
 
 def multipliers(rng):
@@ -99,6 +101,9 @@ def multipliers(rng):
         "DRUM(4) 16-bit (byte-split factors)": (
             am.multiplier("drum:bits=16,k=4"),
             lambda a, b: drum_operand(a, 4) * drum_operand(b, 4)),
+        "truncated(cut=8) 16-bit (exact + low-byte table)": (
+            am.multiplier("truncated:bits=16,cut=8"),
+            lambda a, b: truncated_values(a, b, 8, 16)),
         "random 10x10 table": wide_table(10),
         "random 12x12 table": wide_table(12),
     }
