@@ -111,3 +111,11 @@ def test_bench_factorized_quick_runs(tmp_path):
     assert ("truncated(cut=4), rank 5", "factorized-gemm") in plans
     assert ("truncated(cut=4), rank 5", "table") in plans
     assert all(r["gproducts_per_s"] > 0 for r in rows)
+
+
+def test_bench_vendor_quick_runs():
+    """Compiles the stand-in vendor model, checks approxmul against the naive loop."""
+    result = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "bench_vendor.py"), "--quick",
+                             "--repeat", "1"], capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stderr
+    assert "plan function" in result.stdout and "naive / approxmul" in result.stdout

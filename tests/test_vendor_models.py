@@ -74,6 +74,28 @@ def test_16_bit_unsigned(vendor_models):  # noqa: F811
     assert m.product(3, 7) == 16
 
 
+def test_wide_models_in_a_matmul_check_every_result(vendor_models):  # noqa: F811
+    """Wide models run from the kernels a tile step at a time; a result is
+    checked against the product range unless the return type cannot leave
+    it, and an error leaves the output untouched."""
+    rng = np.random.default_rng(4)
+    m = am.Multiplier.from_c_function(vendor_models, "mul12s_plus1", "s16", bits=12)
+    a = rng.integers(-2048, 2048, size=(5, 40)).astype(np.int16)
+    b = rng.integers(-2048, 2048, size=(40, 7)).astype(np.int16)
+    a64, b64 = a.astype(np.int64)[:, :, None], b.astype(np.int64)[None]
+    expected = (a64 * b64 + (a64 < 0)).sum(axis=1) - 3 * b.sum(axis=0, dtype=np.int64)
+    assert np.array_equal(am.matmul(a, b, m, a_zero_point=3), expected)
+    # 4095 * 4095 + 65536 is beyond 24 bits
+    m = am.Multiplier.from_c_function(vendor_models, "mul8u_overflow", "u16", bits=12)
+    a = np.full((3, 5), 100, np.uint16)
+    b = np.full((5, 2), 100, np.uint16)
+    a[2, 4] = b[4, 1] = 4095
+    out = np.full((3, 2), -9, np.int64)
+    with pytest.raises(am.OperandRangeError, match="for a=4095, b=4095: outside the 24-bit"):
+        am.matmul(a, b, m, out=out)
+    assert (out == -9).all()
+
+
 def test_12_bit_signed_in_16_bit_types(vendor_models):  # noqa: F811
     m = am.Multiplier.from_c_function(vendor_models, "mul12s_plus1", "s16", bits=12)
     assert (m.bits, m.signed) == (12, True)

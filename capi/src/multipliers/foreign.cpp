@@ -22,28 +22,88 @@ uint64_t call(approxmul_function function, int64_t a, int64_t b, uint64_t operan
     return std::is_signed<R>::value ? uint64_t(int64_t(r)) : uint64_t(r);
 }
 
+// What a model's raw result means: its 2n-bit product, checked against the
+// product range (a result outside it is the model's error, reported).
+struct Result {
+    int bits;
+    bool is_signed;
+    bool reinterpret;  // signed operands, unsigned types: a 2n-bit two's complement result
+    bool unsigned_types;
+    uint64_t product_mask;
+    int64_t lo, hi;
+
+    int64_t value(uint64_t r, int64_t a, int64_t b) const {
+        int64_t v = int64_t(r);
+        if (reinterpret) {
+            // zero- or sign-extended by the type
+            const uint64_t low = r & product_mask;
+            if (r == low || (r | product_mask) == ~uint64_t{0})
+                v = low > product_mask >> 1 ? int64_t(low) - int64_t(product_mask) - 1
+                                            : int64_t(low);
+            else
+                v = hi + 1;  // neither: reported below
+        } else if (unsigned_types && r > product_mask) {
+            v = hi + 1;
+        }
+        if (v < lo || v > hi)
+            fail(APPROXMUL_ERR_OUT_OF_RANGE,
+                 "the C function returned %llu (0x%llx) for a=%lld, b=%lld: outside the "
+                 "%d-bit %s product range %lld..%lld",
+                 static_cast<unsigned long long>(r), static_cast<unsigned long long>(r),
+                 static_cast<long long>(a), static_cast<long long>(b), 2 * bits,
+                 is_signed ? "signed" : "unsigned", static_cast<long long>(lo),
+                 static_cast<long long>(hi));
+        return v;
+    }
+};
+
+// A GEMM step's outer product, out[i * cols + j] = M(a[i], b[j]), in one
+// loop around the model's calls: the kernels' per-product cost is then the
+// call itself (bench_vendor.py), not a std::function and a caller around it.
+using OuterCaller = void (*)(approxmul_function function, const Result &result, uint64_t operand_mask,
+                             const int64_t *a, int64_t rows, const int64_t *b, int64_t cols,
+                             int64_t *out);
+
+// Checked: false when every value of R is a product in range (a 2n-bit
+// return type read as its own signedness), so that no result can fail.
+template <typename R, typename P, bool SecondFirst, bool Checked>
+void call_outer(approxmul_function function, const Result &result, uint64_t operand_mask,
+                const int64_t *a, int64_t rows, const int64_t *b, int64_t cols, int64_t *out) {
+    for (int64_t i = 0; i < rows; ++i)
+        for (int64_t j = 0; j < cols; ++j) {
+            const uint64_t r = call<R, P, SecondFirst>(function, a[i], b[j], operand_mask);
+            out[i * cols + j] = Checked ? result.value(r, a[i], b[j]) : int64_t(r);
+        }
+}
+
 struct Signature {
     int id;  // approxmul_signature
     const char *prototype;
     int max_bits;
     bool signed_types;
+    int result_bits;
     Caller caller;
+    OuterCaller outer, outer_unchecked;
 };
 
+#define APPROXMUL_CALLERS(R, P, SECOND_FIRST)                                   \
+    int(8 * sizeof(R)), call<R, P, SECOND_FIRST>, call_outer<R, P, SECOND_FIRST, true>, \
+        call_outer<R, P, SECOND_FIRST, false>
 const Signature kSignatures[] = {
     {APPROXMUL_SIG_U16_U8_U8, "uint16_t f(uint8_t a, uint8_t b)", 8, false,
-     call<uint16_t, uint8_t, false>},
+     APPROXMUL_CALLERS(uint16_t, uint8_t, false)},
     {APPROXMUL_SIG_I16_I8_I8, "int16_t f(int8_t a, int8_t b)", 8, true,
-     call<int16_t, int8_t, false>},
+     APPROXMUL_CALLERS(int16_t, int8_t, false)},
     {APPROXMUL_SIG_U64_U64B_U64A, "uint64_t f(uint64_t b, uint64_t a)", 16, false,
-     call<uint64_t, uint64_t, true>},
+     APPROXMUL_CALLERS(uint64_t, uint64_t, true)},
     {APPROXMUL_SIG_U64_U64_U64, "uint64_t f(uint64_t a, uint64_t b)", 16, false,
-     call<uint64_t, uint64_t, false>},
+     APPROXMUL_CALLERS(uint64_t, uint64_t, false)},
     {APPROXMUL_SIG_U32_U16_U16, "uint32_t f(uint16_t a, uint16_t b)", 16, false,
-     call<uint32_t, uint16_t, false>},
+     APPROXMUL_CALLERS(uint32_t, uint16_t, false)},
     {APPROXMUL_SIG_I32_I16_I16, "int32_t f(int16_t a, int16_t b)", 16, true,
-     call<int32_t, int16_t, false>},
+     APPROXMUL_CALLERS(int32_t, int16_t, false)},
 };
+#undef APPROXMUL_CALLERS
 
 const Signature &find_signature(int id) {
     for (const Signature &s : kSignatures)
@@ -69,36 +129,21 @@ std::shared_ptr<const Multiplier> from_c_function(approxmul_function function, i
              "is_signed: %s takes signed operands, so the multiplier must be signed",
              sig.prototype);
     const uint64_t operand_mask = (uint64_t{1} << bits) - 1;
-    const uint64_t product_mask = (uint64_t{1} << (2 * bits)) - 1;
-    const int64_t lo = is_signed ? -(int64_t{1} << (2 * bits - 1)) : 0;
-    const int64_t hi = is_signed ? (int64_t{1} << (2 * bits - 1)) - 1 : int64_t(product_mask);
+    Result result{bits, is_signed, is_signed && !sig.signed_types, !sig.signed_types, 0, 0, 0};
+    result.product_mask = (uint64_t{1} << (2 * bits)) - 1;
+    result.lo = is_signed ? -(int64_t{1} << (2 * bits - 1)) : 0;
+    result.hi = is_signed ? (int64_t{1} << (2 * bits - 1)) - 1 : int64_t(result.product_mask);
     const Caller caller = sig.caller;
-    const bool reinterpret = is_signed && !sig.signed_types;
-    auto product = [=](int64_t a, int64_t b) -> int64_t {
-        const uint64_t r = caller(function, a, b, operand_mask);
-        int64_t value = int64_t(r);
-        if (reinterpret) {
-            // a 2n-bit two's complement result, zero- or sign-extended by the type
-            const uint64_t low = r & product_mask;
-            if (r == low || (r | product_mask) == ~uint64_t{0})
-                value = low > product_mask >> 1 ? int64_t(low) - int64_t(product_mask) - 1
-                                                : int64_t(low);
-            else
-                value = hi + 1;  // neither: reported below
-        } else if (!sig.signed_types && r > product_mask) {
-            value = hi + 1;
-        }
-        if (value < lo || value > hi)
-            fail(APPROXMUL_ERR_OUT_OF_RANGE,
-                 "the C function returned %llu (0x%llx) for a=%lld, b=%lld: outside the "
-                 "%d-bit %s product range %lld..%lld",
-                 static_cast<unsigned long long>(r), static_cast<unsigned long long>(r),
-                 static_cast<long long>(a), static_cast<long long>(b), 2 * bits,
-                 is_signed ? "signed" : "unsigned", static_cast<long long>(lo),
-                 static_cast<long long>(hi));
-        return value;
+    auto product = [=](int64_t a, int64_t b) {
+        return result.value(caller(function, a, b, operand_mask), a, b);
     };
-    return Multiplier::from_function(product, bits, is_signed, std::move(name));
+    auto m = Multiplier::from_function(product, bits, is_signed, std::move(name));
+    if (m->has_table()) return m;  // tabulated: never called again
+    const OuterCaller outer =
+        !result.reinterpret && sig.result_bits == 2 * bits ? sig.outer_unchecked : sig.outer;
+    return Multiplier::with_outer_function(
+        std::move(m), [=](const int64_t *a, int64_t rows, const int64_t *b, int64_t cols,
+                          int64_t *out) { outer(function, result, operand_mask, a, rows, b, cols, out); });
 }
 
 std::shared_ptr<const Multiplier> from_callback(approxmul_product_callback callback,
