@@ -96,6 +96,26 @@ def test_wide_models_in_a_matmul_check_every_result(vendor_models):  # noqa: F81
     assert (out == -9).all()
 
 
+@pytest.mark.parametrize("threads", [1, 2])
+def test_wide_model_sums_across_blocks(vendor_models, threads):  # noqa: F811
+    """The GEMM sums each output over blocks of 1,024 inner steps and 64
+    columns: more of both, strided operands, both zero points."""
+    m = am.Multiplier.from_c_function(vendor_models, "mul16u_clear4", "u16")
+    rng = np.random.default_rng(9)
+    a = np.asfortranarray(rng.integers(0, 65536, size=(9, 1030)).astype(np.uint16))
+    b = rng.integers(0, 65536, size=(2060, 2 * 70)).astype(np.uint16)[::2, ::2]
+    a64, b64 = a.astype(np.int64), b.astype(np.int64)
+    expected = ((a64[:, :, None] * b64[None]) & ~15).sum(axis=1)
+    expected += -7 * a64.sum(1, keepdims=True) - 65535 * b64.sum(0) + 1030 * 65535 * 7
+    before = am.get_num_threads()
+    am.set_num_threads(threads)
+    try:
+        got = am.matmul(a, b, m, a_zero_point=65535, b_zero_point=7)
+    finally:
+        am.set_num_threads(before)
+    assert np.array_equal(got, expected)
+
+
 def test_12_bit_signed_in_16_bit_types(vendor_models):  # noqa: F811
     m = am.Multiplier.from_c_function(vendor_models, "mul12s_plus1", "s16", bits=12)
     assert (m.bits, m.signed) == (12, True)

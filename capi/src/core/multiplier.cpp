@@ -157,6 +157,14 @@ std::shared_ptr<const Multiplier> Multiplier::with_outer_function(
     return m;
 }
 
+std::shared_ptr<const Multiplier> Multiplier::with_dot_function(std::shared_ptr<const Multiplier> m,
+                                                                DotFunction dot) {
+    if (m->has_table())
+        fail(APPROXMUL_ERR_INTERNAL, "%s: a dot function for a tabulated model", m->name_.c_str());
+    const_cast<Multiplier *>(m.get())->dot_function_ = std::move(dot);  // not shared yet
+    return m;
+}
+
 void Multiplier::outer_products(const int64_t *a, int64_t rows, const int64_t *b, int64_t cols,
                                 int64_t *out) const {
     if (outer_function_) return outer_function_(a, rows, b, cols, out);

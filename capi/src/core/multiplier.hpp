@@ -54,6 +54,9 @@ public:
     // purity rules.
     using OuterFunction = std::function<void(const int64_t *a, int64_t rows, const int64_t *b,
                                              int64_t cols, int64_t *out)>;
+    // sum_k M(a[k], b[k]) for k < n in one call (a vendor C model's loop
+    // around its calls, the sum in a register); same purity rules.
+    using DotFunction = std::function<int64_t(const int64_t *a, const int64_t *b, int64_t n)>;
 
     // table: 4^bits entries, row = first operand's raw bit pattern.
     static std::shared_ptr<const Multiplier> from_table(std::vector<int32_t> table, int bits,
@@ -137,6 +140,11 @@ public:
     // Gives a function model that was just built (not yet shared) an outer function.
     static std::shared_ptr<const Multiplier> with_outer_function(
         std::shared_ptr<const Multiplier> m, OuterFunction outer);
+    // Gives a function model that was just built (not yet shared) a dot function.
+    static std::shared_ptr<const Multiplier> with_dot_function(std::shared_ptr<const Multiplier> m,
+                                                               DotFunction dot);
+    bool has_dot_function() const { return static_cast<bool>(dot_function_); }
+    int64_t dot(const int64_t *a, const int64_t *b, int64_t n) const { return dot_function_(a, b, n); }
 
 private:
     Multiplier(int bits, bool is_signed, std::string name);
@@ -152,6 +160,7 @@ private:
     std::vector<int32_t> table_;
     ProductFunction function_;
     OuterFunction outer_function_;
+    DotFunction dot_function_;
     Factorization factorization_;
     bool known_exact_ = false;
     bool factors_fit_int16_ = false;

@@ -144,6 +144,47 @@ void gemm(const MatmulProblem &p, const Step &step) {
         tiled_gemm<int64_t>(p, step);
 }
 
+// Function models with a dot function (vendor C models): each output's sum
+// over a block of the inner dimension in one call, the naive loop's order,
+// over B's block of columns transposed into int64 values. c: int64 in
+// memory order (generic_matmul's staging), zero points applied here.
+void dot_gemm(const MatmulProblem &p) {
+    constexpr int64_t BlockCols = 64, BlockInner = 1024;
+    const Multiplier &m = *p.multiplier;
+    const int64_t rows = p.rows, cols = p.cols, inner = p.inner;
+    auto *c = static_cast<int64_t *>(const_cast<void *>(p.c.data));
+    std::fill(c, c + rows * cols, int64_t{0});
+    const int threads = threads_for(p, rows);
+    std::vector<int64_t> block(static_cast<size_t>(BlockCols * BlockInner));
+    std::vector<std::vector<int64_t>> a_rows(static_cast<size_t>(threads),
+                                             std::vector<int64_t>(BlockInner));
+    for (int64_t j0 = 0; j0 < cols; j0 += BlockCols) {
+        const int64_t nj = std::min(BlockCols, cols - j0);
+        for (int64_t k0 = 0; k0 < inner; k0 += BlockInner) {
+            const int64_t nk = std::min(BlockInner, inner - k0);
+            for (int64_t j = 0; j < nj; ++j)
+                for (int64_t k = 0; k < nk; ++k)
+                    block[static_cast<size_t>(j * BlockInner + k)] = load(p.b, k0 + k, j0 + j);
+            parallel_for(rows, threads, [&](int64_t i, int thread) {
+                int64_t *a = a_rows[static_cast<size_t>(thread)].data();
+                for (int64_t k = 0; k < nk; ++k) a[k] = load(p.a, i, k0 + k);
+                for (int64_t j = 0; j < nj; ++j)
+                    c[i * cols + j0 + j] += m.dot(a, &block[static_cast<size_t>(j * BlockInner)], nk);
+            });
+        }
+    }
+    const auto a_sums = cross_sums(p.a, true, p.b_zero_point, p.a_row_sums);
+    const auto b_sums = cross_sums(p.b, false, p.a_zero_point, p.b_col_sums);
+    const int64_t constant = inner * p.a_zero_point * p.b_zero_point;
+    for (int64_t i = 0; i < rows; ++i)
+        for (int64_t j = 0; j < cols; ++j) {
+            int64_t &value = c[i * cols + j];
+            if (!a_sums.empty()) value -= p.b_zero_point * a_sums[i];
+            if (!b_sums.empty()) value -= p.a_zero_point * b_sums[j];
+            value += constant;
+        }
+}
+
 }  // namespace
 
 void generic_matmul(const MatmulProblem &p) {
@@ -156,7 +197,10 @@ void generic_matmul(const MatmulProblem &p) {
     std::vector<int64_t> scratch(static_cast<size_t>(p.rows * p.cols));
     MatmulProblem q = p;
     q.c = MatrixView{p.c.name, APPROXMUL_INT64, scratch.data(), p.rows, p.cols, p.cols, 1};
-    gemm(q, FunctionStep{&m});
+    if (m.has_dot_function())
+        dot_gemm(q);
+    else
+        gemm(q, FunctionStep{&m});
     for (int64_t i = 0; i < p.rows; ++i)
         for (int64_t j = 0; j < p.cols; ++j) {
             const int64_t value = scratch[static_cast<size_t>(i * p.cols + j)];

@@ -76,6 +76,22 @@ void call_outer(approxmul_function function, const Result &result, uint64_t oper
         }
 }
 
+// sum_k M(a[k], b[k]): the GEMMs' loop (generic.cpp's dot_gemm), the
+// naive loop's order, with its sum in a register.
+using DotCaller = int64_t (*)(approxmul_function function, const Result &result,
+                              uint64_t operand_mask, const int64_t *a, const int64_t *b, int64_t n);
+
+template <typename R, typename P, bool SecondFirst, bool Checked>
+int64_t call_dot(approxmul_function function, const Result &result, uint64_t operand_mask,
+                 const int64_t *a, const int64_t *b, int64_t n) {
+    int64_t sum = 0;
+    for (int64_t k = 0; k < n; ++k) {
+        const uint64_t r = call<R, P, SecondFirst>(function, a[k], b[k], operand_mask);
+        sum += Checked ? result.value(r, a[k], b[k]) : int64_t(r);
+    }
+    return sum;
+}
+
 struct Signature {
     int id;  // approxmul_signature
     const char *prototype;
@@ -84,11 +100,13 @@ struct Signature {
     int result_bits;
     Caller caller;
     OuterCaller outer, outer_unchecked;
+    DotCaller dot, dot_unchecked;
 };
 
 #define APPROXMUL_CALLERS(R, P, SECOND_FIRST)                                   \
     int(8 * sizeof(R)), call<R, P, SECOND_FIRST>, call_outer<R, P, SECOND_FIRST, true>, \
-        call_outer<R, P, SECOND_FIRST, false>
+        call_outer<R, P, SECOND_FIRST, false>, call_dot<R, P, SECOND_FIRST, true>,     \
+        call_dot<R, P, SECOND_FIRST, false>
 const Signature kSignatures[] = {
     {APPROXMUL_SIG_U16_U8_U8, "uint16_t f(uint8_t a, uint8_t b)", 8, false,
      APPROXMUL_CALLERS(uint16_t, uint8_t, false)},
@@ -139,11 +157,16 @@ std::shared_ptr<const Multiplier> from_c_function(approxmul_function function, i
     };
     auto m = Multiplier::from_function(product, bits, is_signed, std::move(name));
     if (m->has_table()) return m;  // tabulated: never called again
-    const OuterCaller outer =
-        !result.reinterpret && sig.result_bits == 2 * bits ? sig.outer_unchecked : sig.outer;
-    return Multiplier::with_outer_function(
+    const bool exhaustive = !result.reinterpret && sig.result_bits == 2 * bits;
+    const OuterCaller outer = exhaustive ? sig.outer_unchecked : sig.outer;
+    const DotCaller dot = exhaustive ? sig.dot_unchecked : sig.dot;
+    m = Multiplier::with_outer_function(
         std::move(m), [=](const int64_t *a, int64_t rows, const int64_t *b, int64_t cols,
                           int64_t *out) { outer(function, result, operand_mask, a, rows, b, cols, out); });
+    return Multiplier::with_dot_function(
+        std::move(m), [=](const int64_t *a, const int64_t *b, int64_t n) {
+            return dot(function, result, operand_mask, a, b, n);
+        });
 }
 
 std::shared_ptr<const Multiplier> from_callback(approxmul_product_callback callback,
