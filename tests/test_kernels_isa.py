@@ -202,4 +202,6 @@ def test_info_reports_kernels():
     assert info["isa"] == supported_isas()[-1]
     names = {"generic": "generic.cpp", "avx2": "AVX2", "avx512": "AVX-512"}
     assert names[info["isa"]] in info["kernel.exact-gemm"]
-    assert info["kernel.function"] == "tiled reference, one model call per product or per outer-product step"
+    assert info["kernel.function"] == ("tiled reference, one model call per product or per "
+                                       "outer-product step; C models: one dot-loop call per "
+                                       "output and block")

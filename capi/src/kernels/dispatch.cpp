@@ -178,7 +178,8 @@ std::string dispatch_info() {
             (portable ? "tiled reference over the table" : c.table->gemm_kernel);
     info += std::string("\nkernel.table=") +
             (portable ? "tiled reference (generic.cpp)" : c.table->table_kernel);
-    info += "\nkernel.function=tiled reference, one model call per product or per outer-product step\n";
+    info += "\nkernel.function=tiled reference, one model call per product or per outer-product "
+            "step; C models: one dot-loop call per output and block\n";
     return info;
 }
 
