@@ -20,6 +20,7 @@ import time
 import numpy as np
 
 import approxmul_cffi as am
+from timing import best  # benchmarks/timing.py
 
 HERE = pathlib.Path(__file__).resolve().parent
 SHAPES = {"64x576x64": (64, 576, 64), "256x256x256": (256, 256, 256)}
@@ -36,16 +37,6 @@ def build(directory):
     lib = ctypes.CDLL(str(path))
     lib.naive_model_gemm.argtypes = [ctypes.c_void_p] * 4 + [ctypes.c_int64] * 3 + [ctypes.c_int]
     return path, lib
-
-
-def best(function, repeat):
-    function()
-    times = []
-    for _ in range(repeat):
-        start = time.perf_counter()
-        function()
-        times.append(time.perf_counter() - start)
-    return min(times)
 
 
 def main(argv=None):

@@ -6,22 +6,13 @@ an older build and once against this one to compare plans). NumPy is timed
 first (best of 5), then approxmul after a pause and a warm-up call.
 """
 import argparse
-import time
 
 import numpy as np
 
 import approxmul_cffi as am
+from timing import best  # benchmarks/timing.py
 
 SHAPES = {"square-512": (512, 512, 512), "conv-256x2304x196": (256, 2304, 196)}
-
-
-def best(function, repeat):
-    times = []
-    for _ in range(repeat):
-        start = time.perf_counter()
-        function()
-        times.append(time.perf_counter() - start)
-    return min(times)
 
 
 def main(argv=None):
@@ -44,11 +35,9 @@ def main(argv=None):
         hi = m.operand_range[1] + 1
         a = rng.integers(0, hi, (rows, inner)).astype(np.uint16)
         b = rng.integers(0, hi, (inner, cols)).astype(np.uint16)
-        af @ bf
-        t_float = best(lambda: af @ bf, 5)
-        time.sleep(0.5)
-        am.matmul(a[:8], b, m)
-        t_approx = best(lambda: am.matmul(a, b, m), args.repeat)
+        t_float = best(lambda: af @ bf, 5, pause=0.5)
+        am.matmul(a[:8], b, m)  # warm-up: a full call is long on the function plan
+        t_approx = best(lambda: am.matmul(a, b, m), args.repeat, warmup=False)
         rate = rows * inner * cols / t_approx / 1e9
         print(f"{name:20s} {args.spec} plan={m.plan}: {rate:.2f} G/s, "
               f"{t_float / t_approx:.4f}x float32")
