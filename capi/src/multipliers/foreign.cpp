@@ -57,27 +57,11 @@ struct Result {
     }
 };
 
-// A GEMM step's outer product, out[i * cols + j] = M(a[i], b[j]), in one
-// loop around the model's calls: the kernels' per-product cost is then the
-// call itself (bench_vendor.py), not a std::function and a caller around it.
-using OuterCaller = void (*)(approxmul_function function, const Result &result, uint64_t operand_mask,
-                             const int64_t *a, int64_t rows, const int64_t *b, int64_t cols,
-                             int64_t *out);
-
-// Checked: false when every value of R is a product in range (a 2n-bit
-// return type read as its own signedness), so that no result can fail.
-template <typename R, typename P, bool SecondFirst, bool Checked>
-void call_outer(approxmul_function function, const Result &result, uint64_t operand_mask,
-                const int64_t *a, int64_t rows, const int64_t *b, int64_t cols, int64_t *out) {
-    for (int64_t i = 0; i < rows; ++i)
-        for (int64_t j = 0; j < cols; ++j) {
-            const uint64_t r = call<R, P, SecondFirst>(function, a[i], b[j], operand_mask);
-            out[i * cols + j] = Checked ? result.value(r, a[i], b[j]) : int64_t(r);
-        }
-}
-
 // sum_k M(a[k], b[k]): the GEMMs' loop (generic.cpp's dot_gemm), the
-// naive loop's order, with its sum in a register.
+// naive loop's order, with its sum in a register, so that the kernels'
+// per-product cost is the call itself (bench_vendor.py). Checked: false
+// when every value of R is a product in range (a 2n-bit return type read
+// as its own signedness), so that no result can fail.
 using DotCaller = int64_t (*)(approxmul_function function, const Result &result,
                               uint64_t operand_mask, const int64_t *a, const int64_t *b, int64_t n);
 
@@ -99,13 +83,11 @@ struct Signature {
     bool signed_types;
     int result_bits;
     Caller caller;
-    OuterCaller outer, outer_unchecked;
     DotCaller dot, dot_unchecked;
 };
 
 #define APPROXMUL_CALLERS(R, P, SECOND_FIRST)                                   \
-    int(8 * sizeof(R)), call<R, P, SECOND_FIRST>, call_outer<R, P, SECOND_FIRST, true>, \
-        call_outer<R, P, SECOND_FIRST, false>, call_dot<R, P, SECOND_FIRST, true>,     \
+    int(8 * sizeof(R)), call<R, P, SECOND_FIRST>, call_dot<R, P, SECOND_FIRST, true>, \
         call_dot<R, P, SECOND_FIRST, false>
 const Signature kSignatures[] = {
     {APPROXMUL_SIG_U16_U8_U8, "uint16_t f(uint8_t a, uint8_t b)", 8, false,
@@ -157,12 +139,8 @@ std::shared_ptr<const Multiplier> from_c_function(approxmul_function function, i
     };
     auto m = Multiplier::from_function(product, bits, is_signed, std::move(name));
     if (m->has_table()) return m;  // tabulated: never called again
-    const bool exhaustive = !result.reinterpret && sig.result_bits == 2 * bits;
-    const OuterCaller outer = exhaustive ? sig.outer_unchecked : sig.outer;
-    const DotCaller dot = exhaustive ? sig.dot_unchecked : sig.dot;
-    m = Multiplier::with_outer_function(
-        std::move(m), [=](const int64_t *a, int64_t rows, const int64_t *b, int64_t cols,
-                          int64_t *out) { outer(function, result, operand_mask, a, rows, b, cols, out); });
+    const DotCaller dot =
+        !result.reinterpret && sig.result_bits == 2 * bits ? sig.dot_unchecked : sig.dot;
     return Multiplier::with_dot_function(
         std::move(m), [=](const int64_t *a, const int64_t *b, int64_t n) {
             return dot(function, result, operand_mask, a, b, n);
