@@ -1,11 +1,14 @@
-"""Factorized GEMMs against the table kernel, by rank: where the plan's threshold comes from.
+"""Factorized GEMMs against the table kernels, by rank: where the plan's threshold comes from.
 
 An 8-bit table with an exact factorization of rank r runs either as r int16
-GEMMs or through the table kernel. This runs truncated multipliers (rank
-1 + cut) and DRUM (rank 1) both ways, in child processes that force the
-plan with APPROXMUL_MAX_FACTORIZED_RANK (6: factorized, 0: table), and
-prints G products/s and the ratio to NumPy's float32 matmul timed in the
-same child. Results are checked against NumPy lookups before timing.
+GEMMs or through the table kernel; where its error is a function of the low
+nibbles (truncation with cut <= 4) and the kernel set has a nibble kernel,
+also as the exact GEMM plus a nibble-table GEMM of the error. This runs
+truncated multipliers (rank 1 + cut) and DRUM (rank 1) every way, in child
+processes that force the plan with APPROXMUL_MAX_FACTORIZED_RANK (6:
+factorized, 0: not) and APPROXMUL_NIBBLE_ERRORS (0: the byte-table kernel),
+and prints G products/s and the ratio to NumPy's float32 matmul timed in
+the same child. Results are checked against NumPy lookups before timing.
 
     python benchmarks/bench_factorized.py --threads 2
 """
@@ -51,10 +54,11 @@ TABLES = [("DRUM(4), rank 1", "drum_table(4)")] + [
     (f"truncated(cut={cut}), rank {1 + cut}", f"truncated_table({cut})") for cut in (1, 2, 3, 4)]
 
 
-def run_child(limit, threads, repeat, shapes):
+def run_child(limit, nibble, threads, repeat, shapes):
     code = CHILD.format(bench=os.path.dirname(os.path.abspath(__file__)), threads=threads,
                         repeat=repeat, shapes=shapes, tables=TABLES)
-    env = dict(os.environ, APPROXMUL_MAX_FACTORIZED_RANK=str(limit))
+    env = dict(os.environ, APPROXMUL_MAX_FACTORIZED_RANK=str(limit),
+               APPROXMUL_NIBBLE_ERRORS=str(nibble))
     # run beside this script: from the repository root, "-c" would import the
     # source tree's approxmul_cffi (no library inside) over the installed one
     done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
@@ -76,12 +80,15 @@ def main(argv=None):
     print(f"# approxmul isa={am.info()['isa']}, {args.threads} threads; "
           f"ratio = G products/s / NumPy float32 matmul's in the same child")
     rows = []
-    for limit in (6, 0):
-        rows += run_child(limit, args.threads, args.repeat, shapes)
+    for limit, nibble in ((6, 1), (0, 1), (0, 0)):
+        new = run_child(limit, nibble, args.threads, args.repeat, shapes)
+        # (without a nibble kernel the last child repeats the second's plans)
+        rows += [r for r in new if (r["shape"], r["name"], r["plan"]) not in
+                 {(o["shape"], o["name"], o["plan"]) for o in rows}]
         time.sleep(0.5)
-    print(f"{'shape':<14} {'multiplier':<26} {'plan':<16} {'G/s':>7} {'x f32':>7}")
+    print(f"{'shape':<14} {'multiplier':<26} {'plan':<17} {'G/s':>7} {'x f32':>7}")
     for r in sorted(rows, key=lambda r: (r["shape"], r["name"], r["plan"])):
-        print(f"{r['shape']:<14} {r['name']:<26} {r['plan']:<16} {r['gproducts_per_s']:7.2f} "
+        print(f"{r['shape']:<14} {r['name']:<26} {r['plan']:<17} {r['gproducts_per_s']:7.2f} "
               f"{r['ratio_to_float32']:7.3f}")
     if args.json:
         with open(args.json, "w") as f:

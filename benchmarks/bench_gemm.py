@@ -104,6 +104,8 @@ def multipliers(rng):
         "truncated(cut=8) 16-bit (exact + low-byte table)": (
             am.multiplier("truncated:bits=16,cut=8"),
             lambda a, b: truncated_values(a, b, 8, 16)),
+        # products spanning a byte: the nibble kernel (truncation's error part)
+        "random 4x4 table": table(rng.integers(-100, 156, (16, 16))),
         "random 10x10 table": wide_table(10),
         "random 12x12 table": wide_table(12),
     }
@@ -225,7 +227,7 @@ def run(shapes, threads, repeat, table_ref_bytes):
             naive_out = out
         for name, (mult, product) in mults.items():
             mask = (1 << mult.bits) - 1
-            a, b = (a16 & mask, b16 & mask) if mult.bits > 8 else (a8, b8)
+            a, b = (a16 & mask, b16 & mask) if mult.bits > 8 else (a8 & mask, b8 & mask)
             out = np.empty((m, n), am.accumulator_dtype(mult, k))
             am.matmul(a, b, mult, out=out)
             check(f"approxmul {name}", out[:ref_rows], table_reference(product, a[:ref_rows], b))

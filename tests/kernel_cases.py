@@ -26,6 +26,11 @@ BYTE_PATH = ("exact-u8", "exact-s8", "trunc4")
 # inner off its 8-step block and past its 256-code packing, both orientations).
 TABLE_SHAPES = [(40, 300, 203), (203, 37, 21)]
 TABLE_PATH = ("table-u8", "table-s8", "table-u6")
+# Only for the nibble kernel (4-bit tables, and the low-nibble errors of 8-bit
+# ones): column blocks of more than one 128-wide panel, several column jobs,
+# the flipped problem, inner steps past its 256-step block.
+NIBBLE_SHAPES = [(40, 600, 700), (701, 37, 3), (3, 520, 1030)]
+NIBBLE_PATH = ("table-u4", "nibble-error-s8")
 
 
 def drum_table(bits=8, k=3):
@@ -114,6 +119,21 @@ def multipliers():
     yield ("table-s8", *from_table(rng.integers(-20000, 20000, (256, 256)), signed=True))
     yield ("table-u6", *from_table(rng.integers(-9, 60000, (64, 64)), bits=6))
     yield ("table-wide", *from_table(rng.integers(-2**30, 2**30, (256, 256))))
+    # up to 4 bits: the nibble kernel when the products span a byte, else the
+    # byte-plane table kernel
+    yield ("table-u4", *from_table(rng.integers(-100, 156, (16, 16)), bits=4))
+    yield ("table-s4", *from_table(rng.integers(-300, 300, (16, 16)), bits=4, signed=True))
+    yield ("table-u3", *from_table(rng.integers(0, 256, (8, 8)), bits=3))
+    # exact plus an arbitrary error of the low nibbles: exact-plus-table on
+    # sets with a nibble kernel (a 7-bit one, whose high part is 3 bits)
+    signed8 = np.arange(256) - 256 * (np.arange(256) >= 128)
+    nibble_error = rng.integers(-70, 71, (16, 16))
+    yield ("nibble-error-s8", *from_table(
+        signed8[:, None] * signed8 + nibble_error[(signed8 & 15)[:, None], signed8 & 15],
+        signed=True))
+    yield ("nibble-error-u7", *from_table(
+        np.arange(128)[:, None] * np.arange(128) + nibble_error[(np.arange(128) & 15)[:, None],
+                                                               np.arange(128) & 15], bits=7))
     # tables of 9-12 bits: an arbitrary one runs on the generic kernel, a
     # structured one is factorized from its entries
     yield ("table-s10", *from_table(exact_table(10, signed=True) + rng.integers(-40, 41, (1024, 1024)),
@@ -167,9 +187,11 @@ def cases():
     for mname, mult, signed, _ in multipliers():
         bits = mult.bits
         extra = (BYTE_SHAPES if mname in BYTE_PATH else
-                 TABLE_SHAPES if mname in TABLE_PATH else [])
+                 TABLE_SHAPES if mname in TABLE_PATH else
+                 NIBBLE_SHAPES if mname in NIBBLE_PATH else [])
         for index, (rows, inner, cols) in enumerate(SHAPES + extra):
             if inner > 1000 and mname not in ("exact-u8", "exact-s8", "trunc4", "table-u8",
+                                              "table-u4", "nibble-error-s8",
                                               "drum", "table-wide", "exact-u16", "exact-s16",
                                               "drum-u12", "drum-s16", "trunc7-s16"):
                 continue

@@ -6,6 +6,7 @@ import sys
 
 import pytest
 
+import approxmul_cffi as am
 from support import ROOT
 
 
@@ -100,7 +101,7 @@ def test_bench_evaluate_stability_runs():
 
 
 def test_bench_factorized_quick_runs(tmp_path):
-    """Both plans run (forced in child processes) and their results were checked."""
+    """Every plan runs (forced in child processes) and its results were checked."""
     out = tmp_path / "bench.json"
     result = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "bench_factorized.py"),
                              "--quick", "--repeat", "1", "--json", str(out)],
@@ -110,6 +111,8 @@ def test_bench_factorized_quick_runs(tmp_path):
     plans = {(r["name"], r["plan"]) for r in rows}
     assert ("truncated(cut=4), rank 5", "factorized-gemm") in plans
     assert ("truncated(cut=4), rank 5", "table") in plans
+    if am.info()["kernel.nibble-table"].startswith("16-byte"):
+        assert ("truncated(cut=4), rank 5", "exact-plus-table") in plans
     assert all(r["gproducts_per_s"] > 0 for r in rows)
 
 

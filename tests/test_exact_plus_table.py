@@ -1,6 +1,8 @@
-"""Wide multipliers whose error lives in the operands' low bytes (column
-truncation with cut <= 8, in 9-16 bits): the exact GEMM plus an 8-bit table
-GEMM of the error (plan "exact-plus-table"), against independent references."""
+"""Multipliers whose error lives in the operands' low bits: the low bytes of
+9-16-bit models (column truncation with cut <= 8), the low nibbles of 5-8-bit
+ones (cut <= 4). They run as the exact GEMM plus a table GEMM of the error
+(plan "exact-plus-table"; the nibble case where the kernel set has a nibble
+kernel), checked against independent references."""
 
 import numpy as np
 from hypothesis import HealthCheck, given, settings
@@ -25,7 +27,8 @@ def reference_products(m, bits, cut, signed):
 
 @settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(family=st.sampled_from(["truncated", "truncated-correct", "bam"]),
-       bits=st.sampled_from([9, 10, 12, 16]), cut=st.integers(2, 8), signed=st.booleans(),
+       bits=st.sampled_from([5, 7, 8, 9, 10, 12, 16]), cut=st.integers(2, 8),
+       signed=st.booleans(),
        shape=st.tuples(st.integers(1, 40), st.integers(1, 70), st.integers(1, 90)),
        a_layout=st.sampled_from(LAYOUTS), b_layout=st.sampled_from(LAYOUTS),
        threads=st.sampled_from([1, 2]), zero_points=st.booleans(),
@@ -35,11 +38,15 @@ def test_low_byte_errors_as_exact_plus_table(family, bits, cut, signed, shape, a
                                              b_layout, threads, zero_points, out, seed):
     """Every layout, both signs, extreme codes, zero points, int32 and int64
     outputs (in place or not), one and two threads."""
+    if bits <= 8:
+        cut = min(cut, 4)  # the low nibbles
     spec = {"truncated": f"truncated:cut={cut}", "truncated-correct": f"truncated:cut={cut},correct=1",
             "bam": f"bam:hbl=0,vbl={cut}"}[family]
     m = am.multiplier(f"{spec},bits={bits},signed={int(signed)}")
-    # factors that fit int16 (unsigned, below 16 bits, rank <= 2 on AVX2) keep that plan
-    assert m.plan in ("exact-plus-table", "factorized-gemm")
+    # factors that fit int16 (unsigned, below 16 bits, rank <= 2 on AVX2) keep that
+    # plan; 8-bit tables run as tables where the kernel set has no nibble kernel
+    nibble = am.info()["kernel.nibble-table"].startswith("16-byte")
+    assert m.plan in ("exact-plus-table", "factorized-gemm") or (bits <= 8 and not nibble)
     product = reference_products(m, bits, cut, signed)
     rng = np.random.default_rng(seed)
     rows, cols, inner = shape
@@ -106,6 +113,31 @@ def test_tables_with_low_byte_errors_are_found_and_others_are_not():
     np.testing.assert_array_equal(am.matmul(a, b, m, a_zero_point=3),
                                   table_matmul(table, a, b, 12, a_zero_point=3))
     np.testing.assert_array_equal(am.matmul(a, b, other), table_matmul(changed, a, b, 12))
+
+
+def test_8_bit_tables_with_low_nibble_errors_are_found_and_others_are_not():
+    """An 8-bit signed table equal to the exact products plus an arbitrary
+    function of the low nibbles (not a truncation: every error value from -60
+    to 60) takes the plan where the set has a nibble kernel; one product
+    changed where only the high nibbles differ does not; both compute their
+    own products, with zero points."""
+    rng = np.random.default_rng(9)
+    values = np.arange(256) - 256 * (np.arange(256) >= 128)
+    error = rng.integers(-60, 61, (16, 16))
+    table = values[:, None] * values[None, :] + error[(values & 15)[:, None], (values & 15)[None]]
+    m = am.Multiplier.from_table(table, signed=True)
+    nibble = am.info()["kernel.nibble-table"].startswith("16-byte")
+    assert m.plan == ("exact-plus-table" if nibble else "table")
+    changed = table.copy()
+    changed[0x73, 0x5C] += 1  # low nibbles (0x3, 0xC) keep their error elsewhere
+    other = am.Multiplier.from_table(changed, signed=True)
+    assert other.plan == "table"
+    a = rng.integers(-128, 128, (37, 300)).astype(np.int8)
+    b = rng.integers(-128, 128, (300, 141)).astype(np.int8)
+    a[0, 0], b[0, 0] = 0x73, 0x5C
+    for model, t in [(m, table), (other, changed)]:
+        np.testing.assert_array_equal(am.matmul(a, b, model, a_zero_point=-3, b_zero_point=5),
+                                      table_matmul(t, a, b, 8, a_zero_point=-3, b_zero_point=5))
 
 
 def test_empty_operands():

@@ -125,8 +125,8 @@ inline int64_t truncated_product(int64_t a, int64_t b, int n, int cut, bool is_s
 
 // An independent model of a multiplier: the table the harness built, DRUM
 // of 9-16 bits (factors beyond int16 run as byte-split GEMMs), truncation
-// of 9-16 bits with cut <= 8 (the exact GEMM plus a table GEMM of the low
-// bytes), or a*b.
+// of 5-16 bits (cut <= 8 at 9-16 bits, cut <= 4 at 5-8: the exact GEMM plus a
+// table GEMM of the low bytes or nibbles), or a*b.
 struct Model {
     int bits = 8;
     bool is_signed = false;
@@ -179,7 +179,7 @@ inline std::unique_ptr<Model> make_model(FuzzedDataProvider &in) {
     }
     const int kind = in.ConsumeIntegralInRange(0, 4);
     if (kind == 1) {
-        model->bits = in.ConsumeIntegralInRange(9, 16);
+        model->bits = in.ConsumeIntegralInRange(5, 16);
         model->cut = in.ConsumeIntegralInRange(0, 8);
         const std::string spec = "truncated:bits=" + std::to_string(model->bits) +
                                  ",cut=" + std::to_string(model->cut) +
@@ -206,9 +206,12 @@ inline std::unique_ptr<Model> make_model(FuzzedDataProvider &in) {
     const size_t entries = size_t{1} << (2 * model->bits);
     model->table.resize(entries);
     const int32_t extremes[] = {INT32_MIN, INT32_MAX, 0, -1, 1};
+    // entries spanning at most a byte: up to 4 bits, the nibble kernel's tables
+    const bool byte_span = in.ConsumeBool();
     for (auto &entry : model->table)
-        entry = in.ConsumeBool() ? extremes[in.ConsumeIntegralInRange(0, 4)]
-                                 : in.ConsumeIntegralInRange<int32_t>(-70000, 70000);
+        entry = byte_span              ? in.ConsumeIntegralInRange<int32_t>(-100, 155)
+                : in.ConsumeBool()     ? extremes[in.ConsumeIntegralInRange(0, 4)]
+                                       : in.ConsumeIntegralInRange<int32_t>(-70000, 70000);
     expect(checked(approxmul_multiplier_from_table(model->table.data(),
                                                    static_cast<int64_t>(entries), model->bits,
                                                    model->is_signed, &model->handle)) ==

@@ -107,27 +107,30 @@ std::shared_ptr<const Multiplier> Multiplier::with_low_byte_error(
                                owned->factorization_.rank > 1;
     if (owned->bits_ > 8 && !owned->known_exact_ &&
         (owned->plan_ == Plan::Table || owned->plan_ == Plan::Function || split_factors) &&
-        !owned->take_low_byte_error())
+        !owned->take_low_bits_error(8))
         fail(APPROXMUL_ERR_INTERNAL, "%s: its error is not a function of the operands' low bytes",
              owned->name_.c_str());
     return m;
 }
 
-bool Multiplier::take_low_byte_error() {
-    // E from the operands below 256, positive values in either signedness (n > 8)
-    std::vector<int32_t> error(256 * 256);
-    for (int64_t x = 0; x < 256; ++x)
-        for (int64_t y = 0; y < 256; ++y) {
+bool Multiplier::take_low_bits_error(int width) {
+    // E from the operands below 2^width, positive values in either
+    // signedness (n > width)
+    const int64_t side = int64_t{1} << width;
+    std::vector<int32_t> error(static_cast<size_t>(side * side));
+    for (int64_t x = 0; x < side; ++x)
+        for (int64_t y = 0; y < side; ++y) {
             const int64_t e = product(x, y) - x * y;
             if (e < std::numeric_limits<int32_t>::min() || e > std::numeric_limits<int32_t>::max())
                 return false;
-            error[static_cast<size_t>(x * 256 + y)] = static_cast<int32_t>(e);
+            error[static_cast<size_t>(x * side + y)] = static_cast<int32_t>(e);
         }
-    // a = 256 h + x: every operand of a table; of a wide function model, every
-    // low byte x under two high parts h, the extremes (unsigned: the highest
-    // and a middle one, h = 0 being E itself), a guard against a family's
-    // wrong claim at a quarter million calls (the tests check the families)
-    const int64_t h_lo = min_operand() >> 8, h_hi = max_operand() >> 8;
+    // a = 2^width h + x: every operand of a table; of a wide function model,
+    // every low part x under two high parts h, the extremes (unsigned: the
+    // highest and a middle one, h = 0 being E itself), a guard against a
+    // family's wrong claim at a quarter million calls (the tests check the
+    // families)
+    const int64_t h_lo = min_operand() >> width, h_hi = max_operand() >> width;
     std::vector<int64_t> highs;
     if (has_table()) {
         for (int64_t h = h_lo; h <= h_hi; ++h) highs.push_back(h);
@@ -136,13 +139,14 @@ bool Multiplier::take_low_byte_error() {
     }
     for (int64_t ha : highs)
         for (int64_t hb : highs)
-            for (int64_t x = 0; x < 256; ++x)
-                for (int64_t y = 0; y < 256; ++y) {
-                    const int64_t a = 256 * ha + x, b = 256 * hb + y;
-                    if (product(a, b) != a * b + error[static_cast<size_t>(x * 256 + y)])
+            for (int64_t x = 0; x < side; ++x)
+                for (int64_t y = 0; y < side; ++y) {
+                    const int64_t a = side * ha + x, b = side * hb + y;
+                    if (product(a, b) != a * b + error[static_cast<size_t>(x * side + y)])
                         return false;
                 }
-    low_byte_error_ = from_table(std::move(error), 8, false, name_ + " (low-byte error)");
+    low_bits_error_ = from_table(std::move(error), width, false,
+                                 name_ + (width == 8 ? " (low-byte error)" : " (low-nibble error)"));
     exact_part_ = exact(bits_, is_signed_);
     plan_ = Plan::ExactPlusTable;
     split_parts_ = {};
@@ -261,7 +265,12 @@ void Multiplier::finish() {
             : has_table()  ? Plan::Table
                            : Plan::Function;
     // a wide table whose error lives in the low bytes (truncation given as a table)
-    if (plan_ == Plan::Table && bits_ > 8) take_low_byte_error();
+    if (plan_ == Plan::Table && bits_ > 8) take_low_bits_error(8);
+    // an 8-bit table whose error lives in the low nibbles (truncation with
+    // cut <= 4): the exact GEMM and a nibble-kernel GEMM beat the byte table
+    // kernel (docs/benchmarks.md)
+    if (plan_ == Plan::Table && bits_ > 4 && bits_ <= 8 && kernels::plans_nibble_errors())
+        take_low_bits_error(4);
     if (plan_ == Plan::Table && bits_ <= kMaxTabulatedBits) {
         const auto offset = static_cast<int32_t>(min_product_);
         planes_ = approxmul::byte_planes(table_, bits_, offset, false);

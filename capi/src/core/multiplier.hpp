@@ -25,9 +25,11 @@ enum class Plan {
     ExactGemm,   // products are a*b: plain integer GEMM
     Factorized,  // a short sum of exact GEMMs on transformed operands (see Factorization)
     Table,       // arbitrary product table, n <= 12 (byte-plane kernels up to 8 bits)
-    // n > 8 with M(a, b) = a b + E(lo(a), lo(b)), lo the low byte of the raw
-    // bit pattern (column truncation with cut <= 8): the exact GEMM plus an
-    // 8-bit table GEMM of E on the low bytes (low_byte_error())
+    // M(a, b) = a b + E(lo(a), lo(b)), lo the low bits of the raw bit
+    // pattern: the low byte for n > 8 (column truncation with cut <= 8), the
+    // low nibble for 5..8-bit tables (cut <= 4, where the set has a nibble
+    // kernel): the exact GEMM plus a table GEMM of E on the low bits
+    // (low_bits_error())
     ExactPlusTable,
     Function,    // no table (n > 8): one function call per product
 };
@@ -120,9 +122,10 @@ public:
     const std::vector<uint16_t> &wide_planes(bool transposed) const {
         return transposed ? wide_transposed_ : wide_;
     }
-    // With plan() ExactPlusTable: E as an unsigned 8-bit model, E(x, y) =
-    // M(x, y) - x y for x, y in 0..255, and the exact model of M's width.
-    const std::shared_ptr<const Multiplier> &low_byte_error() const { return low_byte_error_; }
+    // With plan() ExactPlusTable: E as an unsigned model of low_bits_error()'s
+    // width (8 or 4), E(x, y) = M(x, y) - x y for x, y below 2^width, and
+    // the exact model of M's width.
+    const std::shared_ptr<const Multiplier> &low_bits_error() const { return low_bits_error_; }
     const std::shared_ptr<const Multiplier> &exact_part() const { return exact_part_; }
     // Gives a wide model that was just built (not yet shared) that plan: the
     // family states that its error depends on the low bytes only (checked
@@ -149,9 +152,10 @@ public:
 private:
     Multiplier(int bits, bool is_signed, std::string name);
     void finish();  // computes the product range and the plan
-    // Takes the ExactPlusTable plan when the error is low-byte local on
-    // every pair checked (all pairs when tabulated); false leaves all as is.
-    bool take_low_byte_error();
+    // Takes the ExactPlusTable plan when the error is local to the low
+    // `width` bits on every pair checked (all pairs when tabulated); false
+    // leaves all as is.
+    bool take_low_bits_error(int width);
 
     int bits_;
     bool is_signed_;
@@ -165,7 +169,7 @@ private:
     bool known_exact_ = false;
     bool factors_fit_int16_ = false;
     SplitParts split_parts_;
-    std::shared_ptr<const Multiplier> low_byte_error_, exact_part_;
+    std::shared_ptr<const Multiplier> low_bits_error_, exact_part_;
     int64_t min_product_ = 0;
     int64_t max_product_ = 0;
     Plan plan_ = Plan::Function;

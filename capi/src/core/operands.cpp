@@ -108,6 +108,43 @@ void check_zero_point(int64_t zero_point, const char *name, const Multiplier &m)
              static_cast<long long>(m.min_operand()), static_cast<long long>(m.max_operand()));
 }
 
+namespace {
+
+// Whether every one of n codes at p, s elements apart, lies in lo..hi: a
+// plain min/max loop that vectorises, run before the element-wise search
+// that names the first offender (a load through the dtype switch per
+// element cost as much as a 4-bit GEMM's kernel).
+template <typename T>
+bool run_in_range(const T *p, int64_t n, int64_t s, int64_t lo, int64_t hi) {
+    T a = p[0], b = p[0];
+    if (s == 1) {
+        for (int64_t i = 1; i < n; ++i) a = std::min(a, p[i]), b = std::max(b, p[i]);
+    } else {
+        for (int64_t i = 1; i < n; ++i) a = std::min(a, p[i * s]), b = std::max(b, p[i * s]);
+    }
+    return a >= lo && b <= hi;
+}
+
+// run_in_range over `runs` runs of n codes, run r starting at element
+// offset(r) of data (an operand type).
+template <typename Offset>
+bool runs_in_range(const void *data, int dtype, int64_t runs, int64_t n, int64_t s,
+                   const Offset &offset, int64_t lo, int64_t hi) {
+    auto all = [&](const auto *base) {
+        for (int64_t r = 0; r < runs; ++r)
+            if (!run_in_range(base + offset(r), n, s, lo, hi)) return false;
+        return true;
+    };
+    switch (dtype) {
+    case APPROXMUL_INT8: return all(static_cast<const int8_t *>(data));
+    case APPROXMUL_UINT8: return all(static_cast<const uint8_t *>(data));
+    case APPROXMUL_INT16: return all(static_cast<const int16_t *>(data));
+    default: return all(static_cast<const uint16_t *>(data));
+    }
+}
+
+}  // namespace
+
 void check_operand(const MatrixView &v, const Multiplier &m) {
     const bool is_signed_type = v.dtype == APPROXMUL_INT8 || v.dtype == APPROXMUL_INT16;
     const bool is_operand_type = v.dtype == APPROXMUL_INT8 || v.dtype == APPROXMUL_UINT8 ||
@@ -126,6 +163,15 @@ void check_operand(const MatrixView &v, const Multiplier &m) {
     intptr_t lo, hi;
     v.byte_range(lo, hi);  // rejects strides whose extent overflows
     if (storage_bits == m.bits()) return;  // every stored value is a valid operand
+    if (v.rows == 0 || v.cols == 0) return;
+    // runs along the shorter stride
+    const bool along_rows = std::llabs(v.col_stride) <= std::llabs(v.row_stride);
+    const int64_t runs = along_rows ? v.rows : v.cols, n = along_rows ? v.cols : v.rows;
+    const int64_t step = along_rows ? v.col_stride : v.row_stride;
+    const int64_t jump = along_rows ? v.row_stride : v.col_stride;
+    if (runs_in_range(v.data, v.dtype, runs, n, step, [&](int64_t r) { return r * jump; },
+                      m.min_operand(), m.max_operand()))
+        return;
     for (int64_t i = 0; i < v.rows; ++i)
         for (int64_t j = 0; j < v.cols; ++j) {
             const int64_t value = load(v, i, j);
@@ -218,6 +264,18 @@ void check_tensor_operand(const TensorView &v, const Multiplier &m) {
     intptr_t lo, hi;
     v.byte_range(lo, hi);  // rejects strides whose extent overflows
     if (static_cast<int>(dtype_size(v.dtype)) * 8 == m.bits()) return;
+    // runs along the last dimension first; the walk below names an offender
+    const int last = v.ndim - 1;
+    int64_t outer = 1;
+    for (int d = 0; d < last; ++d) outer *= v.shape[d];
+    auto run_start = [&](int64_t r) {
+        int64_t offset = 0;
+        for (int d = last - 1; d >= 0; --d) offset += (r % v.shape[d]) * v.strides[d], r /= v.shape[d];
+        return offset;
+    };
+    if (runs_in_range(v.data, v.dtype, outer, v.shape[last], v.strides[last], run_start,
+                      m.min_operand(), m.max_operand()))
+        return;
     // every value, walking the tensor's own strides
     int64_t index[4] = {0, 0, 0, 0};
     for (int64_t e = 0; e < n; ++e) {

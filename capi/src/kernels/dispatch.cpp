@@ -167,6 +167,15 @@ int max_factorized_rank(int bits) {
     return std::min(kMaxFactorizedRank, c.table->max_factorized_rank);
 }
 
+bool plans_nibble_errors() {
+    static const bool off = [] {
+        const char *text = std::getenv("APPROXMUL_NIBBLE_ERRORS");
+        return text != nullptr && std::strcmp(text, "0") == 0;
+    }();
+    const Choice &c = choice();
+    return !off && c.table != nullptr && c.table->nibble_block != nullptr;
+}
+
 std::string dispatch_info() {
     const Choice &c = choice();
     std::string info = std::string("isa=") + active_isa() + "\ncpu_features=" + c.cpu_features;
@@ -178,6 +187,8 @@ std::string dispatch_info() {
             (portable ? "tiled reference over the table" : c.table->gemm_kernel);
     info += std::string("\nkernel.table=") +
             (portable ? "tiled reference (generic.cpp)" : c.table->table_kernel);
+    info += std::string("\nkernel.nibble-table=") +
+            (c.table->nibble_kernel ? c.table->nibble_kernel : "none (tables up to 4 bits run as tables)");
     info += "\nkernel.function=tiled reference, one model call per product or per outer-product "
             "step; C models: one dot-loop call per output and block\n";
     return info;

@@ -1,14 +1,18 @@
-// exact_plus_table: wide models whose error lives in the operands' low
-// bytes, M(a, b) = a b + E(lo(a), lo(b)) (column-truncated arrays of 9..16
-// bits with cut <= 8), as two GEMMs through the dispatcher:
+// exact_plus_table: models whose error lives in the operands' low bits,
+// M(a, b) = a b + E(lo(a), lo(b)): the low bytes of 9..16-bit models
+// (column-truncated arrays with cut <= 8), the low nibbles of 5..8-bit
+// tables (cut <= 4). Two GEMMs through the dispatcher:
 //
 //     C = exact(A, B) with the problem's zero points + sum_k E(lo A, lo B),
 //
-// the first on the byte-split exact path (split_gemm.cpp), the second an
-// unsigned 8-bit table GEMM of E on the low bytes (table_gemm.cpp, or a
-// factorized plan when E has one). The zero points' cross terms belong to
-// the exact part only: E is a function of the raw codes.
+// the first on the exact paths (split_gemm.cpp for wide models), the second
+// an unsigned 8- or 4-bit table GEMM of E on the low bits (table_gemm.cpp,
+// or a factorized plan when E has one). The zero points' cross terms belong
+// to the exact part only: E is a function of the raw codes.
+#include <algorithm>
+#include <limits>
 #include <memory>
+#include <type_traits>
 #include <vector>
 
 #include "common.hpp"
@@ -19,16 +23,63 @@ namespace approxmul::kernels {
 
 namespace {
 
-// The low bytes of a view's raw codes, rows x cols in memory order.
-std::vector<uint8_t> low_bytes(const MatrixView &v, int threads) {
+// The low bits (mask) of a view's raw codes, rows x cols in memory order.
+// Rows or columns of contiguous codes go through plain loops that the
+// compiler vectorises (the element-wise path cost a third of an 8-bit
+// truncated GEMM); other views take the generic loader.
+std::vector<uint8_t> low_bits(const MatrixView &v, uint32_t mask, int threads) {
     std::vector<uint8_t> out(static_cast<size_t>(v.rows * v.cols));
-    with_codes(v, 0xFF, [&](const auto &code) {
+    uint8_t *const dst = out.data();
+    // loop bounds and the mask are copied into each loop's own locals: a byte
+    // store may alias anything read through a reference, which stops vectorising
+    const int64_t rows = v.rows, cols = v.cols, row_stride = v.row_stride, col_stride = v.col_stride;
+    auto contiguous = [&](auto *base) {
+        using T = std::remove_const_t<std::remove_pointer_t<decltype(base)>>;
+        const auto m = static_cast<T>(mask);
+        if (col_stride == 1) {
+            parallel_for(rows, threads, [&](int64_t i, int) {
+                const T *src = base + i * row_stride;
+                const T bits = m;
+                uint8_t *row = dst + i * cols;
+                const int64_t n = cols;
+                for (int64_t j = 0; j < n; ++j) row[j] = static_cast<uint8_t>(src[j] & bits);
+            });
+        } else {  // row_stride 1: blocks of 64 rows, each column's codes read in a run
+            constexpr int64_t B = 64;
+            parallel_for(ceil_div(rows, B), threads, [&](int64_t block, int) {
+                const int64_t i0 = block * B, ni = std::min(B, rows - i0), n = cols;
+                const T bits = m;
+                for (int64_t j = 0; j < n; ++j) {
+                    const T *src = base + j * col_stride + i0;
+                    for (int64_t i = 0; i < ni; ++i)
+                        dst[(i0 + i) * n + j] = static_cast<uint8_t>(src[i] & bits);
+                }
+            });
+        }
+    };
+    const bool bytes = v.dtype == APPROXMUL_UINT8 || v.dtype == APPROXMUL_INT8;
+    if (col_stride == 1 || row_stride == 1) {
+        if (bytes)
+            contiguous(static_cast<const uint8_t *>(v.data));
+        else
+            contiguous(static_cast<const uint16_t *>(v.data));
+        return out;
+    }
+    with_codes(v, mask, [&](const auto &code) {
         parallel_for(v.rows, threads, [&](int64_t i, int) {
-            uint8_t *row = out.data() + i * v.cols;
+            uint8_t *row = dst + i * v.cols;
             for (int64_t j = 0; j < v.cols; ++j) row[j] = static_cast<uint8_t>(code(i, j));
         });
     });
     return out;
+}
+
+// t[j] += d[j], wrapping like the kernels' int32 sums: an int32 C holds the
+// total (the caller checked that it fits), whatever its parts are.
+template <typename T, typename E>
+void add_row(T *t, const E *d, int64_t n) {
+    using U = std::make_unsigned_t<T>;
+    for (int64_t j = 0; j < n; ++j) t[j] = static_cast<T>(static_cast<U>(t[j]) + static_cast<U>(d[j]));
 }
 
 }  // namespace
@@ -38,24 +89,30 @@ bool exact_plus_table_gemm(const KernelTable &, const MatmulProblem &problem) {
     if (m.plan() != Plan::ExactPlusTable) return false;
     const int64_t rows = problem.rows, cols = problem.cols, inner = problem.inner;
     const int threads = threads_for(problem, rows);
-    // the error part first, into scratch: a failure there leaves C untouched
-    const std::vector<uint8_t> a_lo = low_bytes(problem.a, threads);
-    const std::vector<uint8_t> b_lo = low_bytes(problem.b, threads);
+    // the error part first, into scratch: a failure there leaves C untouched;
+    // int32 where its sums fit (half the memory to fault in and fold)
+    const Multiplier &error_model = *m.low_bits_error();
+    const uint32_t mask = error_model.operand_mask();
+    const std::vector<uint8_t> a_lo = low_bits(problem.a, mask, threads);
+    const std::vector<uint8_t> b_lo = low_bits(problem.b, mask, threads);
     const size_t count = static_cast<size_t>(rows * cols);
-    std::unique_ptr<int64_t[]> error(new int64_t[count > 0 ? count : 1]);
+    const bool error32 =
+        error_model.max_abs_product() <= std::numeric_limits<int32_t>::max() / std::max<int64_t>(inner, 1);
+    std::unique_ptr<int64_t[]> error(new int64_t[std::max<size_t>(error32 ? (count + 1) / 2 : count, 1)]);
     MatmulProblem q = problem;
-    q.multiplier = m.low_byte_error().get();
+    q.multiplier = &error_model;
     q.a = MatrixView{problem.a.name, APPROXMUL_UINT8, a_lo.data(), rows, inner, inner, 1};
     q.b = MatrixView{problem.b.name, APPROXMUL_UINT8, b_lo.data(), inner, cols, cols, 1};
-    q.c = MatrixView{problem.c.name, APPROXMUL_INT64, error.get(), rows, cols, cols, 1};
+    q.c = MatrixView{problem.c.name, error32 ? APPROXMUL_INT32 : APPROXMUL_INT64, error.get(), rows,
+                     cols, cols, 1};
     q.a_zero_point = q.b_zero_point = 0;
     q.b_pack_cache = nullptr;
     q.a_row_sums = q.b_col_sums = nullptr;
     matmul(q);
-    // then the exact part: an int64 C with rows in memory order holds it
-    // (and the total), else int64 scratch does
-    const bool in_place = problem.c.dtype == APPROXMUL_INT64 && problem.c.col_stride == 1;
-    std::unique_ptr<int64_t[]> scratch(in_place ? nullptr : new int64_t[count > 0 ? count : 1]);
+    // then the exact part: a C with rows in memory order holds it (and the
+    // total), else int64 scratch does
+    const bool in_place = problem.c.col_stride == 1;
+    std::unique_ptr<int64_t[]> scratch(in_place ? nullptr : new int64_t[std::max<size_t>(count, 1)]);
     const MatrixView total =
         in_place ? problem.c
                  : MatrixView{problem.c.name, APPROXMUL_INT64, scratch.get(), rows, cols, cols, 1};
@@ -64,11 +121,19 @@ bool exact_plus_table_gemm(const KernelTable &, const MatmulProblem &problem) {
     e.c = total;
     matmul(e);
     parallel_for(rows, threads, [&](int64_t i, int) {
-        int64_t *t = static_cast<int64_t *>(const_cast<void *>(total.data)) + i * total.row_stride;
-        const int64_t *d = error.get() + i * cols;
-        for (int64_t j = 0; j < cols; ++j) t[j] += d[j];
-        if (!in_place)
-            for (int64_t j = 0; j < cols; ++j) store_value(problem.c, i, j, t[j]);
+        auto fold = [&](auto *t) {
+            t += i * total.row_stride;
+            if (error32)
+                add_row(t, reinterpret_cast<const int32_t *>(error.get()) + i * cols, cols);
+            else
+                add_row(t, error.get() + i * cols, cols);
+            if (!in_place)
+                for (int64_t j = 0; j < cols; ++j) store_value(problem.c, i, j, t[j]);
+        };
+        if (total.dtype == APPROXMUL_INT32)
+            fold(static_cast<int32_t *>(const_cast<void *>(total.data)));
+        else
+            fold(static_cast<int64_t *>(const_cast<void *>(total.data)));
     });
     return true;
 }

@@ -47,6 +47,18 @@ struct KernelTable {
                         int64_t width, const uint8_t *planes, const uint16_t *wide,
                         uint32_t *acc);
 
+    // Nibble table kernel, for the tables of models up to 4 bits (nullptr
+    // where the set has none): 16 products per stationary code fit one
+    // byte-shuffle register. For r < nibble_rows and j < nibble_cols, adds
+    // sum over k < inner <= 256 of table[s[r * s_stride + k] * 16 +
+    // x[k * nibble_cols + j]] into acc[r * acc_stride + j] modulo 2^32;
+    // codes < 16, table entries (M - offset) 0..255, and every `group`
+    // consecutive steps' sum of a column fits a byte (group * max <= 255).
+    const char *nibble_kernel;
+    int nibble_rows, nibble_cols;
+    void (*nibble_block)(int64_t inner, const uint8_t *s, int64_t s_stride, const uint8_t *x,
+                         const uint8_t *table, int group, uint32_t *acc, int64_t acc_stride);
+
     // Product-table order (nullptr where the set has none): for pt_rows
     // stationary codes s[i * s_stride + k] (i < pt_rows, k < inner <= 65536)
     // and streamed codes x[k * x_stride + j] (j < ncols), adds

@@ -353,6 +353,68 @@ void table_block(int64_t inner, const uint8_t *s, const uint8_t *x, int64_t x_st
 #endif
 
 
+// ------------------------------------------------------- nibble tables
+// Models of up to 4 bits (and the low-nibble error of exact-plus-table
+// models): a stationary code's 16 products are one 16-byte row, and vpshufb
+// looks 32 streamed codes up in it per instruction (each 128-bit lane
+// reads the row broadcast into it). Byte sums run `group` steps, then go
+// into 16-bit sums in L1, even and odd columns apart (mask and shift, no
+// shuffle port). The avx512 set runs the same ymm code: it was measured
+// on AVX2 only, and its bound is the shuffle port either way.
+#if defined(__AVX2__)
+constexpr const char *kNibbleKernel =
+    "16-byte product rows, vpshufb ymm lookups, byte sums widened every few steps";
+constexpr int kNibbleRows = 2, kNibbleChunks = 4;  // 2 x 4 byte accumulators, 4 codes vectors
+constexpr int kNibbleCols = 32 * kNibbleChunks;
+
+void nibble_block(int64_t inner, const uint8_t *s, int64_t s_stride, const uint8_t *x,
+                  const uint8_t *table, int group, uint32_t *acc, int64_t acc_stride) {
+    constexpr int R = kNibbleRows, C = kNibbleChunks;
+    alignas(32) uint16_t sums[R][2 * C][16] = {};  // [r][2c]: even columns, [2c + 1]: odd
+    const __m256i low_byte = _mm256_set1_epi16(0x00ff);
+    for (int64_t k0 = 0; k0 < inner; k0 += group) {
+        const int64_t k1 = k0 + group < inner ? k0 + group : inner;
+        __m256i bytes[R][C];
+        for (auto &row : bytes)
+            for (auto &v : row) v = _mm256_setzero_si256();
+        for (int64_t k = k0; k < k1; ++k) {
+            __m256i rows[R];
+            for (int r = 0; r < R; ++r)
+                rows[r] = _mm256_broadcastsi128_si256(_mm_loadu_si128(
+                    reinterpret_cast<const __m128i *>(table + 16 * s[r * s_stride + k])));
+#pragma GCC unroll 4
+            for (int c = 0; c < C; ++c) {
+                const __m256i codes = _mm256_loadu_si256(
+                    reinterpret_cast<const __m256i *>(x + k * kNibbleCols + 32 * c));
+                for (int r = 0; r < R; ++r)
+                    bytes[r][c] = _mm256_add_epi8(bytes[r][c], _mm256_shuffle_epi8(rows[r], codes));
+            }
+        }
+        for (int r = 0; r < R; ++r)
+            for (int c = 0; c < C; ++c) {
+                auto *even = reinterpret_cast<__m256i *>(sums[r][2 * c]);
+                auto *odd = reinterpret_cast<__m256i *>(sums[r][2 * c + 1]);
+                _mm256_store_si256(even, _mm256_add_epi16(_mm256_load_si256(even),
+                                                          _mm256_and_si256(bytes[r][c], low_byte)));
+                _mm256_store_si256(odd, _mm256_add_epi16(_mm256_load_si256(odd),
+                                                         _mm256_srli_epi16(bytes[r][c], 8)));
+            }
+    }
+    for (int r = 0; r < R; ++r)
+        for (int c = 0; c < C; ++c)
+            for (int w = 0; w < 16; ++w) {
+                acc[r * acc_stride + 32 * c + 2 * w] += sums[r][2 * c][w];
+                acc[r * acc_stride + 32 * c + 2 * w + 1] += sums[r][2 * c + 1][w];
+            }
+}
+constexpr auto kNibbleBlock = nibble_block;
+#else
+constexpr const char *kNibbleKernel = nullptr;
+constexpr int kNibbleRows = 0, kNibbleCols = 0;
+constexpr void (*kNibbleBlock)(int64_t, const uint8_t *, int64_t, const uint8_t *,
+                               const uint8_t *, int, uint32_t *, int64_t) = nullptr;
+#endif
+
 // ------------------------------------------------------- product-table order
 // For kPtRows (16) stationary codes s_i and kPtSteps (16) inner steps at a time,
 // the products P[kk][v][i] = wide[s_i(kk) * 256 + v] (uint16) are laid out
@@ -942,6 +1004,10 @@ const KernelTable kTable = {
     pair_pack,
     kTableMaxChunks * 64,
     table_block,
+    kNibbleKernel,
+    kNibbleRows,
+    kNibbleCols,
+    kNibbleBlock,
     kPtKernel,
     kPtRows,
     kPtSteps,

@@ -101,6 +101,12 @@ const char *active_isa();
 // instruction set; wider models have no table kernel, so any short sum wins.
 int max_factorized_rank(int bits);
 
+// Whether 5..8-bit tables whose error lives in the low nibbles take the
+// exact-plus-table plan: this process's instruction set has a nibble table
+// kernel, and APPROXMUL_NIBBLE_ERRORS is not 0 (tests and benchmarks reach
+// the byte-table plan with it on every machine).
+bool plans_nibble_errors();
+
 // "key=value" lines: the instruction set, CPU features, and the kernel
 // each plan runs on (for approxmul_build_info).
 std::string dispatch_info();

@@ -1,5 +1,6 @@
 // table_gemm: arbitrary tables (the table plan) through the instruction
-// set's table kernels. Two orders: weight-stationary (table_block: per
+// set's table kernels: models of up to 4 bits on the nibble kernel, wider
+// ones in two orders: weight-stationary (table_block: per
 // stationary code, up to 256 streamed codes looked up in its product
 // column; the operand that keeps the longest rows streams, transposing the
 // problem and the table when the rows are the better stream) and
@@ -180,9 +181,90 @@ bool table_pt_gemm(const KernelTable &kt, const MatmulProblem &p0) {
     return true;
 }
 
+// Models of up to 4 bits whose products span at most a byte, through the
+// set's nibble kernel (kt.nibble_block): weight-stationary like table_block,
+// the longer dimension streaming in panels of nibble_cols codes, k-major.
+// The low-nibble error GEMMs of 5..8-bit exact-plus-table models run here.
+bool nibble_gemm(const KernelTable &kt, const MatmulProblem &p0) {
+    const Multiplier &m = *p0.multiplier;
+    if (kt.nibble_block == nullptr || m.plan() != Plan::Table || m.bits() > 4 ||
+        m.max_product() - m.min_product() > 255 || p0.rows == 0 || p0.cols == 0)
+        return false;
+    const bool flip = p0.rows > p0.cols;  // stream the longer dimension
+    const MatmulProblem p = flip ? transposed_problem(p0) : p0;
+    const int bits = m.bits();
+    const int64_t offset = m.min_product();
+    // M - offset by (stationary, streamed) raw pattern
+    uint8_t table[256] = {};
+    int64_t largest = 0;
+    for (uint32_t s = 0; s < (1u << bits); ++s)
+        for (uint32_t x = 0; x < (1u << bits); ++x) {
+            const int64_t v = m.table()[flip ? x << bits | s : s << bits | x] - offset;
+            table[s * 16 + x] = static_cast<uint8_t>(v);
+            largest = std::max(largest, v);
+        }
+    const int group = largest == 0 ? 256 : static_cast<int>(255 / largest);
+    // validated unsigned codes are their own raw patterns: no mask, so that
+    // contiguous bytes are copied whole
+    const uint32_t mask = m.is_signed() ? m.operand_mask() : 0xff;
+    const int64_t R = kt.nibble_rows, W = kt.nibble_cols;
+    constexpr int64_t KC = 256;                   // the kernel's 16-bit sums hold 256 steps
+    constexpr int64_t FlushSteps = int64_t{1} << 24;  // uint32 sums of values <= 255
+    const bool wide = p.inner > FlushSteps;
+    const int wanted = wanted_threads(p);
+    const int64_t CB = std::min<int64_t>(4 * W, ceil_div(p.cols, W) * W);
+    const int64_t col_jobs = ceil_div(p.cols, CB);
+    const int64_t target = 4 * static_cast<int64_t>(wanted);
+    const int64_t row_split = col_jobs >= target ? 1 : ceil_div(target, col_jobs);
+    const int64_t rb = std::clamp<int64_t>(ceil_div(ceil_div(p.rows, row_split), R) * R, R, 256);
+    const int64_t row_jobs = ceil_div(p.rows, rb);
+    const int64_t jobs = row_jobs * col_jobs;
+    const int threads = threads_for(p, jobs);
+    const CrossTerms cross(p);
+
+    struct Workspace {
+        std::vector<uint8_t> x, s;
+        std::vector<uint32_t> acc;
+        std::vector<int64_t> wide, col_term;
+    };
+    std::vector<Workspace> workspaces(static_cast<size_t>(threads));
+    parallel_for(jobs, threads, [&](int64_t job, int thread) {
+        Workspace &w = workspaces[static_cast<size_t>(thread)];
+        const int64_t i0 = job / col_jobs * rb, j0 = job % col_jobs * CB;
+        const int64_t ni = std::min(rb, p.rows - i0), nj = std::min(CB, p.cols - j0);
+        const int64_t panels = ceil_div(nj, W), row_groups = ceil_div(ni, R);
+        w.x.assign(static_cast<size_t>(panels * KC * W), 0);  // padding columns: code 0
+        w.s.assign(static_cast<size_t>(row_groups * R * KC), 0);  // padding rows: code 0
+        w.acc.assign(static_cast<size_t>(row_groups * R * CB), 0);
+        if (wide) w.wide.assign(w.acc.size(), 0);
+        for (int64_t k0 = 0; k0 < p.inner; k0 += KC) {
+            const int64_t nk = std::min(KC, p.inner - k0);
+            for (int64_t q = 0; q < panels; ++q)
+                pack_codes(p.b, mask, k0, nk, j0 + q * W, std::min(W, nj - q * W),
+                           w.x.data() + q * KC * W, W);
+            pack_codes(p.a, mask, i0, ni, k0, nk, w.s.data(), KC);
+            for (int64_t g = 0; g < row_groups; ++g)
+                for (int64_t q = 0; q < panels; ++q)
+                    kt.nibble_block(nk, w.s.data() + g * R * KC, KC, w.x.data() + q * KC * W, table,
+                                    group, w.acc.data() + g * R * CB + q * W, CB);
+            if (wide && ((k0 + KC) % FlushSteps == 0 || k0 + KC >= p.inner)) {
+                for (size_t e = 0; e < w.acc.size(); ++e) w.wide[e] += w.acc[e];
+                std::fill(w.acc.begin(), w.acc.end(), 0u);
+            }
+        }
+        const int64_t total_offset = p.inner * offset;
+        if (wide)
+            store_block(p.c, cross, total_offset, i0, j0, ni, nj, w.wide.data(), CB, w.col_term);
+        else
+            store_block(p.c, cross, total_offset, i0, j0, ni, nj, w.acc.data(), CB, w.col_term);
+    });
+    return true;
+}
+
 }  // namespace
 
 bool table_gemm(const KernelTable &kt, const MatmulProblem &p0) {
+    if (nibble_gemm(kt, p0)) return true;
     const Multiplier &m = *p0.multiplier;
     if (m.plan() != Plan::Table || m.byte_planes(false).empty() || kt.table_block == nullptr)
         return false;
