@@ -75,6 +75,24 @@ void pack_codes(const MatrixView &v, uint32_t mask, int64_t r0, int64_t nr, int6
     });
 }
 
+// Adds uint32 sums into their int64 totals and clears them (the drivers'
+// flush, at least every 2^32 / (largest value) inner steps).
+void flush_sums(std::vector<uint32_t> &acc, std::vector<int64_t> &wide) {
+    for (size_t e = 0; e < acc.size(); ++e) wide[e] += acc[e];
+    std::fill(acc.begin(), acc.end(), 0u);
+}
+
+// store_block of a job's sums, rows ld apart: the int64 totals when the inner
+// size needed them (wide), else the uint32 sums.
+void store_sums(const MatmulProblem &p, const CrossTerms &cross, int64_t base, int64_t i0,
+                int64_t j0, int64_t ni, int64_t nj, bool wide, const std::vector<uint32_t> &acc,
+                const std::vector<int64_t> &totals, int64_t ld, std::vector<int64_t> &col_term) {
+    if (wide)
+        store_block(p.c, cross, base, i0, j0, ni, nj, totals.data(), ld, col_term);
+    else
+        store_block(p.c, cross, base, i0, j0, ni, nj, acc.data(), ld, col_term);
+}
+
 // Product-table order (kt.pt_block): the shorter dimension is stationary in
 // blocks of pt_rows, the longer one streams; each job precomputes
 // 256 x pt_rows products per inner step and reuses them over its columns.
@@ -153,10 +171,7 @@ bool table_pt_gemm(const KernelTable &kt, const MatmulProblem &p0) {
                 kt.pt_block(nk, w.s.data(), KC, x, x_stride, nj, wide_planes,
                             w.acc.data() + bi * R * nj, w.work.data());
             }
-            if (wide && ((k0 + KC) % FlushSteps == 0 || k0 + KC >= p.inner)) {
-                for (size_t e = 0; e < w.acc.size(); ++e) w.wide[e] += w.acc[e];
-                std::fill(w.acc.begin(), w.acc.end(), 0u);
-            }
+            if (wide && ((k0 + KC) % FlushSteps == 0 || k0 + KC >= p.inner)) flush_sums(w.acc, w.wide);
         }
         const int64_t total_offset = p.inner * offset;
         // sums are column-major per row block (acc[(bi * nj + j) * R + i]); store_block reads rows
@@ -247,16 +262,9 @@ bool nibble_gemm(const KernelTable &kt, const MatmulProblem &p0) {
                 for (int64_t q = 0; q < panels; ++q)
                     kt.nibble_block(nk, w.s.data() + g * R * KC, KC, w.x.data() + q * KC * W, table,
                                     group, w.acc.data() + g * R * CB + q * W, CB);
-            if (wide && ((k0 + KC) % FlushSteps == 0 || k0 + KC >= p.inner)) {
-                for (size_t e = 0; e < w.acc.size(); ++e) w.wide[e] += w.acc[e];
-                std::fill(w.acc.begin(), w.acc.end(), 0u);
-            }
+            if (wide && ((k0 + KC) % FlushSteps == 0 || k0 + KC >= p.inner)) flush_sums(w.acc, w.wide);
         }
-        const int64_t total_offset = p.inner * offset;
-        if (wide)
-            store_block(p.c, cross, total_offset, i0, j0, ni, nj, w.wide.data(), CB, w.col_term);
-        else
-            store_block(p.c, cross, total_offset, i0, j0, ni, nj, w.acc.data(), CB, w.col_term);
+        store_sums(p, cross, p.inner * offset, i0, j0, ni, nj, wide, w.acc, w.wide, CB, w.col_term);
     });
     return true;
 }
@@ -322,16 +330,9 @@ bool table_gemm(const KernelTable &kt, const MatmulProblem &p0) {
             for (int64_t i = 0; i < ni; ++i)
                 kt.table_block(nk, w.s.data() + i * KC, w.x.data(), W, width, planes, wide_planes,
                                w.acc.data() + i * W);
-            if (wide && ((k0 + KC) % FlushSteps == 0 || k0 + KC >= p.inner)) {
-                for (size_t e = 0; e < w.acc.size(); ++e) w.wide[e] += w.acc[e];
-                std::fill(w.acc.begin(), w.acc.end(), 0u);
-            }
+            if (wide && ((k0 + KC) % FlushSteps == 0 || k0 + KC >= p.inner)) flush_sums(w.acc, w.wide);
         }
-        const int64_t total_offset = p.inner * offset;
-        if (wide)
-            store_block(p.c, cross, total_offset, i0, j0, ni, nj, w.wide.data(), W, w.col_term);
-        else
-            store_block(p.c, cross, total_offset, i0, j0, ni, nj, w.acc.data(), W, w.col_term);
+        store_sums(p, cross, p.inner * offset, i0, j0, ni, nj, wide, w.acc, w.wide, W, w.col_term);
     });
     return true;
 }
