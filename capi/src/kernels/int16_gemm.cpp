@@ -219,12 +219,15 @@ void pack_b_block(const KernelTable &kt, const Int16Plan &plan, int64_t j0, int6
     });
 }
 
-// Packed A as several column jobs share it (2 MiB at most): conv2d's
+// Packed A as several column jobs share it (16 MiB at most): conv2d's
 // weights were repacked by every job of every pixel block, a quarter of a
-// layer's time on AVX2. Where A is the caller's constant B, the packing
+// layer's time on AVX2, and with a 2 MiB limit a rank-2 factorization of a
+// 256x2304x196 product repacked its A seven times (2.5x slower than shared
+// on a Zen 3; the repacking costs more than reading the shared copy from
+// L3 or memory). Where A is the caller's constant B, the packing
 // also outlives the call in the caller's cache: conv2d packed the same
 // weights again for each of its pixel blocks (8 % of a 64->64 layer).
-constexpr int64_t kSharedABytes = int64_t{2} << 20;
+constexpr int64_t kSharedABytes = int64_t{16} << 20;
 
 void pack_shared_a(Int16Plan &plan, PackCache *cache) {
     const MatmulProblem &p = plan.p;
