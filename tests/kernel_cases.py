@@ -108,6 +108,8 @@ def multipliers():
     yield "exact-s8", am.Multiplier.exact(8, signed=True), True, exact
     yield "exact-u5", am.Multiplier.exact(5), False, exact
     yield ("drum", *from_table(drum_table()))
+    # rank 2: exact plus a nibble table on AVX2, two GEMMs elsewhere
+    yield ("trunc1", *from_table(truncated_table(1)))
     yield ("trunc2", *from_table(truncated_table(2)))
     # rank 5; bit-linear terms with negative u and powers of two to move
     yield ("trunc4", *from_table(truncated_table(4)))

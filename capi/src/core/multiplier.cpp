@@ -268,8 +268,10 @@ void Multiplier::finish() {
     if (plan_ == Plan::Table && bits_ > 8) take_low_bits_error(8);
     // an 8-bit table whose error lives in the low nibbles (truncation with
     // cut <= 4): the exact GEMM and a nibble-kernel GEMM beat the byte table
-    // kernel (docs/benchmarks.md)
-    if (plan_ == Plan::Table && bits_ > 4 && bits_ <= 8 && kernels::plans_nibble_errors())
+    // kernel, and on AVX2 also rank-2 GEMMs (docs/benchmarks.md)
+    const bool nibble_wins = plan_ == Plan::Table || (plan_ == Plan::Factorized &&
+                             factorization_.rank >= kernels::nibble_error_min_rank());
+    if (nibble_wins && bits_ > 4 && bits_ <= 8 && kernels::plans_nibble_errors())
         take_low_bits_error(4);
     if (plan_ == Plan::Table && bits_ <= kMaxTabulatedBits) {
         const auto offset = static_cast<int32_t>(min_product_);

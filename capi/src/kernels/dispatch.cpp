@@ -176,6 +176,11 @@ bool plans_nibble_errors() {
     return !off && c.table != nullptr && c.table->nibble_block != nullptr;
 }
 
+int nibble_error_min_rank() {
+    const Choice &c = choice();
+    return c.table != nullptr ? c.table->nibble_error_min_rank : kMaxFactorizedRank + 1;
+}
+
 std::string dispatch_info() {
     const Choice &c = choice();
     std::string info = std::string("isa=") + active_isa() + "\ncpu_features=" + c.cpu_features;

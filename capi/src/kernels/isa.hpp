@@ -132,6 +132,10 @@ struct KernelTable {
     // Longest exact factorization of an 8-bit table worth running as int16
     // GEMMs (one per rank term) rather than through the table kernel.
     int max_factorized_rank;
+    // The factorization rank from which a 5..8-bit model whose error lives in
+    // the low nibbles runs faster as the exact GEMM plus a nibble-table GEMM
+    // (a rank above max_factorized_rank where that was not measured).
+    int nibble_error_min_rank;
 };
 
 const KernelTable *generic_kernel_table();

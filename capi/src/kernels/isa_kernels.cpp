@@ -33,6 +33,9 @@ struct Vec {
     static constexpr int lanes = 16;
     static constexpr const char *kernel = "int16 pairs, vpdpwssd zmm (AVX-512 VNNI)";
     static constexpr int max_factorized_rank = 6;
+    // exact plus a nibble table against these factorizations is unmeasured
+    // on AVX-512: every one of them keeps its GEMMs
+    static constexpr int nibble_error_min_rank = max_factorized_rank + 1;
     static T zero() { return _mm512_setzero_si512(); }
     static T load(const void *p) { return _mm512_loadu_si512(p); }
     static T broadcast_pair(const int16_t *p) {
@@ -53,6 +56,9 @@ struct Vec {
     // a rank-2 sum ties with the table kernel on a Zen 3, rank 3 loses on
     // two of bench_gemm's three shapes (docs/benchmarks.md)
     static constexpr int max_factorized_rank = 2;
+    // and the exact GEMM plus a nibble-table GEMM beats rank 2 (truncation
+    // with cut 1: 0.59/0.62/0.46 against 0.49/0.50/0.17 of SGEMM there)
+    static constexpr int nibble_error_min_rank = 2;
     static T zero() { return _mm256_setzero_si256(); }
     static T load(const void *p) { return _mm256_loadu_si256(static_cast<const T *>(p)); }
     static T broadcast_pair(const int16_t *p) {
@@ -80,6 +86,7 @@ struct Vec {
     static constexpr int lanes = 4;
     static constexpr const char *kernel = "int16 pairs, portable C++";
     static constexpr int max_factorized_rank = 6;
+    static constexpr int nibble_error_min_rank = max_factorized_rank + 1;  // no nibble kernel
     static T zero() { return T{{0, 0, 0, 0}}; }
     static T load(const void *p) {
         T t;
@@ -1024,6 +1031,7 @@ const KernelTable kTable = {
     any_nan,
     byte_split,
     Vec::max_factorized_rank,
+    Vec::nibble_error_min_rank,
 };
 
 }  // namespace
