@@ -357,3 +357,28 @@ def test_linear_out_errors_write_nothing():
         am.linear(x, w, m, np.ones(4, np.int64))
     assert not out.any()
     assert am.linear(x, w, m, out=out) is out and (out == 4).all()
+
+
+
+@pytest.mark.parametrize("signed", [False, True])
+def test_packed_a_from_byte_rows_and_reused_buffers(signed):
+    """A's codes in byte rows pack through a lookup per code (exact, rank 1
+    and rank 2 factorizations), strided ones through the general walk; both
+    into a per-thread buffer that later calls reuse uncleared: padding rows,
+    odd inner sizes and shared or per-job packing after larger calls."""
+    rng = np.random.default_rng(11)
+    v = np.arange(-128, 128) if signed else np.arange(256)
+    tables = {"exact": np.outer(v, v),
+              "rank 1": np.outer(v | 1, v | 3),
+              "rank 2": np.outer(v, v) + np.outer(v // 16, v // 16)}  # high-nibble error
+    for name, by_value in tables.items():
+        table = np.empty((256, 256), np.int64)  # by raw code
+        table[np.ix_(v & 0xff, v & 0xff)] = by_value
+        m = am.Multiplier.from_table(table, signed=signed)
+        assert m.plan in ("exact-gemm", "factorized-gemm"), (name, m.plan)
+        for rows, inner, cols in [(64, 700, 300), (5, 301, 260), (67, 64, 129), (3, 1025, 300)]:
+            a = random_operands(rng, (rows, inner), 8, signed)
+            b = random_operands(rng, (inner, cols), 8, signed)
+            want = table_matmul(table, a, b, 8)
+            for view in (a, np.asfortranarray(a)):
+                assert np.array_equal(am.matmul(view, b, m), want), (name, rows, inner, cols)
