@@ -2,6 +2,7 @@
 // plain loop (isa.hpp's layout) for widths around the panel size, signed and
 // unsigned widening, 256-entry tables and a missing second row, with
 // guard values that must stay untouched outside the panels it owns;
+// pair_rows (A panels of byte rows) the same way, around its 8-pair step;
 // u8_lut, the byte table every set has; and byte_split (split_gemm's bytes
 // of 16-bit codes) against its statement in isa.hpp.
 #include <algorithm>
@@ -43,6 +44,32 @@ static void check(const KernelTable &kt, std::mt19937 &rng, int64_t n, bool is_s
         if (got[e] != want[e]) {
             std::printf("%s: n %lld signed %d tables %d second %d: element %zu is %d, want %d\n",
                         kt.name, (long long)n, is_signed, tables, second, e, got[e], want[e]);
+            ++failures;
+            return;
+        }
+}
+
+// pair_rows for kpairs around the vector step, signed and unsigned, rows
+// apart in memory; the element after the panel stays untouched
+static void check_rows(const KernelTable &kt, std::mt19937 &rng, int64_t kpairs, bool is_signed) {
+    const int64_t mr = kt.gemm_mr, stride = 2 * kpairs + 5;
+    std::vector<uint8_t> codes(static_cast<size_t>(mr * stride));
+    for (auto &c : codes) c = static_cast<uint8_t>(rng());
+    std::vector<const uint8_t *> rows;
+    for (int64_t r = 0; r < mr; ++r) rows.push_back(codes.data() + r * stride);
+    const int16_t guard = 0x5a5a;
+    std::vector<int16_t> got(static_cast<size_t>(kpairs * mr * 2 + 1), guard), want = got;
+    for (int64_t kp = 0; kp < kpairs; ++kp)
+        for (int64_t r = 0; r < mr; ++r)
+            for (int h = 0; h < 2; ++h) {
+                const uint8_t code = rows[size_t(r)][2 * kp + h];
+                want[size_t((kp * mr + r) * 2 + h)] = is_signed ? int16_t(int8_t(code)) : int16_t(code);
+            }
+    kt.pair_rows(kpairs, rows.data(), is_signed ? 1 : 0, got.data());
+    for (size_t e = 0; e < got.size(); ++e)
+        if (got[e] != want[e]) {
+            std::printf("%s pair_rows: kpairs %lld signed %d: element %zu is %d, want %d\n", kt.name,
+                        (long long)kpairs, is_signed, e, got[e], want[e]);
             ++failures;
             return;
         }
@@ -120,6 +147,8 @@ int main() {
             for (int variant = 0; variant < 8; ++variant, ++cases)
                 check(*kt, rng, n, variant & 1, variant & 2, variant & 4);
         std::printf("%s: %d pair_pack cases\n", kt->name, cases);
+        for (int64_t kpairs : {0, 1, 7, 8, 9, 15, 16, 17, 100, 256})
+            for (bool is_signed : {false, true}) check_rows(*kt, rng, kpairs, is_signed);
         for (int64_t n : {0, 1, 31, 32, 33, 63, 64, 65, 257, 1000}) check_lut(*kt, rng, n);
         for (int64_t n : {0, 1, 15, 16, 17, 63, 64, 65, 1000})
             for (int bits : {9, 12, 16})

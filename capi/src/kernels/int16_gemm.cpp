@@ -37,9 +37,11 @@ struct Int16Plan {
     bool byte_rows_b;
     std::vector<int16_t> v_bytes;
     // A of bytes in contiguous rows packs row by row through the same kind
-    // of tables: rank x 256 u values by raw byte
-    bool byte_rows_a;
+    // of tables: rank x 256 u values by raw byte; exact 8-bit codes (plain_a)
+    // by widening whole panels (kt->pair_rows)
+    bool byte_rows_a, plain_a;
     std::vector<int16_t> u_bytes;
+    const KernelTable *kt;
 
     // inner blocking: kc steps per packed block; int32 sums hold
     // blocks_per_flush blocks, after which (wide) they go to int64
@@ -61,22 +63,24 @@ struct Int16Plan {
 
 // Orientation: the operand that becomes B should be the large one with
 // contiguous rows (pixels of conv2d's im2col, a matmul's wide right side),
-// because B rows pack by vector widening or a table lookup per element while
-// A packs one strided element at a time (about ten times the cost per
-// element). The cost of each orientation, in multiply-accumulates of the
-// micro-kernel: its padded tile grid plus each operand's packing times the
-// number of jobs that repack it (B once per row block, A once per column
-// block, both at least once). conv2d's 65,536 pixels x 144 taps against 16
-// channels ran 4x faster on AVX2 once the pixels went to B, at 12.5 % more
-// padded rows; a 64 x 3136 matmul flipped to save 3 % padding ran 3x slower.
-constexpr int64_t kPackA = 64;        // per element (and rank) of a packed A
-constexpr int64_t kPackBRows = 8;     // per element of B read along contiguous rows
-constexpr int64_t kPackBStrided = 64; // per element of B read one strided element at a time
+// because rows of byte codes pack by vector widening or a table lookup per
+// element, either side, while strided codes pack one element at a time
+// through the general walk (about ten times the cost per element). The
+// cost of each orientation, in multiply-accumulates of the micro-kernel:
+// its padded tile grid plus each operand's packing. conv2d's 65,536 pixels
+// x 144 taps against 16 channels ran 4x faster on AVX2 once the pixels went
+// to B, at 12.5 % more padded rows; a 64 x 3136 matmul flipped to save 3 %
+// padding ran 3x slower.
+constexpr int64_t kPackRows = 8;      // per element (and rank) read along contiguous byte rows
+constexpr int64_t kPackStrided = 64;  // per element (and rank) read one strided code at a time
 
 int64_t orientation_cost(const MatmulProblem &p, int64_t MR, int64_t NR, int rank) {
+    auto cost = [](const MatrixView &v) {
+        const bool bytes = v.dtype == APPROXMUL_UINT8 || v.dtype == APPROXMUL_INT8;
+        return bytes && v.col_stride == 1 ? kPackRows : kPackStrided;
+    };
     const int64_t padded = ceil_div(p.rows, MR) * MR * ceil_div(p.cols, NR) * NR;
-    const int64_t b_cost = p.b.col_stride == 1 ? kPackBRows : kPackBStrided;
-    return padded * p.inner + rank * p.inner * (kPackA * p.rows + b_cost * p.cols);
+    return padded * p.inner + rank * p.inner * (cost(p.a) * p.rows + cost(p.b) * p.cols);
 }
 
 void orient(const KernelTable &kt, const MatmulProblem &p0, Int16Plan &plan) {
@@ -105,7 +109,9 @@ void orient(const KernelTable &kt, const MatmulProblem &p0, Int16Plan &plan) {
     if (plan.byte_rows_b && !plan.plain_b) by_raw_byte(plan.v, plan.v_bytes);
     const MatrixView &a = plan.p.a;
     plan.byte_rows_a = a.col_stride == 1 && (a.dtype == APPROXMUL_UINT8 || a.dtype == APPROXMUL_INT8);
+    plan.plain_a = plan.byte_rows_a && m.plan() == Plan::ExactGemm && m.bits() == 8;
     if (plan.byte_rows_a) by_raw_byte(plan.u, plan.u_bytes);
+    plan.kt = &kt;
 }
 
 // Inner steps per packed block: about 512 transformed values, and no more
@@ -154,8 +160,26 @@ void pack_a_rows(const Int16Plan &plan, int64_t i0, int64_t ni, int64_t k0, int6
         const MatrixView &a = plan.p.a;
         const int rank = plan.rank;
         const int64_t steps = nk * rank;
-        for (int64_t i = 0; i < ni; ++i) {
-            const uint8_t *src = static_cast<const uint8_t *>(a.data) + (i0 + i) * a.row_stride + k0;
+        auto row = [&](int64_t i) {
+            return static_cast<const uint8_t *>(a.data) + (i0 + i) * a.row_stride + k0;
+        };
+        int64_t first = 0;  // rows from here on take the lookups below
+        if (plan.plain_a) {
+            const int is_signed = a.dtype == APPROXMUL_INT8 ? 1 : 0;
+            const uint8_t *rows[16];  // MR <= 16
+            for (; first + MR <= ni; first += MR) {
+                for (int64_t r = 0; r < MR; ++r) rows[r] = row(first + r);
+                int16_t *panel = dst + first / MR * kpairs * MR * 2;
+                plan.kt->pair_rows(nk / 2, rows, is_signed, panel);
+                if (nk % 2 != 0)
+                    for (int64_t r = 0; r < MR; ++r) {
+                        panel[(nk / 2 * MR + r) * 2] = plan.u_bytes[rows[r][nk - 1]];
+                        panel[(nk / 2 * MR + r) * 2 + 1] = 0;
+                    }
+            }
+        }
+        for (int64_t i = first; i < ni; ++i) {
+            const uint8_t *src = row(i);
             int16_t *panel = dst + (i / MR) * kpairs * MR * 2 + (i % MR) * 2;
             if (rank == 1) {
                 const int16_t *lut = plan.u_bytes.data();

@@ -32,6 +32,10 @@ struct KernelTable {
     // rows[1] == nullptr makes every h = 1 value zero.
     void (*pair_pack)(int64_t n, const uint8_t *const *rows, const int16_t *const *luts,
                       int is_signed, int16_t *dst, int64_t panel_stride);
+    // Packs one A panel of gemm_mr rows of byte codes, each holding 2 kpairs
+    // codes (as int8 if is_signed): dst[(kp * gemm_mr + r) * 2 + h] =
+    // rows[r][2 kp + h], kp < kpairs.
+    void (*pair_rows)(int64_t kpairs, const uint8_t *const *rows, int is_signed, int16_t *dst);
 
     // Weight-stationary table kernel. For each stationary code s[k]
     // (k < inner <= 256), looks the streamed codes x[k * x_stride + j]

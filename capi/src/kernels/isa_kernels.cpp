@@ -219,6 +219,44 @@ void pair_pack(int64_t n, const uint8_t *const *rows, const int16_t *const *luts
     }
 }
 
+// isa.hpp states the layout: a 4x4 transpose of 32-bit pairs per 4 inner
+// pairs (AVX2's 4-row panels), element by element elsewhere and for the tail.
+#if defined(__AVX2__) && !defined(__AVX512F__)
+inline __m256i widen_half(__m128i bytes, int is_signed) {
+    return is_signed ? _mm256_cvtepi8_epi16(bytes) : _mm256_cvtepu8_epi16(bytes);
+}
+#endif
+
+void pair_rows(int64_t kpairs, const uint8_t *const *rows, int is_signed, int16_t *dst) {
+    int64_t kp = 0;
+#if defined(__AVX2__) && !defined(__AVX512F__)
+    static_assert(kGemmRows == 4, "the transpose below is of 4 rows");
+    for (; kp + 8 <= kpairs; kp += 8) {
+        __m256i r[4];  // row i's pairs kp..kp+7 as int16 pairs (32-bit units)
+        for (int i = 0; i < 4; ++i)
+            r[i] = widen_half(_mm_loadu_si128(reinterpret_cast<const __m128i *>(rows[i] + 2 * kp)),
+                              is_signed);
+        // units (row, pair): lane 0 holds pairs 0-3, lane 1 pairs 4-7
+        const __m256i t0 = _mm256_unpacklo_epi32(r[0], r[1]), t1 = _mm256_unpacklo_epi32(r[2], r[3]);
+        const __m256i t2 = _mm256_unpackhi_epi32(r[0], r[1]), t3 = _mm256_unpackhi_epi32(r[2], r[3]);
+        const __m256i p0 = _mm256_unpacklo_epi64(t0, t1), p1 = _mm256_unpackhi_epi64(t0, t1);
+        const __m256i p2 = _mm256_unpacklo_epi64(t2, t3), p3 = _mm256_unpackhi_epi64(t2, t3);
+        // p0: pairs 0 | 4, p1: 1 | 5, p2: 2 | 6, p3: 3 | 7, each the 4 rows' units
+        auto *out = reinterpret_cast<__m256i *>(dst + kp * 8);
+        _mm256_storeu_si256(out, _mm256_permute2x128_si256(p0, p1, 0x20));
+        _mm256_storeu_si256(out + 1, _mm256_permute2x128_si256(p2, p3, 0x20));
+        _mm256_storeu_si256(out + 2, _mm256_permute2x128_si256(p0, p1, 0x31));
+        _mm256_storeu_si256(out + 3, _mm256_permute2x128_si256(p2, p3, 0x31));
+    }
+#endif
+    for (; kp < kpairs; ++kp)
+        for (int i = 0; i < kGemmRows; ++i)
+            for (int h = 0; h < 2; ++h) {
+                const uint8_t code = rows[i][2 * kp + h];
+                dst[(kp * kGemmRows + i) * 2 + h] = is_signed ? static_cast<int8_t>(code) : code;
+            }
+}
+
 // ------------------------------------------------------- table kernel
 
 #if defined(__AVX512VBMI__) && defined(__AVX512BW__)
@@ -1009,6 +1047,7 @@ const KernelTable kTable = {
     kGemmCols,
     gemm_micro,
     pair_pack,
+    pair_rows,
     kTableMaxChunks * 64,
     table_block,
     kNibbleKernel,
