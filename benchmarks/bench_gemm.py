@@ -5,7 +5,9 @@ GEMM) on the same shapes and thread count for: NumPy float32 and float64
 matmul, the NumPy table reference users write today, a naive C triple loop
 over the product table (compiled here with cc; skipped without a compiler),
 and approxmul's kernels for several multipliers. Prints a table with the
-ratio to NumPy float32 matmul and optionally writes JSON.
+ratio to NumPy float32 matmul, then (unless --threads is 1) each engine's
+scaling from one thread to --threads (benchmarks/scaling.py), and optionally
+writes JSON.
 
     python3 benchmarks/bench_gemm.py --json out.json   # after pip install .
     APPROXMUL_LIBRARY=$PWD/build/capi/libapproxmul.so PYTHONPATH=$PWD python3 benchmarks/bench_gemm.py
@@ -42,6 +44,7 @@ import time
 import numpy as np
 
 import approxmul_cffi as am  # the installed package, or PYTHONPATH's with APPROXMUL_LIBRARY
+from scaling import print_scaling, scaling  # benchmarks/scaling.py
 
 HERE = pathlib.Path(__file__).resolve().parent
 
@@ -397,6 +400,9 @@ def main(argv=None):
     limiter = limit_blas(args.threads)
     try:
         results = run(shapes, args.threads, repeat, 4 << 20 if args.quick else 256 << 20)
+        scaled = [] if args.threads == 1 else scaling(
+            shapes, multipliers(np.random.default_rng(0)), args.threads, repeat, best_rate,
+            rounds=1 if args.quick else 3)
     finally:
         if limiter is not None:
             limiter.unregister()
@@ -410,9 +416,10 @@ def main(argv=None):
         for p in facts["blas"]:
             print(f"# {p}")
     print_table(results)
+    print_scaling(scaled)
     if args.json:
         with open(args.json, "w") as f:
-            json.dump({"facts": facts, "results": results}, f, indent=1)
+            json.dump({"facts": facts, "results": results, "scaling": scaled}, f, indent=1)
     return 0
 
 

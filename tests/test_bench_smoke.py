@@ -21,6 +21,11 @@ def test_bench_gemm_quick_runs(tmp_path):
     assert "numpy float32 matmul" in whats
     assert any(w.startswith("approxmul random 8x8 table") for w in whats)
     assert all(r["gproducts_per_s"] > 0 for r in data["results"])
+    # the scaling rows: every engine at 1 thread and at --threads (default 2)
+    scaled = {(r["shape"], r["what"].split(" [")[0]) for r in data["scaling"]}
+    assert ("quick-32x48x40", "approxmul exact 8-bit") in scaled
+    assert all(r["threads"] == 2 and r["gproducts_per_s_1"] > 0 and r["gproducts_per_s_n"] > 0
+               for r in data["scaling"])
 
 
 def test_bench_sweep_quick_runs(tmp_path):
