@@ -400,9 +400,10 @@ def main(argv=None):
     limiter = limit_blas(args.threads)
     try:
         results = run(shapes, args.threads, repeat, 4 << 20 if args.quick else 256 << 20)
+        # scaling compares two noisy figures: at least 5 timings each
         scaled = [] if args.threads == 1 else scaling(
-            shapes, multipliers(np.random.default_rng(0)), args.threads, repeat, best_rate,
-            rounds=1 if args.quick else 3)
+            shapes, multipliers(np.random.default_rng(0)), args.threads,
+            repeat if args.quick else max(repeat, 5), best_rate, rounds=1 if args.quick else 3)
     finally:
         if limiter is not None:
             limiter.unregister()
