@@ -382,3 +382,14 @@ def test_packed_a_from_byte_rows_and_reused_buffers(signed):
             want = table_matmul(table, a, b, 8)
             for view in (a, np.asfortranarray(a)):
                 assert np.array_equal(am.matmul(view, b, m), want), (name, rows, inner, cols)
+
+
+def test_packed_a_too_large_to_keep():
+    """A packed A past what a thread keeps between calls (4 MiB) is the call's
+    own; before and after it, smaller calls reuse the kept buffer."""
+    rng = np.random.default_rng(12)
+    m = am.Multiplier.exact(8)
+    for rows, inner, cols in [(300, 700, 80), (2200, 1030, 64), (301, 700, 80)]:
+        a = random_operands(rng, (rows, inner), 8, False)
+        b = random_operands(rng, (inner, cols), 8, False)
+        assert np.array_equal(am.matmul(a, b, m), a.astype(np.int64) @ b.astype(np.int64))

@@ -52,12 +52,14 @@ struct Int16Plan {
     int64_t mcp, ncp, col_jobs, jobs, ldc;
     int threads;
 
-    // A packed once for every job (shared_a, in the calling thread's reused
-    // buffer or the caller's cache), when several column jobs would each repack it and it
-    // is small: k block kb's panels start at kb * a_block_stride, panel ip
-    // of that block at ip * kpairs * MR * 2
+    // A packed once for every job (shared_a: in the calling thread's reused
+    // buffer, in shared_a_storage, or in the caller's cache) when several
+    // column jobs would each repack it and it is at most kSharedABytes: k
+    // block kb's panels start at kb * a_block_stride, panel ip of that block
+    // at ip * kpairs * MR * 2
     bool flipped = false;  // p.a is the caller's B
     const int16_t *shared_a = nullptr;
+    std::vector<int16_t> shared_a_storage;  // a packed A too large to keep
     int64_t a_block_stride = 0;
 };
 
@@ -319,12 +321,18 @@ void pack_shared_a(Int16Plan &plan, PackCache *cache) {
         }
     }
     // every packed value is written (pack_a_block pads): growing the buffer
-    // is the only clearing. Without a cache, the calling thread keeps the
-    // buffer for its next call: a fresh one per call cost its page faults and
-    // zeroing, 5 % of a 256x2304x196 exact GEMM at 2 threads.
+    // is the only clearing. Without a cache, the calling thread keeps a
+    // buffer of up to kKeptABytes for its next call: a fresh one per call
+    // cost its page faults and zeroing, 5 % of a 256x2304x196 exact GEMM at 2
+    // threads; larger ones (a smaller share of their call) are the call's
+    // own, so that no thread holds more than that between calls.
+    constexpr size_t kKeptABytes = size_t{4} << 20;
+    const auto size = static_cast<size_t>(stride * plan.k_blocks);
     thread_local std::vector<int16_t> reused;
-    std::vector<int16_t> &packed = cache != nullptr ? cache->int16 : reused;
-    packed.resize(std::max(packed.size(), static_cast<size_t>(stride * plan.k_blocks)));
+    std::vector<int16_t> &packed = cache != nullptr            ? cache->int16
+                                   : size * 2 <= kKeptABytes ? reused
+                                                             : plan.shared_a_storage;
+    packed.resize(std::max(packed.size(), size));
     constexpr int64_t kPanelsPerTask = 8;
     const int64_t row_tasks = ceil_div(mpanels, kPanelsPerTask);
     parallel_for(row_tasks * plan.k_blocks, plan.threads, [&](int64_t task, int) {
