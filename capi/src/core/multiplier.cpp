@@ -145,8 +145,20 @@ bool Multiplier::take_low_bits_error(int width) {
                     if (product(a, b) != a * b + error[static_cast<size_t>(x * side + y)])
                         return false;
                 }
-    low_bits_error_ = from_table(std::move(error), width, false,
-                                 name_ + (width == 8 ? " (low-byte error)" : " (low-nibble error)"));
+    const std::string name = name_ + (width == 8 ? " (low-byte error)" : " (low-nibble error)");
+    const auto [lo, hi] = std::minmax_element(error.begin(), error.end());
+    if (width == 4 && *hi - *lo <= 255) {
+        // the nibble kernel's byte sums beat any factorization of such an
+        // error (truncation with cut 2: exact plus its rank-2 error as int16
+        // GEMMs ran at half the speed of exact plus the nibble kernel)
+        std::shared_ptr<Multiplier> e(new Multiplier(width, false, name));
+        e->table_ = std::move(error);
+        e->table_plan_only_ = true;
+        e->finish();
+        low_bits_error_ = std::move(e);
+    } else {
+        low_bits_error_ = from_table(std::move(error), width, false, name);
+    }
     exact_part_ = exact(bits_, is_signed_);
     plan_ = Plan::ExactPlusTable;
     split_parts_ = {};
@@ -241,7 +253,7 @@ void Multiplier::finish() {
     }
     // A supplied factorization is kept for its owner; the kernels use one
     // (supplied or found in the table) only when it is cheap and fits them.
-    const int max_rank = kernels::max_factorized_rank(bits_);
+    const int max_rank = table_plan_only_ ? 0 : kernels::max_factorized_rank(bits_);
     const Factorization *factors = &factorization_;
     Factorization found;
     if (!known_exact_ && has_table() &&

@@ -167,6 +167,7 @@ private:
     DotFunction dot_function_;
     Factorization factorization_;
     bool known_exact_ = false;
+    bool table_plan_only_ = false;  // a low-nibble error: the nibble kernel, whatever its rank
     bool factors_fit_int16_ = false;
     SplitParts split_parts_;
     std::shared_ptr<const Multiplier> low_bits_error_, exact_part_;

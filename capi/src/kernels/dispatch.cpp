@@ -153,7 +153,9 @@ const char *active_isa() {
 
 int max_factorized_rank(int bits) {
     // APPROXMUL_MAX_FACTORIZED_RANK=0..6 overrides the set's choice (tests
-    // and benchmarks reach both plans with it on every machine)
+    // and benchmarks reach both plans with it on every machine; tables whose
+    // error lives in the low nibbles also need APPROXMUL_NIBBLE_ERRORS=0 to
+    // keep their factorization on AVX2)
     static const int forced = [] {
         const char *text = std::getenv("APPROXMUL_MAX_FACTORIZED_RANK");
         const bool valid = text != nullptr && text[0] >= '0' && text[0] <= '0' + kMaxFactorizedRank &&
