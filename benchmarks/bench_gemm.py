@@ -191,6 +191,7 @@ def limit_blas(threads):
 
 
 def run(shapes, threads, repeat, table_ref_bytes):
+    """(result rows, the multipliers they timed)."""
     rng = np.random.default_rng(0)
     mults = multipliers(rng)
     naive = naive_library()
@@ -243,7 +244,7 @@ def run(shapes, threads, repeat, table_ref_bytes):
             results.append({"shape": shape_name, "m": m, "k": k, "n": n, "what": what,
                             "gproducts_per_s": round(rate, 3),
                             "ratio_to_float32": round(rate / base, 4)})
-    return results
+    return results, mults
 
 
 # ------------------------------------------------- interleaved vs isolated
@@ -399,10 +400,10 @@ def main(argv=None):
     repeat = 1 if args.quick else args.repeat
     limiter = limit_blas(args.threads)
     try:
-        results = run(shapes, args.threads, repeat, 4 << 20 if args.quick else 256 << 20)
+        results, mults = run(shapes, args.threads, repeat, 4 << 20 if args.quick else 256 << 20)
         # scaling compares two noisy figures: at least 5 timings each
         scaled = [] if args.threads == 1 else scaling(
-            shapes, multipliers(np.random.default_rng(0)), args.threads,
+            shapes, mults, args.threads,
             repeat if args.quick else max(repeat, 5), best_rate, rounds=1 if args.quick else 3)
     finally:
         if limiter is not None:

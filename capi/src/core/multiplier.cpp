@@ -37,6 +37,12 @@ int64_t Multiplier::max_abs_product() const {
 
 std::shared_ptr<const Multiplier> Multiplier::from_table(std::vector<int32_t> table, int bits,
                                                           bool is_signed, std::string name) {
+    return tabulated(std::move(table), bits, is_signed, std::move(name), false);
+}
+
+std::shared_ptr<const Multiplier> Multiplier::tabulated(std::vector<int32_t> table, int bits,
+                                                        bool is_signed, std::string name,
+                                                        bool table_plan_only) {
     check_width(bits, kMaxTableBits);
     const size_t expected = size_t{1} << (2 * bits);
     if (table.size() != expected)
@@ -44,6 +50,7 @@ std::shared_ptr<const Multiplier> Multiplier::from_table(std::vector<int32_t> ta
              table.size(), bits, bits, expected);
     std::shared_ptr<Multiplier> m(new Multiplier(bits, is_signed, std::move(name)));
     m->table_ = std::move(table);
+    m->table_plan_only_ = table_plan_only;
     m->finish();
     return m;
 }
@@ -145,20 +152,15 @@ bool Multiplier::take_low_bits_error(int width) {
                     if (product(a, b) != a * b + error[static_cast<size_t>(x * side + y)])
                         return false;
                 }
-    const std::string name = name_ + (width == 8 ? " (low-byte error)" : " (low-nibble error)");
+    // a low-nibble error that fits the nibble kernel runs there: its byte
+    // sums beat any factorization of it (truncation with cut 2: exact plus its
+    // rank-2 error as int16 GEMMs ran at half the speed of exact plus the
+    // nibble kernel)
     const auto [lo, hi] = std::minmax_element(error.begin(), error.end());
-    if (width == 4 && *hi - *lo <= 255) {
-        // the nibble kernel's byte sums beat any factorization of such an
-        // error (truncation with cut 2: exact plus its rank-2 error as int16
-        // GEMMs ran at half the speed of exact plus the nibble kernel)
-        std::shared_ptr<Multiplier> e(new Multiplier(width, false, name));
-        e->table_ = std::move(error);
-        e->table_plan_only_ = true;
-        e->finish();
-        low_bits_error_ = std::move(e);
-    } else {
-        low_bits_error_ = from_table(std::move(error), width, false, name);
-    }
+    const bool nibble_kernel = width == 4 && *hi - *lo <= 255;
+    low_bits_error_ = tabulated(std::move(error), width, false,
+                                name_ + (width == 8 ? " (low-byte error)" : " (low-nibble error)"),
+                                nibble_kernel);
     exact_part_ = exact(bits_, is_signed_);
     plan_ = Plan::ExactPlusTable;
     split_parts_ = {};

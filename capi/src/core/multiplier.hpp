@@ -155,6 +155,11 @@ private:
     // Takes the ExactPlusTable plan when the error is local to the low
     // `width` bits on every pair checked (all pairs when tabulated); false
     // leaves all as is.
+    // from_table; table_plan_only keeps the table plan whatever the table's
+    // factorization (a low-nibble error, for the nibble kernel)
+    static std::shared_ptr<const Multiplier> tabulated(std::vector<int32_t> table, int bits,
+                                                       bool is_signed, std::string name,
+                                                       bool table_plan_only);
     bool take_low_bits_error(int width);
 
     int bits_;

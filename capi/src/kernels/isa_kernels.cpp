@@ -57,7 +57,7 @@ struct Vec {
     // two of bench_gemm's three shapes (docs/benchmarks.md)
     static constexpr int max_factorized_rank = 2;
     // and the exact GEMM plus a nibble-table GEMM beats rank 2 (truncation
-    // with cut 1: 0.59/0.62/0.46 against 0.49/0.50/0.17 of SGEMM there)
+    // with cut 1: 0.63/0.62/0.47 against 0.54/0.51/0.43 of SGEMM there)
     static constexpr int nibble_error_min_rank = 2;
     static T zero() { return _mm256_setzero_si256(); }
     static T load(const void *p) { return _mm256_loadu_si256(static_cast<const T *>(p)); }
@@ -219,8 +219,8 @@ void pair_pack(int64_t n, const uint8_t *const *rows, const int16_t *const *luts
     }
 }
 
-// isa.hpp states the layout: a 4x4 transpose of 32-bit pairs per 4 inner
-// pairs (AVX2's 4-row panels), element by element elsewhere and for the tail.
+// isa.hpp states the layout: 4x4 transposes of 32-bit pairs, 8 inner pairs
+// per step (AVX2's 4-row panels); element by element elsewhere and for the tail.
 #if defined(__AVX2__) && !defined(__AVX512F__)
 inline __m256i widen_half(__m128i bytes, int is_signed) {
     return is_signed ? _mm256_cvtepi8_epi16(bytes) : _mm256_cvtepu8_epi16(bytes);
