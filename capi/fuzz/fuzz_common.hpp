@@ -105,12 +105,15 @@ inline int64_t drum_round(uint64_t x, int k) {
 
 // Column truncation from the array: unsigned, the partial-product bits
 // a_i b_j 2^(i+j) of columns i + j >= cut; signed, the Baugh-Wooley array's
-// (NAND where exactly one index is the sign bit, ones in columns n and
-// 2n - 1, both kept for cut < n) mod 2^(2n).
+// (NAND where exactly one index is the sign bit, constant ones in columns n
+// and 2n - 1, each kept when its column is >= cut too) mod 2^(2n).
 inline int64_t truncated_product(int64_t a, int64_t b, int n, int cut, bool is_signed) {
     const uint64_t mask = (uint64_t{1} << n) - 1;
     const uint64_t pa = static_cast<uint64_t>(a) & mask, pb = static_cast<uint64_t>(b) & mask;
-    uint64_t total = is_signed ? (uint64_t{1} << n) + (uint64_t{1} << (2 * n - 1)) : 0;
+    uint64_t total = 0;
+    if (is_signed)
+        for (int column : {n, 2 * n - 1})
+            if (column >= cut) total += uint64_t{1} << column;
     for (int i = 0; i < n; ++i)
         for (int j = std::max(cut - i, 0); j < n; ++j) {
             uint64_t bit = (pa >> i) & (pb >> j) & 1;
@@ -125,8 +128,9 @@ inline int64_t truncated_product(int64_t a, int64_t b, int n, int cut, bool is_s
 
 // An independent model of a multiplier: the table the harness built, DRUM
 // of 9-16 bits (factors beyond int16 run as byte-split GEMMs), truncation
-// of 5-16 bits (cut <= 8 at 9-16 bits, cut <= 4 at 5-8: the exact GEMM plus a
-// table GEMM of the low bytes or nibbles), or a*b.
+// of 5-16 bits with cut <= 8 (at 9-16 bits the exact GEMM plus a table GEMM
+// of the low bytes; at 5-8 bits cut <= 4 adds a nibble table, and cut > n
+// drops the constant one of column n), or a*b.
 struct Model {
     int bits = 8;
     bool is_signed = false;
