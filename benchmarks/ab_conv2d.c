@@ -7,8 +7,9 @@
  *   cc -O2 -Icapi/include benchmarks/ab_conv2d.c -o /tmp/ab_conv2d -ldl
  *   /tmp/ab_conv2d OLD.so NEW.so CHANNELS SIZE SPEC THREADS ROUNDS
  *
- * Layer: batch 64, CHANNELS -> CHANNELS, SIZE x SIZE, 3x3, padding 1, uint8
- * codes with zero points 3 and 128 (as benchmarks/bench_conv.py). */
+ * Layer: batch 64 (or AB_BATCH from the environment), CHANNELS -> CHANNELS,
+ * SIZE x SIZE, 3x3, padding 1, uint8 codes with zero points 3 and 128 (as
+ * benchmarks/bench_conv.py). */
 #include <dlfcn.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -39,7 +40,7 @@ int main(int argc, char **argv) {
         fprintf(stderr, "usage: %s OLD.so NEW.so CHANNELS SIZE SPEC THREADS ROUNDS\n", argv[0]);
         return 2;
     }
-    const int64_t N = 64, C = atoi(argv[3]), S = atoi(argv[4]);
+    const int64_t N = getenv("AB_BATCH") ? atoi(getenv("AB_BATCH")) : 64, C = atoi(argv[3]), S = atoi(argv[4]);
     const char *spec = argv[5];
     const int threads = atoi(argv[6]), rounds = atoi(argv[7]);
     conv_fn conv[2];
