@@ -156,16 +156,16 @@ def test_conv2d_pixel_blocks_cross_images(dtype, threads):
 @pytest.mark.parametrize("threads", [2, 3, 4])
 @pytest.mark.parametrize("kind", ["exact", "drum", "table"])
 @pytest.mark.parametrize("stride", [1, 2])
-@pytest.mark.parametrize("batch", [3, 12])
-def test_conv2d_small_batches_split_across_threads(threads, kind, stride, batch):
-    # at least two blocks per thread, a multiple of the threads: 3 images
-    # are cut mid-image and mid-row (down to 64 pixels), 12 go whole, 3 or
-    # 2 or 1 per block; the sums do not depend on where the cuts fall
+@pytest.mark.parametrize("batch, size", [(2, (20, 21)), (12, (11, 13))])
+def test_conv2d_small_batches_split_across_threads(threads, kind, stride, batch, size):
+    # at least two blocks per thread, a multiple of the threads: 2 images
+    # are cut mid-image and mid-row (stride 1, 2 and 3 threads), 12 go
+    # whole, 3 or 2 or 1 per block; the sums do not depend on the cuts
     rng = np.random.default_rng(threads * 10 + stride)
     table = {"exact": reference.exact_table(8, signed=False), "drum": drum_table(),
              "table": rng.integers(0, 60000, (256, 256))}[kind]
     m = am.Multiplier.exact(8) if kind == "exact" else am.Multiplier.from_table(table)
-    x = rng.integers(0, 256, (batch, 4, 11, 13)).astype(np.uint8)
+    x = rng.integers(0, 256, (batch, 4, *size)).astype(np.uint8)
     wt = rng.integers(0, 256, (5, 4, 3, 3)).astype(np.uint8)
     expected = reference_conv(table, x, wt, 8, (stride, stride), (1, 1), (1, 1), 1, 3, 128)
     am.set_num_threads(threads)

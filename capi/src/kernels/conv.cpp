@@ -292,6 +292,9 @@ public:
     }
 
     int64_t jobs() const { return G * pixel_blocks_; }
+    // Whether the jobs run in parallel, each on one thread, or one after
+    // another with the threads inside each matmul (size_blocks decides).
+    bool jobs_in_parallel() const { return jobs_in_parallel_; }
 
     struct Workspace {
         std::vector<char> col;     // K x block codes, k-major (a block row per tap)
@@ -442,29 +445,35 @@ private:
     // whole images where that keeps those counts (a job pads and sums
     // every image it touches: cut images cost it twice); else they are a
     // multiple of 64 pixels (the table kernel's vector width) or of 32
-    // (the widest GEMM panel).
+    // (the widest GEMM panel), or of 8 when short.
     void size_blocks(int threads) {
-        constexpr int64_t kMinBlock = 64;
+        constexpr int64_t kMinBlock = 128;
         const int64_t R = N * Pr;
         const int64_t largest = std::clamp<int64_t>(
             (int64_t{1} << 18) / std::max<int64_t>(K * item_, 1), 64, 4096) / 64 * 64;
         int64_t blocks = ceil_div(R, largest);
         if (threads > 1)
             blocks = std::max(blocks, std::min(ceil_div(2 * threads, G), R / kMinBlock));
-        const bool parallel = G * blocks >= 2 * threads;  // conv2d runs the jobs in parallel
-        if (parallel)
-            while (G * blocks % threads != 0) ++blocks;
+        jobs_in_parallel_ = G * blocks >= 2 * threads;
+        if (!jobs_in_parallel_) {  // matmuls one at a time on all threads: few and large
+            block_ = std::min(R, largest);
+            pixel_blocks_ = ceil_div(R, block_);
+            return;
+        }
+        while (G * blocks % threads != 0) ++blocks;
         for (int64_t count = blocks; count <= std::min(N, 2 * blocks); ++count) {
             const int64_t images = ceil_div(N, count);  // per block
             const int64_t jobs = G * ceil_div(N, images);
-            if (images * Pr <= largest && jobs >= G * blocks && (!parallel || jobs % threads == 0)) {
+            if (images * Pr <= largest && jobs >= G * blocks && jobs % threads == 0) {
                 block_ = images * Pr;
                 pixel_blocks_ = ceil_div(N, images);
                 return;
             }
         }
-        const int64_t quantum = m_.plan() == Plan::Table ? 64 : 32;
-        block_ = std::min(R, ceil_div(ceil_div(R, blocks), quantum) * quantum);
+        // short blocks round to 8 pixels: to 32, 576 pixels made 3 jobs, not 4
+        const int64_t even = ceil_div(R, blocks);
+        const int64_t quantum = even < 256 ? 8 : m_.plan() == Plan::Table ? 64 : 32;
+        block_ = std::min(R, ceil_div(even, quantum) * quantum);
         pixel_blocks_ = ceil_div(R, block_);
     }
 
@@ -867,6 +876,7 @@ private:
     uint8_t map_x_[256] = {}, map_w_[256] = {};
     std::vector<int64_t> w_sums_;
     int64_t block_ = 0, pixel_blocks_ = 0;
+    bool jobs_in_parallel_ = false;
     std::vector<int64_t> staged_;  // the whole output, for failing-capable models only
     TensorView target_{};
     std::vector<int64_t> pixel_offsets_;
@@ -881,7 +891,7 @@ void conv2d(const Conv2dProblem &p) {
     if (run.empty()) return;
     const int threads = num_threads();
     run.prepare(threads);
-    const bool outer = run.jobs() >= 2 * threads;  // else each matmul uses the threads
+    const bool outer = run.jobs_in_parallel();  // else each matmul uses the threads
     std::vector<Conv2dRun::Workspace> workspaces(static_cast<size_t>(outer ? threads : 1));
     if (outer)
         parallel_for(run.jobs(), threads, [&](int64_t job, int thread) {
