@@ -470,7 +470,7 @@ private:
                 return;
             }
         }
-        // short blocks round to 8 pixels: to 32, 576 pixels made 3 jobs, not 4
+        // short blocks round to 8 pixels: to 32, 1100 pixels on 4 threads made 7 jobs, not 8
         const int64_t even = ceil_div(R, blocks);
         const int64_t quantum = even < 256 ? 8 : m_.plan() == Plan::Table ? 64 : 32;
         block_ = std::min(R, ceil_div(even, quantum) * quantum);
