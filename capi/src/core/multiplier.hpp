@@ -152,14 +152,14 @@ public:
 private:
     Multiplier(int bits, bool is_signed, std::string name);
     void finish();  // computes the product range and the plan
-    // Takes the ExactPlusTable plan when the error is local to the low
-    // `width` bits on every pair checked (all pairs when tabulated); false
-    // leaves all as is.
     // from_table; table_plan_only keeps the table plan whatever the table's
     // factorization (a low-nibble error, for the nibble kernel)
     static std::shared_ptr<const Multiplier> tabulated(std::vector<int32_t> table, int bits,
                                                        bool is_signed, std::string name,
                                                        bool table_plan_only);
+    // Takes the ExactPlusTable plan when the error is local to the low
+    // `width` bits on every pair checked (all pairs when tabulated); false
+    // leaves all as is.
     bool take_low_bits_error(int width);
 
     int bits_;
