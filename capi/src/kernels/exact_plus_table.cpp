@@ -29,6 +29,7 @@ namespace {
 // truncated GEMM); other views take the generic loader.
 std::vector<uint8_t> low_bits(const MatrixView &v, uint32_t mask, int threads) {
     std::vector<uint8_t> out(static_cast<size_t>(v.rows * v.cols));
+    if (out.empty()) return out;  // an empty view's data may be null: no row pointers into it
     uint8_t *const dst = out.data();
     // loop bounds and the mask are copied into each loop's own locals: a byte
     // store may alias anything read through a reference, which stops vectorising
