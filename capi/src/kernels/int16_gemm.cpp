@@ -31,14 +31,18 @@ struct Int16Plan {
     int rank;
     int64_t side;
     uint32_t mask;
-    bool plain_b;  // exact 8-bit codes in contiguous rows: B packs by widening
+    bool plain_b;  // byte rows whose factor is their value: B packs by widening
     // B of bytes in contiguous rows packs through kt.pair_pack, the factors
     // (unless plain_b) as 256-entry tables by raw byte: rank x 256
     bool byte_rows_b;
     std::vector<int16_t> v_bytes;
+    // B of 16-bit codes in contiguous rows whose one factor is the code's
+    // int16 value (split_gemm's bytes by int16): pairs are copied, not looked up
+    bool plain16_b;
     // A of bytes in contiguous rows packs row by row through the same kind
-    // of tables: rank x 256 u values by raw byte; exact 8-bit codes (plain_a)
-    // by widening whole panels (kt->pair_rows)
+    // of tables: rank x 256 u values by raw byte, or (plain_a: the factor is
+    // the byte's value, as for exact 8-bit codes) by widening whole panels
+    // (kt->pair_rows)
     bool byte_rows_a, plain_a;
     std::vector<int16_t> u_bytes;
     const KernelTable *kt;
@@ -100,7 +104,6 @@ void orient(const KernelTable &kt, const MatmulProblem &p0, Int16Plan &plan) {
     plan.mask = m.operand_mask();
     const MatrixView &b = plan.p.b;
     plan.byte_rows_b = b.col_stride == 1 && (b.dtype == APPROXMUL_UINT8 || b.dtype == APPROXMUL_INT8);
-    plan.plain_b = plan.byte_rows_b && m.plan() == Plan::ExactGemm && m.bits() == 8;
     auto by_raw_byte = [&](const std::vector<int16_t> &factor, std::vector<int16_t> &bytes) {
         bytes.resize(static_cast<size_t>(plan.rank) * 256);
         for (int r = 0; r < plan.rank; ++r)
@@ -108,26 +111,68 @@ void orient(const KernelTable &kt, const MatmulProblem &p0, Int16Plan &plan) {
                 bytes[static_cast<size_t>(r) * 256 + raw] =
                     factor[static_cast<size_t>(r * plan.side + (raw & plan.mask))];
     };
-    if (plan.byte_rows_b && !plan.plain_b) by_raw_byte(plan.v, plan.v_bytes);
+    // a single factor that is the byte's own value (exact 8-bit codes,
+    // split_gemm's bytes by int16) packs by widening, without lookups
+    auto widening = [&](const std::vector<int16_t> &bytes, bool is_signed) {
+        for (uint32_t raw = 0; raw < 256; ++raw)
+            if (bytes[raw] != (is_signed ? static_cast<int8_t>(raw) : static_cast<int16_t>(raw)))
+                return false;
+        return plan.rank == 1;
+    };
+    if (plan.byte_rows_b) by_raw_byte(plan.v, plan.v_bytes);
+    plan.plain_b = plan.byte_rows_b && widening(plan.v_bytes, m.is_signed());
+    plan.plain16_b = b.col_stride == 1 && (b.dtype == APPROXMUL_INT16 || b.dtype == APPROXMUL_UINT16) &&
+                     plan.rank == 1 && plan.side == 65536;
+    for (int64_t x = 0; plan.plain16_b && x < plan.side; ++x)
+        plan.plain16_b = plan.v[static_cast<size_t>(x)] == static_cast<int16_t>(x);
     const MatrixView &a = plan.p.a;
     plan.byte_rows_a = a.col_stride == 1 && (a.dtype == APPROXMUL_UINT8 || a.dtype == APPROXMUL_INT8);
-    plan.plain_a = plan.byte_rows_a && m.plan() == Plan::ExactGemm && m.bits() == 8;
     if (plan.byte_rows_a) by_raw_byte(plan.u, plan.u_bytes);
+    plan.plain_a = plan.byte_rows_a && widening(plan.u_bytes, a.dtype == APPROXMUL_INT8);
     plan.kt = &kt;
 }
 
+// The range of one inner step's true sum, sum_r u_r(a) v_r(b) over every
+// code pair: each rank's interval product, summed. Tighter than the
+// product's absolute bound where the factors are lopsided (split_gemm's
+// bytes by int16: -2^22..2^22 - 128 fits 512 steps in int32, not 511).
+std::pair<int64_t, int64_t> step_range(const Int16Plan &plan) {
+    int64_t lo = 0, hi = 0;
+    for (int r = 0; r < plan.rank; ++r) {
+        const auto u = std::minmax_element(plan.u.begin() + r * plan.side, plan.u.begin() + (r + 1) * plan.side);
+        const auto v = std::minmax_element(plan.v.begin() + r * plan.side, plan.v.begin() + (r + 1) * plan.side);
+        const int64_t corners[4] = {int64_t{*u.first} * *v.first, int64_t{*u.first} * *v.second,
+                                    int64_t{*u.second} * *v.first, int64_t{*u.second} * *v.second};
+        lo += *std::min_element(corners, corners + 4);
+        hi += *std::max_element(corners, corners + 4);
+    }
+    return {lo, hi};
+}
+
 // Inner steps per packed block: about 512 transformed values, and no more
-// than int32 sums hold exactly. False when not even one step fits.
+// than int32 sums hold exactly; blocks of equal size (an inner size of 576
+// as 288 + 288, not 512 + 64: a short last block still costs a pass of
+// packing and widening). False when not even one step fits.
 bool block_inner(const Multiplier &m, Int16Plan &plan) {
     const int64_t inner = plan.p.inner;
     const int64_t max_product = m.max_abs_product();
-    const int64_t flush_inner =  // inner steps whose true sum fits int32
-        max_product == 0 ? inner : std::numeric_limits<int32_t>::max() / max_product;
+    constexpr int64_t kMax = std::numeric_limits<int32_t>::max(), kMin = std::numeric_limits<int32_t>::min();
+    int64_t flush_inner =  // inner steps whose true sum fits int32
+        max_product == 0 ? inner : kMax / max_product;
+    const auto [lo, hi] = step_range(plan);
+    const int64_t by_range = std::min(hi > 0 ? kMax / hi : inner, lo < 0 ? kMin / lo : inner);
+    flush_inner = std::max(flush_inner, by_range);
     if (flush_inner < 1) return false;
-    plan.kc = std::max<int64_t>(
+    const int64_t most = std::max<int64_t>(
         1, std::min({std::max<int64_t>(1, 512 / plan.rank), flush_inner, inner}));
+    plan.k_blocks = ceil_div(inner, most);
+    plan.kc = most;
+    if (most == flush_inner && plan.k_blocks > 1) {  // blocks of equal size, see above
+        plan.kc = ceil_div(inner, plan.k_blocks);
+        if (plan.kc % 2 != 0 && plan.kc < most) ++plan.kc;  // whole pairs where rank 1 allows
+        plan.k_blocks = ceil_div(inner, plan.kc);
+    }
     plan.blocks_per_flush = std::max<int64_t>(1, flush_inner / plan.kc);
-    plan.k_blocks = ceil_div(inner, plan.kc);
     plan.wide = plan.k_blocks > plan.blocks_per_flush;  // int32 sums alone are not enough
     plan.kpairs_max = ceil_div(plan.kc * plan.rank, 2);
     return true;
@@ -265,6 +310,21 @@ void pack_b_block(const KernelTable &kt, const Int16Plan &plan, int64_t j0, int6
             }
             kt.pair_pack(nj, rows, plan.plain_b ? nullptr : luts,
                          p.multiplier->is_signed() ? 1 : 0, dst + kp * NR * 2, panel_stride);
+        }
+        return;
+    }
+    if (plan.plain16_b) {  // into a zeroed block
+        const auto *base = static_cast<const int16_t *>(p.b.data) + j0;
+        for (int64_t kp = 0; kp < kpairs; ++kp) {
+            const int16_t *ra = base + (k0 + 2 * kp) * p.b.row_stride;
+            const int16_t *rb = 2 * kp + 1 < nk ? ra + p.b.row_stride : nullptr;
+            for (int64_t jp = 0; jp < jp_count; ++jp) {
+                int16_t *__restrict out = dst + jp * kpairs * NR * 2 + kp * NR * 2;
+                const int64_t jn = std::min(NR, nj - jp * NR), jb = jp * NR;
+                for (int64_t j = 0; j < jn; ++j) out[2 * j] = ra[jb + j];
+                if (rb != nullptr)
+                    for (int64_t j = 0; j < jn; ++j) out[2 * j + 1] = rb[jb + j];
+            }
         }
         return;
     }
