@@ -213,6 +213,39 @@ Multiplier::SplitParts Multiplier::make_split_parts(const Factorization &f, int 
     return out;
 }
 
+void Multiplier::build_int16_factors() {
+    Int16Factors &f = int16_factors_;
+    const size_t side = size_t{1} << bits_;
+    if (plan_ == Plan::ExactGemm) {
+        f.rank = 1;
+        f.u.resize(side);
+        for (size_t code = 0; code < side; ++code)
+            f.u[code] = static_cast<int16_t>(is_signed_ && code >= side / 2 ? int64_t(code) - int64_t(side)
+                                                                            : int64_t(code));
+        f.v = f.u;
+    } else {
+        f.rank = factorization_.rank;
+        f.u.assign(factorization_.u.begin(), factorization_.u.end());  // fits int16: the plan says so
+        f.v.assign(factorization_.v.begin(), factorization_.v.end());
+    }
+    for (int r = 0; r < f.rank; ++r) {
+        const auto u = std::minmax_element(f.u.begin() + r * side, f.u.begin() + (r + 1) * side);
+        const auto v = std::minmax_element(f.v.begin() + r * side, f.v.begin() + (r + 1) * side);
+        const int64_t corners[4] = {int64_t{*u.first} * *v.first, int64_t{*u.first} * *v.second,
+                                    int64_t{*u.second} * *v.first, int64_t{*u.second} * *v.second};
+        f.step_min += *std::min_element(corners, corners + 4);
+        f.step_max += *std::max_element(corners, corners + 4);
+    }
+    auto int16_value = [&](const std::vector<int16_t> &factor) {
+        if (f.rank != 1 || bits_ != 16) return false;
+        for (size_t x = 0; x < side; ++x)
+            if (factor[x] != static_cast<int16_t>(x)) return false;
+        return true;
+    };
+    f.u_is_int16_value = int16_value(f.u);
+    f.v_is_int16_value = int16_value(f.v);
+}
+
 void Multiplier::finish() {
     if (has_table()) {
         auto [lo, hi] = std::minmax_element(table_.begin(), table_.end());
@@ -287,6 +320,8 @@ void Multiplier::finish() {
                              factorization_.rank >= kernels::nibble_error_min_rank());
     if (nibble_wins && bits_ > 4 && bits_ <= 8 && kernels::plans_nibble_errors())
         take_low_bits_error(4);
+    if ((plan_ == Plan::ExactGemm && bits_ <= 8) || (plan_ == Plan::Factorized && factors_fit_int16_))
+        build_int16_factors();
     if (plan_ == Plan::Table && bits_ <= kMaxTabulatedBits) {
         const auto offset = static_cast<int32_t>(min_product_);
         planes_ = approxmul::byte_planes(table_, bits_, offset, false);

@@ -44,6 +44,19 @@ struct Factorization {
     std::vector<int64_t> v;  // rank x 2^bits
 };
 
+// The int16 GEMM's operand factors of an exact (up to 8 bits) or
+// factorized plan whose factors fit int16, by raw bit pattern, built with
+// the plan (a 16-bit model's tables are 2 x 64 Ki entries per rank: per
+// call they cost more than a small GEMM).
+struct Int16Factors {
+    int rank = 0;  // 0: none
+    std::vector<int16_t> u, v;  // rank x 2^bits
+    // the range of one inner step, sum_r u_r(a) v_r(b) over every pair
+    int64_t step_min = 0, step_max = 0;
+    // rank 1 over 16 bits with the factor equal to the pattern as int16
+    bool u_is_int16_value = false, v_is_int16_value = false;
+};
+
 const char *plan_name(Plan plan);
 
 class Multiplier {
@@ -104,6 +117,7 @@ public:
     // are; else they are split into bytes first (fits_split_kernels), and
     // split_parts() holds the parts, built with the plan.
     bool factors_fit_int16() const { return factors_fit_int16_; }
+    const Int16Factors &int16_factors() const { return int16_factors_; }
     using SplitParts = std::array<std::shared_ptr<const Multiplier>, 3>;
     const SplitParts &split_parts() const { return split_parts_; }
     // The parts of factorization f of a bits-wide model (split_factorization)
@@ -152,6 +166,7 @@ public:
 private:
     Multiplier(int bits, bool is_signed, std::string name);
     void finish();  // computes the product range and the plan
+    void build_int16_factors();
     // from_table; table_plan_only keeps the table plan whatever the table's
     // factorization (a low-nibble error, for the nibble kernel)
     static std::shared_ptr<const Multiplier> tabulated(std::vector<int32_t> table, int bits,
@@ -174,6 +189,7 @@ private:
     bool known_exact_ = false;
     bool table_plan_only_ = false;  // a low-nibble error: the nibble kernel, whatever its rank
     bool factors_fit_int16_ = false;
+    Int16Factors int16_factors_;
     SplitParts split_parts_;
     std::shared_ptr<const Multiplier> low_bits_error_, exact_part_;
     int64_t min_product_ = 0;

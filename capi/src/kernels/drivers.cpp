@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "../core/error.hpp"
 #include "../core/threads.hpp"
 
 namespace approxmul::kernels {
@@ -36,17 +37,10 @@ MatmulProblem transposed_problem(const MatmulProblem &p) {
 }
 
 int operand_factors(const Multiplier &m, std::vector<int16_t> &u, std::vector<int16_t> &v) {
-    const int64_t side = int64_t{1} << m.bits();
-    if (m.plan() == Plan::ExactGemm) {
-        u.resize(static_cast<size_t>(side));
-        for (int64_t code = 0; code < side; ++code)
-            u[code] = static_cast<int16_t>(m.is_signed() && code >= side / 2 ? code - side : code);
-        v = u;
-        return 1;
-    }
-    const Factorization &f = m.factorization();
-    u.assign(f.u.begin(), f.u.end());  // fits int16: the plan says so
-    v.assign(f.v.begin(), f.v.end());
+    const Int16Factors &f = m.int16_factors();
+    if (f.rank == 0) fail(APPROXMUL_ERR_INTERNAL, "%s: no int16 factors for its plan", m.name().c_str());
+    u = f.u;
+    v = f.v;
     return f.rank;
 }
 

@@ -14,6 +14,7 @@
 #include <utility>
 #include <vector>
 
+#include "../core/error.hpp"
 #include "common.hpp"
 #include "drivers.hpp"
 #include "parallel.hpp"
@@ -27,7 +28,7 @@ namespace {
 struct Int16Plan {
     MatmulProblem p;
     int64_t MR, NR;
-    std::vector<int16_t> u, v;  // rank x side, by raw bit pattern
+    const int16_t *u, *v;  // rank x side, by raw bit pattern (the model's int16_factors)
     int rank;
     int64_t side;
     uint32_t mask;
@@ -94,7 +95,10 @@ void orient(const KernelTable &kt, const MatmulProblem &p0, Int16Plan &plan) {
     plan.MR = kt.gemm_mr;
     plan.NR = kt.gemm_nr;
     plan.side = int64_t{1} << m.bits();
-    plan.rank = operand_factors(m, plan.u, plan.v);
+    const Int16Factors &factors = m.int16_factors();
+    if (factors.rank == 0) fail(APPROXMUL_ERR_INTERNAL, "int16_gemm: %s has no int16 factors", m.name().c_str());
+    plan.rank = factors.rank;
+    plan.u = factors.u.data(), plan.v = factors.v.data();
     const MatmulProblem flipped = transposed_problem(p0);
     const bool flip = orientation_cost(flipped, plan.MR, plan.NR, plan.rank) <
                       orientation_cost(p0, plan.MR, plan.NR, plan.rank);
@@ -104,7 +108,7 @@ void orient(const KernelTable &kt, const MatmulProblem &p0, Int16Plan &plan) {
     plan.mask = m.operand_mask();
     const MatrixView &b = plan.p.b;
     plan.byte_rows_b = b.col_stride == 1 && (b.dtype == APPROXMUL_UINT8 || b.dtype == APPROXMUL_INT8);
-    auto by_raw_byte = [&](const std::vector<int16_t> &factor, std::vector<int16_t> &bytes) {
+    auto by_raw_byte = [&](const int16_t *factor, std::vector<int16_t> &bytes) {
         bytes.resize(static_cast<size_t>(plan.rank) * 256);
         for (int r = 0; r < plan.rank; ++r)
             for (uint32_t raw = 0; raw < 256; ++raw)
@@ -122,9 +126,7 @@ void orient(const KernelTable &kt, const MatmulProblem &p0, Int16Plan &plan) {
     if (plan.byte_rows_b) by_raw_byte(plan.v, plan.v_bytes);
     plan.plain_b = plan.byte_rows_b && widening(plan.v_bytes, m.is_signed());
     plan.plain16_b = b.col_stride == 1 && (b.dtype == APPROXMUL_INT16 || b.dtype == APPROXMUL_UINT16) &&
-                     plan.rank == 1 && plan.side == 65536;
-    for (int64_t x = 0; plan.plain16_b && x < plan.side; ++x)
-        plan.plain16_b = plan.v[static_cast<size_t>(x)] == static_cast<int16_t>(x);
+                     (flip ? factors.u_is_int16_value : factors.v_is_int16_value);
     const MatrixView &a = plan.p.a;
     plan.byte_rows_a = a.col_stride == 1 && (a.dtype == APPROXMUL_UINT8 || a.dtype == APPROXMUL_INT8);
     if (plan.byte_rows_a) by_raw_byte(plan.u, plan.u_bytes);
@@ -132,34 +134,22 @@ void orient(const KernelTable &kt, const MatmulProblem &p0, Int16Plan &plan) {
     plan.kt = &kt;
 }
 
-// The range of one inner step's true sum, sum_r u_r(a) v_r(b) over every
-// code pair: each rank's interval product, summed. Tighter than the
-// product's absolute bound where the factors are lopsided (split_gemm's
-// bytes by int16: -2^22..2^22 - 128 fits 512 steps in int32, not 511).
-std::pair<int64_t, int64_t> step_range(const Int16Plan &plan) {
-    int64_t lo = 0, hi = 0;
-    for (int r = 0; r < plan.rank; ++r) {
-        const auto u = std::minmax_element(plan.u.begin() + r * plan.side, plan.u.begin() + (r + 1) * plan.side);
-        const auto v = std::minmax_element(plan.v.begin() + r * plan.side, plan.v.begin() + (r + 1) * plan.side);
-        const int64_t corners[4] = {int64_t{*u.first} * *v.first, int64_t{*u.first} * *v.second,
-                                    int64_t{*u.second} * *v.first, int64_t{*u.second} * *v.second};
-        lo += *std::min_element(corners, corners + 4);
-        hi += *std::max_element(corners, corners + 4);
-    }
-    return {lo, hi};
-}
-
 // Inner steps per packed block: about 512 transformed values, and no more
-// than int32 sums hold exactly; blocks of equal size (an inner size of 576
-// as 288 + 288, not 512 + 64: a short last block still costs a pass of
-// packing and widening). False when not even one step fits.
+// than int32 sums hold exactly. Where that int32 bound sets the size, the
+// blocks are of equal size: K = 512 under a 511-step bound as 256 + 256,
+// not 511 + 1, whose last block cost a whole pass of packing and widening
+// (blocks of 512 values stay as they are: 576 as 288 + 288 rather than
+// 512 + 64 measured no faster). False when not even one step fits.
 bool block_inner(const Multiplier &m, Int16Plan &plan) {
     const int64_t inner = plan.p.inner;
     const int64_t max_product = m.max_abs_product();
     constexpr int64_t kMax = std::numeric_limits<int32_t>::max(), kMin = std::numeric_limits<int32_t>::min();
     int64_t flush_inner =  // inner steps whose true sum fits int32
         max_product == 0 ? inner : kMax / max_product;
-    const auto [lo, hi] = step_range(plan);
+    // or by the range of one step's true sum (each rank's interval product,
+    // summed), where tighter: factors whose largest products have one sign
+    const Int16Factors &f = m.int16_factors();
+    const int64_t lo = f.step_min, hi = f.step_max;
     const int64_t by_range = std::min(hi > 0 ? kMax / hi : inner, lo < 0 ? kMin / lo : inner);
     flush_inner = std::max(flush_inner, by_range);
     if (flush_inner < 1) return false;
@@ -337,12 +327,12 @@ void pack_b_block(const KernelTable &kt, const Int16Plan &plan, int64_t j0, int6
                 int64_t ka, kb;
                 int ra, rb;
                 half(2 * kp, ka, ra);
-                const int16_t *lut_a = plan.v.data() + ra * plan.side;
+                const int16_t *lut_a = plan.v + ra * plan.side;
                 if (!half(2 * kp + 1, kb, rb)) {
                     for (int64_t j = 0; j < jn; ++j) out[2 * j] = lut_a[code(ka, jb + j)];
                     continue;
                 }
-                const int16_t *lut_b = plan.v.data() + rb * plan.side;
+                const int16_t *lut_b = plan.v + rb * plan.side;
                 for (int64_t j = 0; j < jn; ++j) {
                     out[2 * j] = lut_a[code(ka, jb + j)];
                     out[2 * j + 1] = lut_b[code(kb, jb + j)];
