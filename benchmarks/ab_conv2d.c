@@ -10,15 +10,13 @@
  * Layer: batch 64 (or AB_BATCH from the environment), CHANNELS -> CHANNELS,
  * SIZE x SIZE, 3x3, padding 1, uint8 codes with zero points 3 and 128 (as
  * benchmarks/bench_conv.py). */
-#include <dlfcn.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 #include <unistd.h>
 
-#include "approxmul.h"
+#include "ab_common.h"
 
 typedef approxmul_status (*conv_fn)(const approxmul_multiplier *, approxmul_dtype, const void *,
                                     const int64_t *, const int64_t *, approxmul_dtype,
@@ -26,14 +24,6 @@ typedef approxmul_status (*conv_fn)(const approxmul_multiplier *, approxmul_dtyp
                                     const int64_t *, const int64_t *, const int64_t *, int64_t,
                                     int64_t, int64_t, approxmul_dtype, void *, const int64_t *,
                                     const int64_t *);
-typedef approxmul_status (*spec_fn)(const char *, approxmul_multiplier **);
-typedef approxmul_status (*threads_fn)(int);
-
-static double now(void) {
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
-}
 
 int main(int argc, char **argv) {
     if (argc != 8) {
@@ -46,18 +36,9 @@ int main(int argc, char **argv) {
     conv_fn conv[2];
     approxmul_multiplier *m[2];
     for (int l = 0; l < 2; ++l) {
-        /* RTLD_LOCAL: each build keeps its own symbols */
-        void *lib = dlopen(argv[1 + l], RTLD_NOW | RTLD_LOCAL);
-        if (lib == NULL) {
-            fprintf(stderr, "%s\n", dlerror());
-            return 1;
-        }
+        void *lib = ab_open(argv[1 + l], threads, spec, &m[l]);
+        if (lib == NULL) return 1;
         conv[l] = (conv_fn)dlsym(lib, "approxmul_conv2d");
-        ((threads_fn)dlsym(lib, "approxmul_set_num_threads"))(threads);
-        if (((spec_fn)dlsym(lib, "approxmul_multiplier_from_spec"))(spec, &m[l]) != APPROXMUL_OK) {
-            fprintf(stderr, "%s: not a multiplier spec\n", spec);
-            return 1;
-        }
     }
     const int64_t x_shape[4] = {N, C, S, S}, w_shape[4] = {C, C, 3, 3}, out_shape[4] = {N, C, S, S};
     const int64_t x_strides[4] = {C * S * S, S * S, S, 1}, w_strides[4] = {C * 9, 9, 3, 1};
@@ -73,12 +54,12 @@ int main(int argc, char **argv) {
         for (int l = 0; l < 2; ++l) {
             usleep(50000);
             for (int call = 0; call < 10; ++call) {
-                const double start = now();
+                const double start = ab_now();
                 const approxmul_status status =
                     conv[l](m[l], APPROXMUL_UINT8, x, x_shape, x_strides, APPROXMUL_UINT8, w,
                             w_shape, w_strides, one, one, one, 1, 3, 128, APPROXMUL_INT32,
                             out[l], out_shape, x_strides);
-                const double t = now() - start;
+                const double t = ab_now() - start;
                 if (status != APPROXMUL_OK) {
                     fprintf(stderr, "conv2d failed: status %d\n", (int)status);
                     return 1;

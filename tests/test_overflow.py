@@ -37,3 +37,26 @@ def test_int32_kept_exactly_up_to_its_limit():
     assert result.dtype == np.int32 and int(result[0, 0]) == inner * 255 * 255
     assert am.matmul(a[:, :1].repeat(inner + 1, 1), b[:1].repeat(inner + 1, 0), m).dtype \
         == np.int64
+
+
+@pytest.mark.parametrize("spec", ["exact:bits=16,signed=1", "exact:bits=16", "drum:bits=16,k=4"])
+@pytest.mark.parametrize("inner", [511, 512, 513, 1024, 1100])
+@pytest.mark.parametrize("rows, cols", [(5, 3), (3, 5)])
+def test_largest_16_bit_products_across_int32_block_limits(spec, inner, rows, cols):
+    """16-bit operands at their extremes, so that each step's byte x int16
+    product is the largest the split GEMM's int32 blocks must hold (2^22
+    where a byte is -128 against -2^15), at inner sizes on either side of
+    the 511 steps a block holds; both orientations of the split (bytes from
+    the larger operand)."""
+    m = am.multiplier(spec)
+    low, high = m.operand_range
+    dtype = np.int16 if m.signed else np.uint16
+    rng = np.random.default_rng(inner)
+    a = rng.choice([low, high], (rows, inner)).astype(dtype)
+    b = rng.choice([low, high], (inner, cols)).astype(dtype)
+    a[0] = low
+    b[:, 0] = low
+    table = {(x, y): m.product(x, y) for x in (low, high) for y in (low, high)}
+    expected = [[sum(table[int(a[i, k]), int(b[k, j])] for k in range(inner)) for j in range(cols)]
+                for i in range(rows)]
+    assert am.matmul(a, b, m).tolist() == expected

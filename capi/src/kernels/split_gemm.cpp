@@ -6,9 +6,12 @@
 //
 // An exact multiplier of 9..16 bits (u, v the operand values), and a
 // rank-1 factorized one whose factors span at most 16 bits (16-bit DRUM;
-// u, v the factors), split u and v themselves: three exact 8-bit GEMMs on
-// byte matrices (the middle one over twice the inner size), which take the
-// byte paths (no lookup per packed element, vpdpbusd where the CPU has it).
+// u, v the factors), split u and v themselves. Where the kernel set has a
+// byte GEMM (vpdpbusd): three exact 8-bit GEMMs on byte matrices (the
+// middle one over twice the inner size). Elsewhere (AVX2) one operand's
+// bytes against the other's int16 values, one int16 GEMM with twice the
+// rows or columns: half the multiply-adds, as byte products run on the
+// same int16 pairs there.
 // Factorizations of rank 2 or 3 whose factors exceed int16,
 // M(a, b) = sum_r u_r(a) v_r(b), split their factors in the multiplier
 // instead: each part summed over r is a factorized multiplier (ranks r, 2r,
@@ -56,9 +59,10 @@ struct ByteMap {
     const uint16_t *lut;  // nullptr: ((code & mask) + offset) & mask
 };
 
-// Splits view (rows x cols); A's layout with sum_rows, else B's.
+// Splits view (rows x cols); A's layout with sum_rows, else B's, or with
+// side_by_side B's rows as [lo | hi] (row stride 2 cols).
 ByteSplit split_bytes(const KernelTable &kt, const MatrixView &v, const ByteMap &map,
-                      bool sum_rows, int threads) {
+                      bool sum_rows, int threads, bool side_by_side = false) {
     ByteSplit s;
     const int64_t rows = v.rows, cols = v.cols;
     s.bytes.resize(static_cast<size_t>(2 * rows * cols));
@@ -84,8 +88,9 @@ ByteSplit split_bytes(const KernelTable &kt, const MatrixView &v, const ByteMap 
         std::fill(part_lo.begin(), part_lo.end(), 0);
         parallel_for(r1 - r0, threads, [&](int64_t t, int thread) {
             const int64_t i = r0 + t;
-            int8_t *hi = sum_rows ? s.bytes.data() + i * 2 * cols : s.bytes.data() + (rows + i) * cols;
-            int8_t *lo = sum_rows ? hi + cols : s.bytes.data() + i * cols;
+            int8_t *row = s.bytes.data() + i * 2 * cols;
+            int8_t *hi = sum_rows ? row : side_by_side ? row + cols : s.bytes.data() + (rows + i) * cols;
+            int8_t *lo = sum_rows ? row + cols : side_by_side ? row : s.bytes.data() + i * cols;
             const uint16_t *src;
             if (contiguous) {
                 src = static_cast<const uint16_t *>(v.data) + i * v.row_stride;
@@ -123,53 +128,74 @@ bool byte_factors(const std::vector<int64_t> &f, std::vector<uint16_t> &lut, int
     return true;
 }
 
-// An exact multiplier of 9..16 bits, or a rank-1 factorized one whose
-// factors span at most 16 bits (16-bit DRUM): three byte GEMMs (HH, the
+// How a byte-split plan's operands become w, and the offsets oa, ob of
+// S = sum_k (w_A - oa)(w_B - ob) (exact plans: plus the problem's zero
+// points, whose cross terms are then included; factorized ones add those of
+// the codes). Not copied: the maps point into the luts.
+struct SplitMaps {
+    bool exact = false;
+    ByteMap a{0, 0, nullptr}, b{0, 0, nullptr};
+    std::vector<uint16_t> a_lut, b_lut;
+    int64_t oa = 0, ob = 0;
+};
+
+// False when a factorized plan's factors span more than 16 bits.
+bool split_maps(const MatmulProblem &problem, SplitMaps &s) {
+    const Multiplier &m = *problem.multiplier;
+    s.exact = m.plan() == Plan::ExactGemm;
+    const uint32_t mask = m.operand_mask();
+    s.a = s.b = ByteMap{mask, 0, nullptr};
+    if (s.exact) {
+        s.a.offset = s.b.offset = m.is_signed() ? (mask >> 1) + 1 : 0;
+        s.oa = problem.a_zero_point + s.a.offset, s.ob = problem.b_zero_point + s.b.offset;
+        return true;
+    }
+    const Factorization &f = m.factorization();
+    if (f.rank != 1 || !byte_factors(f.u, s.a_lut, s.oa) || !byte_factors(f.v, s.b_lut, s.ob))
+        return false;
+    s.a.lut = s.a_lut.data(), s.b.lut = s.b_lut.data();
+    return true;
+}
+
+// The rows of the int64 sums S, or of scratch written to C at the end.
+struct SumRows {
+    const MatrixView *c;
+    bool in_place;  // C is int64 with rows in memory order: S is written there
+    std::unique_ptr<int64_t[]> scratch;
+    explicit SumRows(const MatrixView &out)
+        : c(&out),
+          in_place(out.dtype == APPROXMUL_INT64 && out.col_stride == 1),
+          scratch(in_place ? nullptr : new int64_t[static_cast<size_t>(out.rows * out.cols)]) {}
+    int64_t *row(int64_t i) const {
+        return in_place ? static_cast<int64_t *>(const_cast<void *>(c->data)) + i * c->row_stride
+                        : scratch.get() + i * c->cols;
+    }
+    void store(int64_t i) const {
+        if (in_place) return;
+        const int64_t *t = row(i);
+        for (int64_t j = 0; j < c->cols; ++j) store_value(*c, i, j, t[j]);
+    }
+};
+
+// Kernel sets with a byte GEMM (vpdpbusd): three byte GEMMs (HH, the
 // middle part over 2 inner steps, LL) of the w, folded into one int64
 // matrix as they come,
 //   S = 2^8 (2^8 HH + HL + LH) + LL - ob rowsum(w_A) - oa colsum(w_B) + K oa ob
-// with oa, ob the offsets (exact plans: plus the problem's zero points,
-// whose cross terms are then included; factorized ones add those of the codes).
-bool byte_gemms(const KernelTable &kt, const MatmulProblem &problem) {
-    const Multiplier &m = *problem.multiplier;
-    const bool exact = m.plan() == Plan::ExactGemm;
-    const uint32_t mask = m.operand_mask();
-    ByteMap a_map{mask, 0, nullptr}, b_map{mask, 0, nullptr};
-    std::vector<uint16_t> a_lut, b_lut;
-    int64_t oa, ob;
-    if (exact) {
-        a_map.offset = b_map.offset = m.is_signed() ? (mask >> 1) + 1 : 0;
-        oa = problem.a_zero_point + a_map.offset, ob = problem.b_zero_point + b_map.offset;
-    } else {
-        const Factorization &f = m.factorization();
-        if (f.rank != 1 || !byte_factors(f.u, a_lut, oa) || !byte_factors(f.v, b_lut, ob))
-            return false;
-        a_map.lut = a_lut.data(), b_map.lut = b_lut.data();
-    }
+void byte_gemms(const KernelTable &kt, const MatmulProblem &problem, const SplitMaps &maps,
+                int threads) {
     const int64_t rows = problem.rows, cols = problem.cols, inner = problem.inner;
-    if (rows == 0 || cols == 0 || inner == 0) {  // empty sums (and no pointers into empty bytes)
-        for (int64_t i = 0; i < rows; ++i)
-            for (int64_t j = 0; j < cols; ++j) store_value(problem.c, i, j, 0);
-        return true;
-    }
-    const int threads = threads_for(problem, rows);
-    const ByteSplit a = split_bytes(kt, problem.a, a_map, true, threads);
-    const ByteSplit b = split_bytes(kt, problem.b, b_map, false, threads);
+    const int64_t oa = maps.oa, ob = maps.ob;
+    const ByteSplit a = split_bytes(kt, problem.a, maps.a, true, threads);
+    const ByteSplit b = split_bytes(kt, problem.b, maps.b, false, threads);
     // a factorized plan's zero points act on the codes, not on the factors
-    const CrossTerms cross(exact ? MatmulProblem{} : problem);
+    const CrossTerms cross(maps.exact ? MatmulProblem{} : problem);
     static const std::shared_ptr<const Multiplier> exact8 = Multiplier::exact(8, true);
-    // not zero-filled: every GEMM writes its whole output. An int64 C with
-    // rows in memory order holds the running total itself.
-    const size_t count = static_cast<size_t>(rows * cols);
-    const bool in_place = problem.c.dtype == APPROXMUL_INT64 && problem.c.col_stride == 1;
-    std::unique_ptr<int64_t[]> scratch(in_place ? nullptr : new int64_t[count]);
-    std::unique_ptr<int64_t[]> part(new int64_t[count]);
+    // not zero-filled: every GEMM writes its whole output
+    const SumRows total(problem.c);
+    std::unique_ptr<int64_t[]> part(new int64_t[static_cast<size_t>(rows * cols)]);
     const MatrixView total_view =
-        in_place ? problem.c
-                 : MatrixView{problem.c.name, APPROXMUL_INT64, scratch.get(), rows, cols, cols, 1};
-    auto total_row = [&](int64_t i) {
-        return static_cast<int64_t *>(const_cast<void *>(total_view.data)) + i * total_view.row_stride;
-    };
+        total.in_place ? problem.c
+                       : MatrixView{problem.c.name, APPROXMUL_INT64, total.scratch.get(), rows, cols, cols, 1};
     const int8_t *a_hi = a.bytes.data(), *a_lo = a_hi + inner;
     const int8_t *b_lo = b.bytes.data(), *b_hi = b_lo + inner * cols;
     std::vector<int64_t> col_values(static_cast<size_t>(cols));
@@ -202,7 +228,7 @@ bool byte_gemms(const KernelTable &kt, const MatmulProblem &problem) {
         matmul(q);
         if (step == 0) continue;
         parallel_for(rows, threads, [&](int64_t i, int) {
-            int64_t *__restrict t = total_row(i);
+            int64_t *__restrict t = total.row(i);
             const int64_t *__restrict p = part.get() + i * cols;
             if (step == 1) {
                 for (int64_t j = 0; j < cols; ++j) t[j] = 256 * t[j] + p[j];
@@ -212,12 +238,187 @@ bool byte_gemms(const KernelTable &kt, const MatmulProblem &problem) {
                 inner * oa * ob - ob * a.value_sum(static_cast<size_t>(i), inner);
             const int64_t *__restrict col = col_values.data();
             for (int64_t j = 0; j < cols; ++j) t[j] = 256 * t[j] + p[j] + row_term - col[j];
-            if (!exact)
+            if (!maps.exact)
                 for (int64_t j = 0; j < cols; ++j) t[j] += cross(i, j);
-            if (!in_place)
-                for (int64_t j = 0; j < cols; ++j) store_value(problem.c, i, j, t[j]);
+            total.store(i);
         });
     }
+}
+
+// An operand's w - 2^15 as int16 (rows in memory order), and the sums of w
+// along its rows (sum_rows) or columns.
+struct Int16Side {
+    std::vector<int16_t> values;
+    std::vector<int64_t> w_sums;
+};
+
+// One row of int16_side: out[j] = w - 2^15 of code(j), w added to *row_sum
+// (col_sums nullptr) or to col_sums[j]. Bounds and pointers are parameters,
+// so that nothing read in the loop may alias the stores (the compiler then
+// vectorises the rows of 16-bit codes without a lut).
+template <typename Code>
+void int16_row(Code code, int64_t n, uint32_t mask, uint32_t offset, const uint16_t *lut,
+               int16_t *__restrict out, int64_t *__restrict col_sums, int64_t *row_sum) {
+    auto w_of = [=](int64_t j) {
+        const uint32_t c = static_cast<uint32_t>(code(j)) & mask;
+        return lut != nullptr ? int32_t{lut[c]} : static_cast<int32_t>((c + offset) & mask);
+    };
+    if (col_sums == nullptr) {
+        int64_t sum = 0;
+        for (int64_t j = 0; j < n; ++j) {
+            const int32_t w = w_of(j);
+            out[j] = static_cast<int16_t>(w - 32768);
+            sum += w;
+        }
+        *row_sum = sum;
+        return;
+    }
+    for (int64_t j = 0; j < n; ++j) {
+        const int32_t w = w_of(j);
+        out[j] = static_cast<int16_t>(w - 32768);
+        col_sums[j] += w;
+    }
+}
+
+Int16Side int16_side(const MatrixView &v, const ByteMap &map, bool sum_rows, int threads) {
+    const int64_t rows = v.rows, cols = v.cols;
+    Int16Side s;
+    s.values.resize(static_cast<size_t>(rows * cols));
+    s.w_sums.assign(static_cast<size_t>(sum_rows ? rows : cols), 0);
+    std::vector<int64_t> partial(static_cast<size_t>(sum_rows ? 0 : threads * cols), 0);
+    const bool rows_16 = v.col_stride == 1 && (v.dtype == APPROXMUL_INT16 || v.dtype == APPROXMUL_UINT16);
+    parallel_for(rows, threads, [&](int64_t i, int thread) {
+        int16_t *out = s.values.data() + i * cols;
+        int64_t *col_sums = sum_rows ? nullptr : partial.data() + thread * cols;
+        int64_t *row_sum = sum_rows ? s.w_sums.data() + i : nullptr;
+        if (rows_16) {  // 16-bit rows in memory order, read directly
+            const uint16_t *src = static_cast<const uint16_t *>(v.data) + i * v.row_stride;
+            auto code = [src](int64_t j) { return src[j]; };
+            if (map.lut == nullptr)
+                int16_row(code, cols, map.mask, map.offset, nullptr, out, col_sums, row_sum);
+            else
+                int16_row(code, cols, map.mask, map.offset, map.lut, out, col_sums, row_sum);
+            return;
+        }
+        with_codes(v, map.mask, [&](auto code) {
+            int16_row([&](int64_t j) { return code(i, j); }, cols, map.mask, map.offset, map.lut,
+                      out, col_sums, row_sum);
+        });
+    });
+    for (size_t x = 0; x < partial.size(); ++x) s.w_sums[x % static_cast<size_t>(cols)] += partial[x];
+    return s;
+}
+
+// The int16 GEMM's models for bytes_by_int16, on raw 16-bit patterns x:
+// byte(x) = x's low byte as int8 (b - 128 for a stored byte b; raw or
+// sign-extended alike: packed by widening), value(x) = x as int16; u =
+// byte, v = value (bytes as A) or the reverse. |u v| <= 2^22, so int32
+// sums hold 511 inner steps.
+const Multiplier &bytes_by_int16_model(bool bytes_on_a) {
+    auto build = [](bool bytes_first) {
+        auto byte = [](int64_t x) { return int64_t{static_cast<int8_t>(x & 255)}; };
+        auto value = [](int64_t x) { return int64_t{static_cast<int16_t>(x & 0xffff)}; };
+        Factorization f;
+        f.rank = 1;
+        f.u.resize(65536);
+        f.v.resize(65536);
+        for (uint32_t x = 0; x < 65536; ++x)
+            f.u[x] = bytes_first ? byte(x) : value(x), f.v[x] = bytes_first ? value(x) : byte(x);
+        auto product = [byte, value, bytes_first](int64_t a, int64_t b) {
+            return bytes_first ? byte(a) * value(b) : value(a) * byte(b);
+        };
+        return Multiplier::from_function(product, 16, true, "bytes by int16", std::move(f));
+    };
+    static const std::shared_ptr<const Multiplier> bytes_a = build(true), bytes_b = build(false);
+    return bytes_on_a ? *bytes_a : *bytes_b;
+}
+
+// Kernel sets without a byte GEMM (AVX2, where byte products go through
+// int16 pairs anyway): one int16 GEMM of one operand's bytes against the
+// other's w - 2^15, half the multiply-adds of the three byte GEMMs. The
+// larger operand gives its bytes (a vectorised split; the int16 side is a
+// gather per element). With bytes on A, its hi and lo rows interleaved (2
+// rows x inner bytes), P = that GEMM holds
+//   P[2i, j] = sum_k (hi(w_A) - 128)(w_B - 2^15), P[2i + 1, j] the same of lo, and
+//   sum_k w_A w_B = 2^8 P[2i, j] + P[2i + 1, j] + 32896 (colsum(w_B) - 2^15 K)
+//                   + 2^15 rowsum(w_A)   (w = 2^8 (hi - 128) + (lo - 128) + 32896)
+// before the offsets' terms of byte_gemms' S; with bytes on B (rows
+// [lo | hi]) the same with the roles of A and B swapped, lo at P[i, j] and
+// hi at P[i, cols + j].
+void bytes_by_int16(const KernelTable &kt, const MatmulProblem &problem, const SplitMaps &maps,
+                    int threads) {
+    const int64_t rows = problem.rows, cols = problem.cols, inner = problem.inner;
+    const int64_t oa = maps.oa, ob = maps.ob;
+    const bool bytes_on_a = rows >= cols;
+    const ByteSplit bytes = bytes_on_a ? split_bytes(kt, problem.a, maps.a, true, threads)
+                                       : split_bytes(kt, problem.b, maps.b, false, threads, true);
+    const Int16Side values = bytes_on_a ? int16_side(problem.b, maps.b, false, threads)
+                                        : int16_side(problem.a, maps.a, true, threads);
+    const CrossTerms cross(maps.exact ? MatmulProblem{} : problem);
+    const int64_t part_cols = bytes_on_a ? cols : 2 * cols;
+    std::unique_ptr<int64_t[]> part(new int64_t[static_cast<size_t>(2 * rows * cols)]);
+    MatmulProblem q = problem;
+    q.multiplier = &bytes_by_int16_model(bytes_on_a);
+    if (bytes_on_a) {
+        q.rows = 2 * rows;
+        q.a = MatrixView{problem.a.name, APPROXMUL_INT8, bytes.bytes.data(), 2 * rows, inner, inner, 1};
+        q.b = MatrixView{problem.b.name, APPROXMUL_INT16, values.values.data(), inner, cols, cols, 1};
+    } else {
+        q.cols = 2 * cols;
+        q.a = MatrixView{problem.a.name, APPROXMUL_INT16, values.values.data(), rows, inner, inner, 1};
+        q.b = MatrixView{problem.b.name, APPROXMUL_INT8, bytes.bytes.data(), inner, 2 * cols, 2 * cols, 1};
+    }
+    q.c = MatrixView{problem.c.name, APPROXMUL_INT64, part.get(), q.rows, q.cols, q.cols, 1};
+    q.a_zero_point = q.b_zero_point = 0;
+    q.b_pack_cache = nullptr;
+    q.a_row_sums = q.b_col_sums = nullptr;
+    if (!int16_gemm(kt, q)) fail(APPROXMUL_ERR_INTERNAL, "split_gemm: the int16 GEMM declined bytes by int16");
+    // S[i, j] = 2^8 hi + lo + row_term[i] + col_term[j]
+    auto a_sum = [&](int64_t i) {
+        return bytes_on_a ? bytes.value_sum(static_cast<size_t>(i), inner) : values.w_sums[static_cast<size_t>(i)];
+    };
+    auto b_sum = [&](int64_t j) {
+        return bytes_on_a ? values.w_sums[static_cast<size_t>(j)] : bytes.value_sum(static_cast<size_t>(j), inner);
+    };
+    std::vector<int64_t> col_terms(static_cast<size_t>(cols));
+    for (int64_t j = 0; j < cols; ++j) {
+        const int64_t w_sum = b_sum(j);
+        col_terms[static_cast<size_t>(j)] =
+            (bytes_on_a ? 32896 * (w_sum - 32768 * inner) : 32768 * w_sum) - oa * w_sum;
+    }
+    const SumRows total(problem.c);
+    parallel_for(rows, threads, [&](int64_t i, int) {
+        const int64_t w_sum = a_sum(i);
+        const int64_t row_term = (bytes_on_a ? 32768 * w_sum : 32896 * (w_sum - 32768 * inner)) -
+                                 ob * w_sum + inner * oa * ob;
+        int64_t *__restrict t = total.row(i);
+        const int64_t *row = part.get() + (bytes_on_a ? 2 * i : i) * part_cols;
+        const int64_t *__restrict hi = bytes_on_a ? row : row + cols;
+        const int64_t *__restrict lo = bytes_on_a ? row + cols : row;
+        const int64_t *__restrict col = col_terms.data();
+        for (int64_t j = 0; j < cols; ++j) t[j] = 256 * hi[j] + lo[j] + row_term + col[j];
+        if (!maps.exact)
+            for (int64_t j = 0; j < cols; ++j) t[j] += cross(i, j);
+        total.store(i);
+    });
+}
+
+// An exact multiplier of 9..16 bits, or a rank-1 factorized one whose
+// factors span at most 16 bits (16-bit DRUM), on the operands' bytes.
+bool byte_split_gemm(const KernelTable &kt, const MatmulProblem &problem) {
+    SplitMaps maps;
+    if (!split_maps(problem, maps)) return false;
+    const int64_t rows = problem.rows, cols = problem.cols;
+    if (rows == 0 || cols == 0 || problem.inner == 0) {  // empty sums (and no pointers into empty bytes)
+        for (int64_t i = 0; i < rows; ++i)
+            for (int64_t j = 0; j < cols; ++j) store_value(problem.c, i, j, 0);
+        return true;
+    }
+    const int threads = threads_for(problem, rows);
+    if (kt.u8_micro != nullptr)
+        byte_gemms(kt, problem, maps, threads);
+    else
+        bytes_by_int16(kt, problem, maps, threads);
     return true;
 }
 
@@ -228,7 +429,7 @@ bool split_gemm(const KernelTable &kernels, const MatmulProblem &problem) {
     const bool exact = m.plan() == Plan::ExactGemm && m.bits() > 8;
     const bool wide_factors = m.plan() == Plan::Factorized && !m.factors_fit_int16();
     if (!exact && !wide_factors) return false;
-    if (byte_gemms(kernels, problem)) return true;
+    if (byte_split_gemm(kernels, problem)) return true;
     if (exact) fail(APPROXMUL_ERR_INTERNAL, "split_gemm: no byte GEMMs for an exact plan");
     const Parts &parts = m.split_parts();
     for (const auto &part : parts)
