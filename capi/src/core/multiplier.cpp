@@ -228,14 +228,6 @@ void Multiplier::build_int16_factors() {
         f.u.assign(factorization_.u.begin(), factorization_.u.end());  // fits int16: the plan says so
         f.v.assign(factorization_.v.begin(), factorization_.v.end());
     }
-    for (int r = 0; r < f.rank; ++r) {
-        const auto u = std::minmax_element(f.u.begin() + r * side, f.u.begin() + (r + 1) * side);
-        const auto v = std::minmax_element(f.v.begin() + r * side, f.v.begin() + (r + 1) * side);
-        const int64_t corners[4] = {int64_t{*u.first} * *v.first, int64_t{*u.first} * *v.second,
-                                    int64_t{*u.second} * *v.first, int64_t{*u.second} * *v.second};
-        f.step_min += *std::min_element(corners, corners + 4);
-        f.step_max += *std::max_element(corners, corners + 4);
-    }
     auto int16_value = [&](const std::vector<int16_t> &factor) {
         if (f.rank != 1 || bits_ != 16) return false;
         for (size_t x = 0; x < side; ++x)

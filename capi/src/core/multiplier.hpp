@@ -51,8 +51,6 @@ struct Factorization {
 struct Int16Factors {
     int rank = 0;  // 0: none
     std::vector<int16_t> u, v;  // rank x 2^bits
-    // the range of one inner step, sum_r u_r(a) v_r(b) over every pair
-    int64_t step_min = 0, step_max = 0;
     // rank 1 over 16 bits with the factor equal to the pattern as int16
     bool u_is_int16_value = false, v_is_int16_value = false;
 };

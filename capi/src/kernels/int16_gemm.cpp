@@ -143,15 +143,8 @@ void orient(const KernelTable &kt, const MatmulProblem &p0, Int16Plan &plan) {
 bool block_inner(const Multiplier &m, Int16Plan &plan) {
     const int64_t inner = plan.p.inner;
     const int64_t max_product = m.max_abs_product();
-    constexpr int64_t kMax = std::numeric_limits<int32_t>::max(), kMin = std::numeric_limits<int32_t>::min();
-    int64_t flush_inner =  // inner steps whose true sum fits int32
-        max_product == 0 ? inner : kMax / max_product;
-    // or by the range of one step's true sum (each rank's interval product,
-    // summed), where tighter: factors whose largest products have one sign
-    const Int16Factors &f = m.int16_factors();
-    const int64_t lo = f.step_min, hi = f.step_max;
-    const int64_t by_range = std::min(hi > 0 ? kMax / hi : inner, lo < 0 ? kMin / lo : inner);
-    flush_inner = std::max(flush_inner, by_range);
+    const int64_t flush_inner =  // inner steps whose true sum fits int32
+        max_product == 0 ? inner : std::numeric_limits<int32_t>::max() / max_product;
     if (flush_inner < 1) return false;
     const int64_t most = std::max<int64_t>(
         1, std::min({std::max<int64_t>(1, 512 / plan.rank), flush_inner, inner}));
