@@ -6,12 +6,14 @@
 //
 // An exact multiplier of 9..16 bits (u, v the operand values), and a
 // rank-1 factorized one whose factors span at most 16 bits (16-bit DRUM;
-// u, v the factors), split u and v themselves. Where the kernel set has a
-// byte GEMM (vpdpbusd): three exact 8-bit GEMMs on byte matrices (the
-// middle one over twice the inner size). Elsewhere (AVX2) one operand's
-// bytes against the other's int16 values, one int16 GEMM with twice the
-// rows or columns: half the multiply-adds, as byte products run on the
-// same int16 pairs there.
+// u, v the factors), split one of u and v: its bytes go against the
+// other's int16 values in one int16 GEMM with twice the rows or columns.
+// That is two int16 GEMMs' worth of multiply-adds, where three byte GEMMs
+// (hi hi, the middle part over twice the inner size, lo lo) are four byte
+// GEMMs' worth: the same on AVX-512 VNNI (vpdpbusd does twice vpdpwssd's
+// products) and half on AVX2 (byte products run on int16 pairs there); one
+// GEMM packs less. Measured on a Zen 4 with VNNI: 0.8-1.0x of the three
+// byte GEMMs' time (docs/benchmarks.md).
 // Factorizations of rank 2 or 3 whose factors exceed int16,
 // M(a, b) = sum_r u_r(a) v_r(b), split their factors in the multiplier
 // instead: each part summed over r is a factorized multiplier (ranks r, 2r,
@@ -38,14 +40,11 @@ using Parts = Multiplier::SplitParts;
 // its value (exact plans: signed values move by 2^(bits-1)) or its factor
 // (rank-1 factorized plans: through a table, offset -min f), so both bytes
 // of w are in 0..255; the offset acts as a zero point, f = w - offset. The
-// bytes are stored as int8, byte - 128, which an exact signed 8-bit GEMM
-// with zero point -128 turns back into the byte. A is rows x [hi | lo] (row
-// stride 2 inner), B is [lo ; hi] x cols, so that the middle part
-// sum hi(a) lo(b) + lo(a) hi(b) is one GEMM over 2 inner steps.
+// bytes are stored as int8, byte - 128. A's rows are [hi | lo] (row stride
+// 2 inner), B's rows [lo | hi] (row stride 2 cols).
 struct ByteSplit {
     std::vector<int8_t> bytes;
-    // sums of the stored bytes along each row (A) or column (B): the byte
-    // GEMMs' zero-point cross terms, given to them so they do not sum again
+    // sums of the stored bytes along each row (A) or column (B)
     std::vector<int64_t> hi_sums, lo_sums;
     // sum of w along the same line, from the bytes: 2^8 (hi + 128 n) + lo + 128 n
     int64_t value_sum(size_t x, int64_t n) const {
@@ -59,10 +58,9 @@ struct ByteMap {
     const uint16_t *lut;  // nullptr: ((code & mask) + offset) & mask
 };
 
-// Splits view (rows x cols); A's layout with sum_rows, else B's, or with
-// side_by_side B's rows as [lo | hi] (row stride 2 cols).
+// Splits view (rows x cols); A's layout with sum_rows, else B's.
 ByteSplit split_bytes(const KernelTable &kt, const MatrixView &v, const ByteMap &map,
-                      bool sum_rows, int threads, bool side_by_side = false) {
+                      bool sum_rows, int threads) {
     ByteSplit s;
     const int64_t rows = v.rows, cols = v.cols;
     s.bytes.resize(static_cast<size_t>(2 * rows * cols));
@@ -89,8 +87,8 @@ ByteSplit split_bytes(const KernelTable &kt, const MatrixView &v, const ByteMap 
         parallel_for(r1 - r0, threads, [&](int64_t t, int thread) {
             const int64_t i = r0 + t;
             int8_t *row = s.bytes.data() + i * 2 * cols;
-            int8_t *hi = sum_rows ? row : side_by_side ? row + cols : s.bytes.data() + (rows + i) * cols;
-            int8_t *lo = sum_rows ? row + cols : side_by_side ? row : s.bytes.data() + i * cols;
+            int8_t *hi = sum_rows ? row : row + cols;
+            int8_t *lo = sum_rows ? row + cols : row;
             const uint16_t *src;
             if (contiguous) {
                 src = static_cast<const uint16_t *>(v.data) + i * v.row_stride;
@@ -176,74 +174,6 @@ struct SumRows {
         for (int64_t j = 0; j < c->cols; ++j) store_value(*c, i, j, t[j]);
     }
 };
-
-// Kernel sets with a byte GEMM (vpdpbusd): three byte GEMMs (HH, the
-// middle part over 2 inner steps, LL) of the w, folded into one int64
-// matrix as they come,
-//   S = 2^8 (2^8 HH + HL + LH) + LL - ob rowsum(w_A) - oa colsum(w_B) + K oa ob
-void byte_gemms(const KernelTable &kt, const MatmulProblem &problem, const SplitMaps &maps,
-                int threads) {
-    const int64_t rows = problem.rows, cols = problem.cols, inner = problem.inner;
-    const int64_t oa = maps.oa, ob = maps.ob;
-    const ByteSplit a = split_bytes(kt, problem.a, maps.a, true, threads);
-    const ByteSplit b = split_bytes(kt, problem.b, maps.b, false, threads);
-    // a factorized plan's zero points act on the codes, not on the factors
-    const CrossTerms cross(maps.exact ? MatmulProblem{} : problem);
-    static const std::shared_ptr<const Multiplier> exact8 = Multiplier::exact(8, true);
-    // not zero-filled: every GEMM writes its whole output
-    const SumRows total(problem.c);
-    std::unique_ptr<int64_t[]> part(new int64_t[static_cast<size_t>(rows * cols)]);
-    const MatrixView total_view =
-        total.in_place ? problem.c
-                       : MatrixView{problem.c.name, APPROXMUL_INT64, total.scratch.get(), rows, cols, cols, 1};
-    const int8_t *a_hi = a.bytes.data(), *a_lo = a_hi + inner;
-    const int8_t *b_lo = b.bytes.data(), *b_hi = b_lo + inner * cols;
-    std::vector<int64_t> col_values(static_cast<size_t>(cols));
-    for (int64_t j = 0; j < cols; ++j)
-        col_values[static_cast<size_t>(j)] = oa * b.value_sum(static_cast<size_t>(j), inner);
-    // per part: A rows' and B columns' byte sums (the middle part's are both halves')
-    std::vector<int64_t> a_mid(a.hi_sums.size()), b_mid(b.hi_sums.size());
-    for (size_t i = 0; i < a_mid.size(); ++i) a_mid[i] = a.hi_sums[i] + a.lo_sums[i];
-    for (size_t j = 0; j < b_mid.size(); ++j) b_mid[j] = b.hi_sums[j] + b.lo_sums[j];
-    struct Step {
-        const int8_t *a, *b;
-        int64_t inner;
-        const int64_t *a_sums, *b_sums;
-    };
-    const Step steps[3] = {{a_hi, b_hi, inner, a.hi_sums.data(), b.hi_sums.data()},
-                           {a_hi, b_lo, 2 * inner, a_mid.data(), b_mid.data()},
-                           {a_lo, b_lo, inner, a.lo_sums.data(), b.lo_sums.data()}};
-    for (int step = 0; step < 3; ++step) {
-        MatmulProblem q = problem;
-        q.multiplier = exact8.get();
-        q.inner = steps[step].inner;
-        q.a = MatrixView{problem.a.name, APPROXMUL_INT8, steps[step].a, rows, q.inner, 2 * inner, 1};
-        q.b = MatrixView{problem.b.name, APPROXMUL_INT8, steps[step].b, q.inner, cols, cols, 1};
-        q.c = step == 0 ? total_view
-                        : MatrixView{problem.c.name, APPROXMUL_INT64, part.get(), rows, cols, cols, 1};
-        q.a_zero_point = q.b_zero_point = -128;
-        q.b_pack_cache = nullptr;
-        q.a_row_sums = steps[step].a_sums;
-        q.b_col_sums = steps[step].b_sums;
-        matmul(q);
-        if (step == 0) continue;
-        parallel_for(rows, threads, [&](int64_t i, int) {
-            int64_t *__restrict t = total.row(i);
-            const int64_t *__restrict p = part.get() + i * cols;
-            if (step == 1) {
-                for (int64_t j = 0; j < cols; ++j) t[j] = 256 * t[j] + p[j];
-                return;
-            }
-            const int64_t row_term =
-                inner * oa * ob - ob * a.value_sum(static_cast<size_t>(i), inner);
-            const int64_t *__restrict col = col_values.data();
-            for (int64_t j = 0; j < cols; ++j) t[j] = 256 * t[j] + p[j] + row_term - col[j];
-            if (!maps.exact)
-                for (int64_t j = 0; j < cols; ++j) t[j] += cross(i, j);
-            total.store(i);
-        });
-    }
-}
 
 // An operand's w - 2^15 as int16 (rows in memory order), and the sums of w
 // along its rows (sum_rows) or columns.
@@ -333,16 +263,14 @@ const Multiplier &bytes_by_int16_model(bool bytes_on_a) {
     return bytes_on_a ? *bytes_a : *bytes_b;
 }
 
-// Kernel sets without a byte GEMM (AVX2, where byte products go through
-// int16 pairs anyway): one int16 GEMM of one operand's bytes against the
-// other's w - 2^15, half the multiply-adds of the three byte GEMMs. The
+// One int16 GEMM of one operand's bytes against the other's w - 2^15. The
 // larger operand gives its bytes (a vectorised split; the int16 side is a
 // gather per element). With bytes on A, its hi and lo rows interleaved (2
 // rows x inner bytes), P = that GEMM holds
 //   P[2i, j] = sum_k (hi(w_A) - 128)(w_B - 2^15), P[2i + 1, j] the same of lo, and
 //   sum_k w_A w_B = 2^8 P[2i, j] + P[2i + 1, j] + 32896 (colsum(w_B) - 2^15 K)
 //                   + 2^15 rowsum(w_A)   (w = 2^8 (hi - 128) + (lo - 128) + 32896)
-// before the offsets' terms of byte_gemms' S; with bytes on B (rows
+// and S = sum_k (w_A - oa)(w_B - ob) adds the offsets' terms; with bytes on B (rows
 // [lo | hi]) the same with the roles of A and B swapped, lo at P[i, j] and
 // hi at P[i, cols + j].
 void bytes_by_int16(const KernelTable &kt, const MatmulProblem &problem, const SplitMaps &maps,
@@ -351,7 +279,7 @@ void bytes_by_int16(const KernelTable &kt, const MatmulProblem &problem, const S
     const int64_t oa = maps.oa, ob = maps.ob;
     const bool bytes_on_a = rows >= cols;
     const ByteSplit bytes = bytes_on_a ? split_bytes(kt, problem.a, maps.a, true, threads)
-                                       : split_bytes(kt, problem.b, maps.b, false, threads, true);
+                                       : split_bytes(kt, problem.b, maps.b, false, threads);
     const Int16Side values = bytes_on_a ? int16_side(problem.b, maps.b, false, threads)
                                         : int16_side(problem.a, maps.a, true, threads);
     const CrossTerms cross(maps.exact ? MatmulProblem{} : problem);
@@ -415,10 +343,7 @@ bool byte_split_gemm(const KernelTable &kt, const MatmulProblem &problem) {
         return true;
     }
     const int threads = threads_for(problem, rows);
-    if (kt.u8_micro != nullptr)
-        byte_gemms(kt, problem, maps, threads);
-    else
-        bytes_by_int16(kt, problem, maps, threads);
+    bytes_by_int16(kt, problem, maps, threads);
     return true;
 }
 
