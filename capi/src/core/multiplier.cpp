@@ -213,6 +213,22 @@ Multiplier::SplitParts Multiplier::make_split_parts(const Factorization &f, int 
     return out;
 }
 
+void Multiplier::build_byte_factors() {
+    if (factorization_.rank != 1) return;
+    // offset -min f moves f into 0..65535 where its span allows
+    auto moved = [](const std::vector<int64_t> &f, std::vector<uint16_t> &w, int64_t &offset) {
+        const auto [lo, hi] = std::minmax_element(f.begin(), f.end());
+        if (f.empty() || *hi - *lo > 65535) return false;
+        offset = -*lo;
+        w.resize(f.size());
+        for (size_t x = 0; x < f.size(); ++x) w[x] = static_cast<uint16_t>(f[x] + offset);
+        return true;
+    };
+    ByteFactors b;
+    if (moved(factorization_.u, b.u, b.u_offset) && moved(factorization_.v, b.v, b.v_offset))
+        byte_factors_ = std::move(b);
+}
+
 void Multiplier::build_int16_factors() {
     Int16Factors &f = int16_factors_;
     const size_t side = size_t{1} << bits_;
@@ -298,7 +314,10 @@ void Multiplier::finish() {
                        fits_split_kernels(*factors);
     const bool factorized = factors_fit_int16_ || split;
     if (factorized && factors == &found) factorization_ = std::move(found);
-    if (split) split_parts_ = make_split_parts(factorization_, bits_, is_signed_);
+    if (split) {
+        split_parts_ = make_split_parts(factorization_, bits_, is_signed_);
+        build_byte_factors();
+    }
     plan_ = known_exact_   ? Plan::ExactGemm
             : factorized   ? Plan::Factorized
             : has_table()  ? Plan::Table

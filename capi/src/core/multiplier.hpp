@@ -55,6 +55,15 @@ struct Int16Factors {
     bool u_is_int16_value = false, v_is_int16_value = false;
 };
 
+// A rank-1 factorized plan whose factors exceed int16 but span at most 16
+// bits (16-bit DRUM): each factor f moved into 0..65535, w = f + offset,
+// by raw bit pattern, built with the plan (split_gemm's byte split reads
+// them; 2 x 64 Ki entries, rebuilt per call they cost more than a small GEMM).
+struct ByteFactors {
+    std::vector<uint16_t> u, v;  // empty: none
+    int64_t u_offset = 0, v_offset = 0;
+};
+
 const char *plan_name(Plan plan);
 
 class Multiplier {
@@ -118,6 +127,7 @@ public:
     const Int16Factors &int16_factors() const { return int16_factors_; }
     using SplitParts = std::array<std::shared_ptr<const Multiplier>, 3>;
     const SplitParts &split_parts() const { return split_parts_; }
+    const ByteFactors &byte_factors() const { return byte_factors_; }
     // The parts of factorization f of a bits-wide model (split_factorization)
     // as models whose factors fit the int16 GEMM.
     static SplitParts make_split_parts(const Factorization &f, int bits, bool is_signed);
@@ -165,6 +175,7 @@ private:
     Multiplier(int bits, bool is_signed, std::string name);
     void finish();  // computes the product range and the plan
     void build_int16_factors();
+    void build_byte_factors();
     // from_table; table_plan_only keeps the table plan whatever the table's
     // factorization (a low-nibble error, for the nibble kernel)
     static std::shared_ptr<const Multiplier> tabulated(std::vector<int32_t> table, int bits,
@@ -189,6 +200,7 @@ private:
     bool factors_fit_int16_ = false;
     Int16Factors int16_factors_;
     SplitParts split_parts_;
+    ByteFactors byte_factors_;
     std::shared_ptr<const Multiplier> low_bits_error_, exact_part_;
     int64_t min_product_ = 0;
     int64_t max_product_ = 0;

@@ -115,25 +115,13 @@ ByteSplit split_bytes(const KernelTable &kt, const MatrixView &v, const ByteMap 
     return s;
 }
 
-// A rank-1 factor table moved into 0..65535: the uint16 table of w and its
-// offset, or false when the factors span more than 16 bits.
-bool byte_factors(const std::vector<int64_t> &f, std::vector<uint16_t> &lut, int64_t &offset) {
-    const auto [lo, hi] = std::minmax_element(f.begin(), f.end());
-    if (f.empty() || *hi - *lo > 65535) return false;
-    offset = -*lo;
-    lut.resize(f.size());
-    for (size_t x = 0; x < f.size(); ++x) lut[x] = static_cast<uint16_t>(f[x] + offset);
-    return true;
-}
-
 // How a byte-split plan's operands become w, and the offsets oa, ob of
 // S = sum_k (w_A - oa)(w_B - ob) (exact plans: plus the problem's zero
 // points, whose cross terms are then included; factorized ones add those of
-// the codes). Not copied: the maps point into the luts.
+// the codes). Not copied: the maps point into the multiplier's ByteFactors.
 struct SplitMaps {
     bool exact = false;
     ByteMap a{0, 0, nullptr}, b{0, 0, nullptr};
-    std::vector<uint16_t> a_lut, b_lut;
     int64_t oa = 0, ob = 0;
 };
 
@@ -148,10 +136,10 @@ bool split_maps(const MatmulProblem &problem, SplitMaps &s) {
         s.oa = problem.a_zero_point + s.a.offset, s.ob = problem.b_zero_point + s.b.offset;
         return true;
     }
-    const Factorization &f = m.factorization();
-    if (f.rank != 1 || !byte_factors(f.u, s.a_lut, s.oa) || !byte_factors(f.v, s.b_lut, s.ob))
-        return false;
-    s.a.lut = s.a_lut.data(), s.b.lut = s.b_lut.data();
+    const ByteFactors &f = m.byte_factors();
+    if (f.u.empty()) return false;
+    s.oa = f.u_offset, s.ob = f.v_offset;
+    s.a.lut = f.u.data(), s.b.lut = f.v.data();
     return true;
 }
 
