@@ -11,10 +11,10 @@
 // to the exact part only: E is a function of the raw codes.
 #include <algorithm>
 #include <limits>
-#include <memory>
 #include <type_traits>
 #include <vector>
 
+#include "../core/scratch.hpp"
 #include "common.hpp"
 #include "drivers.hpp"
 #include "parallel.hpp"
@@ -27,9 +27,9 @@ namespace {
 // Rows or columns of contiguous codes go through plain loops that the
 // compiler vectorises (the element-wise path cost a third of an 8-bit
 // truncated GEMM); other views take the generic loader.
-std::vector<uint8_t> low_bits(const MatrixView &v, uint32_t mask, int threads) {
-    std::vector<uint8_t> out(static_cast<size_t>(v.rows * v.cols));
-    if (out.empty()) return out;  // an empty view's data may be null: no row pointers into it
+Scratch<uint8_t> low_bits(const MatrixView &v, uint32_t mask, int threads) {
+    Scratch<uint8_t> out(static_cast<size_t>(v.rows * v.cols));
+    if (out.size() == 0) return out;  // an empty view's data may be null: no row pointers into it
     uint8_t *const dst = out.data();
     // loop bounds and the mask are copied into each loop's own locals: a byte
     // store may alias anything read through a reference, which stops vectorising
@@ -94,17 +94,17 @@ bool exact_plus_table_gemm(const KernelTable &, const MatmulProblem &problem) {
     // int32 where its sums fit (half the memory to fault in and fold)
     const Multiplier &error_model = *m.low_bits_error();
     const uint32_t mask = error_model.operand_mask();
-    const std::vector<uint8_t> a_lo = low_bits(problem.a, mask, threads);
-    const std::vector<uint8_t> b_lo = low_bits(problem.b, mask, threads);
+    const Scratch<uint8_t> a_lo = low_bits(problem.a, mask, threads);
+    const Scratch<uint8_t> b_lo = low_bits(problem.b, mask, threads);
     const size_t count = static_cast<size_t>(rows * cols);
     const bool error32 =
         error_model.max_abs_product() <= std::numeric_limits<int32_t>::max() / std::max<int64_t>(inner, 1);
-    std::unique_ptr<int64_t[]> error(new int64_t[std::max<size_t>(error32 ? (count + 1) / 2 : count, 1)]);
+    const Scratch<int64_t> error(error32 ? (count + 1) / 2 : count);
     MatmulProblem q = problem;
     q.multiplier = &error_model;
     q.a = MatrixView{problem.a.name, APPROXMUL_UINT8, a_lo.data(), rows, inner, inner, 1};
     q.b = MatrixView{problem.b.name, APPROXMUL_UINT8, b_lo.data(), inner, cols, cols, 1};
-    q.c = MatrixView{problem.c.name, error32 ? APPROXMUL_INT32 : APPROXMUL_INT64, error.get(), rows,
+    q.c = MatrixView{problem.c.name, error32 ? APPROXMUL_INT32 : APPROXMUL_INT64, error.data(), rows,
                      cols, cols, 1};
     q.a_zero_point = q.b_zero_point = 0;
     q.b_pack_cache = nullptr;
@@ -113,10 +113,10 @@ bool exact_plus_table_gemm(const KernelTable &, const MatmulProblem &problem) {
     // then the exact part: a C with rows in memory order holds it (and the
     // total), else int64 scratch does
     const bool in_place = problem.c.col_stride == 1;
-    std::unique_ptr<int64_t[]> scratch(in_place ? nullptr : new int64_t[std::max<size_t>(count, 1)]);
+    const Scratch<int64_t> scratch(in_place ? 0 : count);
     const MatrixView total =
         in_place ? problem.c
-                 : MatrixView{problem.c.name, APPROXMUL_INT64, scratch.get(), rows, cols, cols, 1};
+                 : MatrixView{problem.c.name, APPROXMUL_INT64, scratch.data(), rows, cols, cols, 1};
     MatmulProblem e = problem;
     e.multiplier = m.exact_part().get();
     e.c = total;
@@ -125,9 +125,9 @@ bool exact_plus_table_gemm(const KernelTable &, const MatmulProblem &problem) {
         auto fold = [&](auto *t) {
             t += i * total.row_stride;
             if (error32)
-                add_row(t, reinterpret_cast<const int32_t *>(error.get()) + i * cols, cols);
+                add_row(t, reinterpret_cast<const int32_t *>(error.data()) + i * cols, cols);
             else
-                add_row(t, error.get() + i * cols, cols);
+                add_row(t, error.data() + i * cols, cols);
             if (!in_place)
                 for (int64_t j = 0; j < cols; ++j) store_value(problem.c, i, j, t[j]);
         };

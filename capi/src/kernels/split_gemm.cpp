@@ -26,6 +26,7 @@
 #include <vector>
 
 #include "../core/error.hpp"
+#include "../core/scratch.hpp"
 #include "common.hpp"
 #include "drivers.hpp"
 #include "parallel.hpp"
@@ -43,7 +44,7 @@ using Parts = Multiplier::SplitParts;
 // bytes are stored as int8, byte - 128. A's rows are [hi | lo] (row stride
 // 2 inner), B's rows [lo | hi] (row stride 2 cols).
 struct ByteSplit {
-    std::vector<int8_t> bytes;
+    Scratch<int8_t> bytes;
     // sums of the stored bytes along each row (A) or column (B)
     std::vector<int64_t> hi_sums, lo_sums;
     // sum of w along the same line, from the bytes: 2^8 (hi + 128 n) + lo + 128 n
@@ -63,7 +64,7 @@ ByteSplit split_bytes(const KernelTable &kt, const MatrixView &v, const ByteMap 
                       bool sum_rows, int threads) {
     ByteSplit s;
     const int64_t rows = v.rows, cols = v.cols;
-    s.bytes.resize(static_cast<size_t>(2 * rows * cols));
+    s.bytes = Scratch<int8_t>(static_cast<size_t>(2 * rows * cols));
     const uint32_t mask = map.mask;
     // B's column sums: int32 partial sums per thread over runs of rows
     // (|byte| <= 128, so 32767 rows cannot overflow), added up after each run
@@ -147,14 +148,14 @@ bool split_maps(const MatmulProblem &problem, SplitMaps &s) {
 struct SumRows {
     const MatrixView *c;
     bool in_place;  // C is int64 with rows in memory order: S is written there
-    std::unique_ptr<int64_t[]> scratch;
+    Scratch<int64_t> scratch;
     explicit SumRows(const MatrixView &out)
         : c(&out),
           in_place(out.dtype == APPROXMUL_INT64 && out.col_stride == 1),
-          scratch(in_place ? nullptr : new int64_t[static_cast<size_t>(out.rows * out.cols)]) {}
+          scratch(in_place ? 0 : static_cast<size_t>(out.rows * out.cols)) {}
     int64_t *row(int64_t i) const {
         return in_place ? static_cast<int64_t *>(const_cast<void *>(c->data)) + i * c->row_stride
-                        : scratch.get() + i * c->cols;
+                        : scratch.data() + i * c->cols;
     }
     void store(int64_t i) const {
         if (in_place) return;
@@ -166,7 +167,7 @@ struct SumRows {
 // An operand's w - 2^15 as int16 (rows in memory order), and the sums of w
 // along its rows (sum_rows) or columns.
 struct Int16Side {
-    std::vector<int16_t> values;
+    Scratch<int16_t> values;
     std::vector<int64_t> w_sums;
 };
 
@@ -201,7 +202,7 @@ void int16_row(Code code, int64_t n, uint32_t mask, uint32_t offset, const uint1
 Int16Side int16_side(const MatrixView &v, const ByteMap &map, bool sum_rows, int threads) {
     const int64_t rows = v.rows, cols = v.cols;
     Int16Side s;
-    s.values.resize(static_cast<size_t>(rows * cols));
+    s.values = Scratch<int16_t>(static_cast<size_t>(rows * cols));
     s.w_sums.assign(static_cast<size_t>(sum_rows ? rows : cols), 0);
     std::vector<int64_t> partial(static_cast<size_t>(sum_rows ? 0 : threads * cols), 0);
     const bool rows_16 = v.col_stride == 1 && (v.dtype == APPROXMUL_INT16 || v.dtype == APPROXMUL_UINT16);
@@ -272,7 +273,7 @@ void bytes_by_int16(const KernelTable &kt, const MatmulProblem &problem, const S
                                         : int16_side(problem.a, maps.a, true, threads);
     const CrossTerms cross(maps.exact ? MatmulProblem{} : problem);
     const int64_t part_cols = bytes_on_a ? cols : 2 * cols;
-    std::unique_ptr<int64_t[]> part(new int64_t[static_cast<size_t>(2 * rows * cols)]);
+    const Scratch<int64_t> part(static_cast<size_t>(2 * rows * cols));
     MatmulProblem q = problem;
     q.multiplier = &bytes_by_int16_model(bytes_on_a);
     if (bytes_on_a) {
@@ -284,7 +285,7 @@ void bytes_by_int16(const KernelTable &kt, const MatmulProblem &problem, const S
         q.a = MatrixView{problem.a.name, APPROXMUL_INT16, values.values.data(), rows, inner, inner, 1};
         q.b = MatrixView{problem.b.name, APPROXMUL_INT8, bytes.bytes.data(), inner, 2 * cols, 2 * cols, 1};
     }
-    q.c = MatrixView{problem.c.name, APPROXMUL_INT64, part.get(), q.rows, q.cols, q.cols, 1};
+    q.c = MatrixView{problem.c.name, APPROXMUL_INT64, part.data(), q.rows, q.cols, q.cols, 1};
     q.a_zero_point = q.b_zero_point = 0;
     q.b_pack_cache = nullptr;
     q.a_row_sums = q.b_col_sums = nullptr;
@@ -308,7 +309,7 @@ void bytes_by_int16(const KernelTable &kt, const MatmulProblem &problem, const S
         const int64_t row_term = (bytes_on_a ? 32768 * w_sum : 32896 * (w_sum - 32768 * inner)) -
                                  ob * w_sum + inner * oa * ob;
         int64_t *__restrict t = total.row(i);
-        const int64_t *row = part.get() + (bytes_on_a ? 2 * i : i) * part_cols;
+        const int64_t *row = part.data() + (bytes_on_a ? 2 * i : i) * part_cols;
         const int64_t *__restrict hi = bytes_on_a ? row : row + cols;
         const int64_t *__restrict lo = bytes_on_a ? row + cols : row;
         const int64_t *__restrict col = col_terms.data();
@@ -348,9 +349,9 @@ bool split_gemm(const KernelTable &kernels, const MatmulProblem &problem) {
     for (const auto &part : parts)
         if (part->plan() != Plan::Factorized) return false;  // factors not in int16 (cannot happen)
     const int64_t rows = problem.rows, cols = problem.cols;
-    std::array<std::vector<int64_t>, 3> sums;
+    std::array<Scratch<int64_t>, 3> sums;
     for (size_t k = 0; k < parts.size(); ++k) {
-        sums[k].resize(static_cast<size_t>(rows * cols));
+        sums[k] = Scratch<int64_t>(static_cast<size_t>(rows * cols));
         MatmulProblem q = problem;
         q.multiplier = parts[k].get();
         q.c = MatrixView{problem.c.name, APPROXMUL_INT64, sums[k].data(), rows, cols, cols, 1};
