@@ -22,19 +22,8 @@ static int failures = 0;
         }                                                           \
     } while (0)
 
-#if defined(__SANITIZE_ADDRESS__)
-constexpr bool kCaching = false;
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer)
-constexpr bool kCaching = false;
-#else
-constexpr bool kCaching = true;
-#endif
-#else
-constexpr bool kCaching = true;
-#endif
-
 int main() {
+    const bool kCaching = scratch_caches();
     const void *first;
     {
         Scratch<int64_t> a(100000);

@@ -86,4 +86,6 @@ void scratch_release(void *block, std::size_t capacity) {
     for (void *old : evicted) free_block(old);
 }
 
+bool scratch_caches() { return kCaching; }
+
 }  // namespace approxmul

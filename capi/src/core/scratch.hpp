@@ -17,6 +17,7 @@ namespace approxmul {
 // heap; `capacity` receives the block's real size, for scratch_release.
 void *scratch_acquire(std::size_t bytes, std::size_t &capacity);
 void scratch_release(void *block, std::size_t capacity);
+bool scratch_caches();  // false in address sanitizer builds: every block is fresh
 
 // `count` uninitialised elements of a trivial type; movable, not copyable.
 template <typename T>
