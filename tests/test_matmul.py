@@ -137,9 +137,12 @@ def test_wide_products_as_byte_gemms(family, bits, signed, shape, a_layout, b_la
 @pytest.mark.parametrize("family", ["exact", "drum"])
 @pytest.mark.parametrize("signed", [False, True])
 @pytest.mark.parametrize("threads", [1, 2])
-def test_wide_products_on_threads(family, signed, threads):
+@pytest.mark.parametrize("rows, inner, cols", [(97, 311, 203), (97, 1100, 603), (603, 700, 97)])
+def test_wide_products_on_threads(family, signed, threads, rows, inner, cols):
     """A problem large enough for the byte split, its GEMMs and its folds to
-    run on several threads (and B's column sums in per-thread parts)."""
+    run on several threads (and B's column sums in per-thread parts); the
+    bytes from B, then from A, in rows longer than the split's runs of table
+    lookups (512 codes)."""
     from kernel_cases import drum_values, signed_drum
     rng = np.random.default_rng(11)
     if family == "exact":
@@ -147,10 +150,10 @@ def test_wide_products_on_threads(family, signed, threads):
     else:
         m = am.multiplier(f"drum:bits=16,k=6,signed={int(signed)}")
         f = (lambda v: signed_drum(v, 6)) if signed else (lambda v: drum_values(v, 6))
-    a = random_operands(rng, (97, 311), 16, signed).astype(np.int64)
-    b = random_operands(rng, (311, 203), 16, signed).astype(np.int64)
+    a = random_operands(rng, (rows, inner), 16, signed).astype(np.int64)
+    b = random_operands(rng, (inner, cols), 16, signed).astype(np.int64)
     lo, hi = m.operand_range
-    want = f(a) @ f(b) - lo * a.sum(1, keepdims=True) - hi * b.sum(0, keepdims=True) + 311 * hi * lo
+    want = f(a) @ f(b) - lo * a.sum(1, keepdims=True) - hi * b.sum(0, keepdims=True) + inner * hi * lo
     a, b = a.astype(np.int16 if signed else np.uint16), b.astype(np.int16 if signed else np.uint16)
     before = am.get_num_threads()
     am.set_num_threads(threads)

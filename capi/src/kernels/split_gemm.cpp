@@ -213,10 +213,24 @@ Int16Side int16_side(const MatrixView &v, const ByteMap &map, bool sum_rows, int
         if (rows_16) {  // 16-bit rows in memory order, read directly
             const uint16_t *src = static_cast<const uint16_t *>(v.data) + i * v.row_stride;
             auto code = [src](int64_t j) { return src[j]; };
-            if (map.lut == nullptr)
+            if (map.lut == nullptr) {
                 int16_row(code, cols, map.mask, map.offset, nullptr, out, col_sums, row_sum);
-            else
-                int16_row(code, cols, map.mask, map.offset, map.lut, out, col_sums, row_sum);
+                return;
+            }
+            // table lookups do not vectorise: they fill a short run of
+            // words first, which the vectorised loop then reads
+            constexpr int64_t kWords = 512;
+            alignas(64) uint16_t words[kWords];
+            int64_t sum = 0;
+            for (int64_t j = 0; j < cols; j += kWords) {
+                const int64_t m = std::min(kWords, cols - j);
+                for (int64_t t = 0; t < m; ++t) words[t] = map.lut[src[j + t] & map.mask];
+                int64_t run_sum = 0;
+                int16_row([&words](int64_t t) { return words[t]; }, m, 0xffff, 0, nullptr, out + j,
+                          col_sums != nullptr ? col_sums + j : nullptr, &run_sum);
+                sum += run_sum;
+            }
+            if (row_sum != nullptr) *row_sum = sum;
             return;
         }
         with_codes(v, map.mask, [&](auto code) {
