@@ -164,6 +164,7 @@ bool Multiplier::take_low_bits_error(int width) {
     exact_part_ = exact(bits_, is_signed_);
     plan_ = Plan::ExactPlusTable;
     split_parts_ = {};
+    byte_factors_ = {};
     return true;
 }
 

@@ -2,8 +2,8 @@
 // temporary buffers per call (byte splits, partial sums, packed operands).
 // Given back to malloc at the end of each call, they shrink glibc's heap,
 // which returns the pages to the system, and the next call faults every
-// page in again and has the kernel zero it: on a Zen 4 that was 0.8-1 ms of
-// a 1.2 ms 8-bit truncated GEMM called from Python (docs/benchmarks.md).
+// page in again and has the kernel zero it: on a Zen 4 that was 0.7 ms of
+// a 1.9 ms 8-bit truncated GEMM called from Python (docs/benchmarks.md).
 // Blocks of Scratch go back to a small process-wide cache instead and serve
 // the next call that asks for a similar size.
 #pragma once

@@ -34,7 +34,8 @@ struct Vec {
     static constexpr const char *kernel = "int16 pairs, vpdpwssd zmm (AVX-512 VNNI)";
     static constexpr int max_factorized_rank = 6;
     // the exact GEMM plus a nibble-table GEMM beats rank 3 to 5 (truncation
-    // with cut 2 to 4: 1.0-4.4x faster on a Zen 4); rank 2 (cut 1) ties
+    // with cut 2 to 4: up to 4.5x faster on a Zen 4, at worst 4 % slower);
+    // rank 2 (cut 1) is faster on one shape, slower on another
     static constexpr int nibble_error_min_rank = 3;
     static T zero() { return _mm512_setzero_si512(); }
     static T load(const void *p) { return _mm512_loadu_si512(p); }

@@ -267,8 +267,8 @@ const Multiplier &bytes_by_int16_model(bool bytes_on_a) {
 }
 
 // One int16 GEMM of one operand's bytes against the other's w - 2^15. The
-// larger operand gives its bytes (a vectorised split; the int16 side is a
-// gather per element). With bytes on A, its hi and lo rows interleaved (2
+// larger operand gives its bytes (the split is vectorised for any layout;
+// an int16 side not in 16-bit rows is gathered per element). With bytes on A, its hi and lo rows interleaved (2
 // rows x inner bytes), P = that GEMM holds
 //   P[2i, j] = sum_k (hi(w_A) - 128)(w_B - 2^15), P[2i + 1, j] the same of lo, and
 //   sum_k w_A w_B = 2^8 P[2i, j] + P[2i + 1, j] + 32896 (colsum(w_B) - 2^15 K)
