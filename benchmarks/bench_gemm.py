@@ -45,6 +45,7 @@ import numpy as np
 
 import approxmul_cffi as am  # the installed package, or PYTHONPATH's with APPROXMUL_LIBRARY
 from scaling import print_scaling, scaling  # benchmarks/scaling.py
+from timing import median_time  # benchmarks/timing.py
 
 HERE = pathlib.Path(__file__).resolve().parent
 
@@ -248,23 +249,6 @@ def run(shapes, threads, repeat, table_ref_bytes):
 
 
 # ------------------------------------------------- interleaved vs isolated
-
-def median_time(target, before, samples, pause=0.2):
-    """Median seconds of a target() call made right after before(), in a block after a pause.
-
-    Calls follow each other as in a program (no pause between them, so no
-    team goes to sleep in between): isolated is before = target.
-    """
-    time.sleep(pause)  # every pool parks: what spins is what this block starts
-    before()
-    times = []
-    for _ in range(samples):
-        before()
-        start = time.perf_counter()
-        target()
-        times.append(time.perf_counter() - start)
-    return sorted(times)[len(times) // 2]
-
 
 def spin_after(call, samples, pause=0.2, window=0.05):
     """Median CPU ms the process's other threads burn in the `window` s after call() (Linux)."""

@@ -12,7 +12,8 @@ own block after a short pause (best of --repeat):
   of the same codes (the adapter adds quantize, requantize, dequantize), the
   median ratio of 9 rounds of one block each;
 - per-call cost: a 1x4x4x4 conv, float torch vs raw conv2d vs the layer;
-- interleaving: an approximate layer right after a float torch conv vs alone.
+- interleaving: an approximate layer's call right after a float torch conv vs
+  right after itself (medians of 21 calls).
 Prints the ratios (>1: the approximate model is faster).
 """
 
@@ -24,9 +25,11 @@ import torch
 import approxmul_cffi as am
 import timing  # benchmarks/timing.py
 from approxmul_cffi.torch import approximate
+from timing import median_time
 
 PAUSE = 0.2
 OVERHEAD_ROUNDS = 9
+INTERLEAVE_SAMPLES = 21
 
 
 def best(fn, repeat):
@@ -150,21 +153,19 @@ def main():
                                 raw_us=t_tr * 1e6, layer_us=t_tl * 1e6))
     print(f"{'per-call cost, conv 1x4x4x4, drum:k=4':44s} float {t_tf * 1e6:8.1f} us  "
           f"raw conv2d {t_tr * 1e6:6.1f} us  layer {t_tl * 1e6:6.1f} us")
-    # ---- interleaving: the approximate layer after a float torch conv
+    # ---- interleaving: the approximate layer right after a float torch conv
+    # (as between the layers of a model) vs right after itself; the layer's
+    # own call is timed, medians of INTERLEAVE_SAMPLES, each situation in its
+    # own block after a pause (a difference of two best-of times was noise)
     pre = torch.nn.Conv2d(c, c, 3, padding=1).eval()
     with torch.no_grad():
-        t_alone = best(lambda: approx(x), args.repeat)
-        t_pre = best(lambda: pre(x), args.repeat)
-
-        def both():
-            pre(x)
-            approx(x)  # same data as alone: the float conv only wakes torch's pool
-        t_both = best(both, args.repeat)
-    inside = t_both - t_pre
-    results["rows"].append(dict(name="interleaving", alone_ms=t_alone * 1e3, inside_ms=inside * 1e3,
-                                ratio=t_alone / inside))
-    print(f"{'interleaved after a float conv, drum:k=4':44s} alone {t_alone * 1e3:8.2f} ms  "
-          f"inside {inside * 1e3:8.2f} ms  speed {t_alone / inside:5.2f}x of isolated")
+        alone = median_time(lambda: approx(x), lambda: approx(x), INTERLEAVE_SAMPLES, PAUSE)
+        inside = median_time(lambda: approx(x), lambda: pre(x), INTERLEAVE_SAMPLES, PAUSE)
+    results["rows"].append(dict(name="interleaving", alone_ms=alone * 1e3, inside_ms=inside * 1e3,
+                                ratio=alone / inside))
+    print(f"{'interleaved after a float conv, drum:k=4':44s} alone {alone * 1e3:8.2f} ms  "
+          f"inside {inside * 1e3:8.2f} ms  speed {alone / inside:5.2f}x of isolated (medians of "
+          f"{INTERLEAVE_SAMPLES})")
     if args.json:
         with open(args.json, "w") as f:
             json.dump(results, f, indent=1)

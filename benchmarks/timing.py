@@ -26,6 +26,23 @@ def best(fn, repeat, *, warmup=True, pause=0.0):
     return fastest
 
 
+def median_time(target, before, samples, pause=0.2):
+    """Median seconds of a target() call made right after before(), in a block after a pause.
+
+    Calls follow each other as in a program (no pause between them, so no
+    team goes to sleep in between): isolated is before = target.
+    """
+    time.sleep(pause)  # every pool parks: what spins is what this block starts
+    before()
+    times = []
+    for _ in range(samples):
+        before()
+        start = time.perf_counter()
+        target()
+        times.append(time.perf_counter() - start)
+    return sorted(times)[len(times) // 2]
+
+
 def torch_vs_approxmul(description, *, repeat=5, rounds=1):
     """Parsed ``--threads --repeat --batch --rounds --json`` of a torch-vs-approxmul script,
     with torch and approxmul both set to ``--threads`` threads and a random
