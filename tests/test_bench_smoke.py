@@ -127,3 +127,17 @@ def test_bench_vendor_quick_runs():
                              "--repeat", "1"], capture_output=True, text=True, timeout=300)
     assert result.returncode == 0, result.stderr
     assert "plan function" in result.stdout and "naive / approxmul" in result.stdout
+
+
+def test_bench_torch_small_runs(tmp_path):
+    pytest.importorskip("torch")
+    out = tmp_path / "bench.json"
+    result = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "bench_torch.py"),
+                             "--batch", "2", "--repeat", "1", "--json", str(out)],
+                            capture_output=True, text=True, timeout=600)
+    assert result.returncode == 0, result.stderr[-2000:]
+    rows = {r["name"]: r for r in json.loads(out.read_text())["rows"]}
+    assert rows["adapter overhead"]["raw_ms"] > 0 and rows["adapter overhead"]["layer_ms"] > 0
+    inter = rows["interleaving"]
+    assert inter["alone_ms"] > 0 and inter["inside_ms"] > 0
+    assert inter["ratio"] == pytest.approx(inter["alone_ms"] / inter["inside_ms"])
