@@ -240,6 +240,20 @@ def requantize_cases():
                     out.append((name + " per-tensor",
                                 (acc, int(bias[0]), mantissa[0], shift[0], zp, lo, hi),
                                 dict(signed=signed, rounding=rounding)))
+    # long rows (the vector loops) of consecutive accumulators: every tie of
+    # factors 2^-1 .. 2^-6, of 0.75 and of 1.5 and 3 (left shifts), near zero
+    # and near saturation
+    reals = np.array([0.5, 0.25, 2.0**-6, 0.75, 1.5, 3.0])
+    mantissa, shift = quant.quantize_multiplier(reals)
+    base = np.arange(-1500, 1500)
+    acc = np.stack([base + offset for offset in (0, 2**31 - 1600, -(2**31) + 1500)])
+    acc = np.repeat(acc[:, None, :], len(reals), axis=1).astype(np.int32)
+    bias = np.array([0, 1, -1, 7, 2**20, -(2**20)], np.int32)
+    for rounding in quant.ROUNDINGS:
+        for signed, zp, lo, hi in ((True, 5, -128, 127), (False, 128, 0, 255)):
+            out.append((f"requantize consecutive {rounding} {signed}",
+                        (acc, bias, mantissa, shift, zp, lo, hi),
+                        dict(signed=signed, rounding=rounding)))
     return out
 
 

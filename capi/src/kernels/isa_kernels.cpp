@@ -833,69 +833,50 @@ void requantize_loop(int64_t n, const Acc *__restrict acc, const int32_t *__rest
 #pragma GCC diagnostic push  // the header false positive noted at the table kernel
 #pragma GCC diagnostic ignored "-Wuninitialized"
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-// GCC vectorises the loop above for AVX-512 in 64-bit lanes (8 per zmm,
-// about 2.5 cycles per element on a Zen 4). The int32 case in 16 lanes, the
-// same arithmetic as the AVX2 version below with mask registers in place of
-// blends: about 1.8 cycles per element, the output stage of every 8-bit
-// conv2d/linear (docs/benchmarks.md, "Requantization in 16 lanes").
+// GCC vectorises the loop above for AVX-512 as written (about 2.5 cycles
+// per element on a Zen 4). For int32 accumulators with double rounding and
+// one channel's factors per run (the output stage of every 8-bit
+// conv2d/linear) the two roundings fold into one, in 64-bit lanes where
+// nothing overflows. With h = SaturatingRoundingDoublingHighMul(x, m) and
+// P = x m (|P| <= 2^62, m >= 0: the saturating case cannot occur):
+//   h = floor((P + 2^30) / 2^31)   (gemmlowp's nudge, then truncation
+//                                   toward zero, is this for either sign)
+//   RoundingDivideByPOT(h, r) = floor((h + 2^(r-1) - [h < 0]) / 2^r)  (r >= 1)
+// and floor(floor(a / b) / c) = floor(a / (b c)), so the code is
+//   floor((P + 2^30 + 2^(30+r) - 2^31 [P < -2^30]) / 2^(31+r))
+// ([h < 0] iff P < -2^30; r = 0 adds 2^30 alone). About 1.1 cycles per
+// element (docs/benchmarks.md, "Requantization in one rounding").
 template <bool Left>
 int64_t requantize_double_lanes(int64_t n, const int32_t *acc, int32_t bias, int32_t mantissa,
                                 int32_t shift, int32_t zero_point, int32_t qmin, int32_t qmax,
                                 uint8_t *out) {
-    const __m512i zero = _mm512_setzero_si512(), b = _mm512_set1_epi32(bias);
-    const __m512i int_max = _mm512_set1_epi32(0x7fffffff), one = _mm512_set1_epi32(1);
-    const __m512i m = _mm512_set1_epi32(mantissa);
+    const int right = shift < 0 ? -shift : 0;  // 0..31
+    const __m512i b = _mm512_set1_epi64(bias), m = _mm512_set1_epi64(mantissa);
+    const __m512i int32_min = _mm512_set1_epi64(INT32_MIN), int32_max = _mm512_set1_epi64(INT32_MAX);
     [[maybe_unused]] const __m128i left = _mm_cvtsi32_si128(shift > 0 ? shift : 0);
-    const int right_bits = shift < 0 ? -shift : 0;
-    const __m128i right = _mm_cvtsi32_si128(right_bits);
-    const __m512i nudge_pos = _mm512_set1_epi64(int64_t{1} << 30);
-    const __m512i nudge_neg = _mm512_set1_epi64(1 - (int64_t{1} << 30));
-    const __m512i toward_zero = _mm512_set1_epi64(0x7fffffff);
-    const __m512i mask = _mm512_set1_epi32(static_cast<int32_t>((1u << right_bits) - 1u));
-    const __m512i half_mask = _mm512_srli_epi32(mask, 1);
-    auto to32 = [](int64_t v) {  // as in the AVX2 version: y is clamped before adding zero_point
-        return static_cast<int32_t>(v < INT32_MIN ? INT32_MIN : v > INT32_MAX ? INT32_MAX : v);
-    };
-    const __m512i y_lo = _mm512_set1_epi32(to32(int64_t{qmin} - zero_point));
-    const __m512i y_hi = _mm512_set1_epi32(to32(int64_t{qmax} - zero_point));
-    const __m512i lo = _mm512_set1_epi32(qmin), hi = _mm512_set1_epi32(qmax);
-    const __m512i zp = _mm512_set1_epi32(zero_point);
-    // bits 31..62 of the nudged product x*m rounded toward zero, in bits 0..63
-    // of each 64-bit lane; x's even 32-bit lanes are the multiplicands
-    auto rounded = [&](__m512i x) {
-        const __m512i product = _mm512_mul_epi32(x, m);
-        const __m512i sum = _mm512_add_epi64(
-            product, _mm512_mask_blend_epi64(_mm512_cmplt_epi64_mask(product, zero), nudge_pos,
-                                             nudge_neg));
-        return _mm512_mask_add_epi64(sum, _mm512_cmplt_epi64_mask(sum, zero), sum, toward_zero);
+    const __m512i offset = _mm512_set1_epi64((int64_t{1} << 30) + (right > 0 ? int64_t{1} << (30 + right) : 0));
+    const __m512i negative_at = _mm512_set1_epi64(-(int64_t{1} << 30));
+    const __m512i negative_fix = _mm512_set1_epi64(right > 0 ? int64_t{1} << 31 : 0);
+    const __m128i total = _mm_cvtsi32_si128(31 + right);
+    const __m512i zp = _mm512_set1_epi64(zero_point);
+    const __m512i lo = _mm512_set1_epi64(qmin), hi = _mm512_set1_epi64(qmax);
+    auto codes = [&](__m256i a) {  // 8 accumulators to 8 codes, in int64 lanes
+        __m512i x = _mm512_add_epi64(_mm512_cvtepi32_epi64(a), b);
+        x = _mm512_min_epi64(_mm512_max_epi64(x, int32_min), int32_max);  // sat32(acc + bias)
+        if constexpr (Left)  // sat32(t 2^left): |t| 2^30 fits int64
+            x = _mm512_min_epi64(_mm512_max_epi64(_mm512_sll_epi64(x, left), int32_min), int32_max);
+        const __m512i p = _mm512_mul_epi32(x, m);
+        __m512i sum = _mm512_add_epi64(p, offset);
+        sum = _mm512_mask_sub_epi64(sum, _mm512_cmplt_epi64_mask(p, negative_at), sum, negative_fix);
+        const __m512i y = _mm512_add_epi64(_mm512_sra_epi64(sum, total), zp);
+        return _mm512_cvtepi64_epi8(_mm512_min_epi64(_mm512_max_epi64(y, lo), hi));
     };
     int64_t i = 0;
     for (; i + 16 <= n; i += 16) {
-        const __m512i a = _mm512_loadu_si512(acc + i);
-        // t = sat32(a + bias): overflow when both addends' signs differ from the sum's
-        __m512i t = _mm512_add_epi32(a, b);
-        const __mmask16 over = _mm512_cmplt_epi32_mask(
-            _mm512_and_si512(_mm512_xor_si512(a, t), _mm512_xor_si512(b, t)), zero);
-        t = _mm512_mask_mov_epi32(t, over, _mm512_xor_si512(_mm512_srai_epi32(a, 31), int_max));
-        __m512i x = t;  // x = sat32(t * 2^left)
-        if constexpr (Left) {
-            x = _mm512_sll_epi32(t, left);
-            const __mmask16 lost = _mm512_cmpneq_epi32_mask(_mm512_sra_epi32(x, left), t);
-            x = _mm512_mask_mov_epi32(x, lost, _mm512_xor_si512(_mm512_srai_epi32(t, 31), int_max));
-        }
-        // even lanes: the 64-bit result shifted down by 31; odd lanes: up by 1
-        const __m512i high = _mm512_mask_blend_epi32(
-            0xaaaa, _mm512_srli_epi64(rounded(x), 31),
-            _mm512_slli_epi64(rounded(_mm512_srli_epi64(x, 32)), 1));
-        // RoundingDivideByPOT(high, right): ties away from zero
-        const __m512i threshold = _mm512_mask_add_epi32(
-            half_mask, _mm512_cmplt_epi32_mask(high, zero), half_mask, one);
-        const __mmask16 up = _mm512_cmpgt_epi32_mask(_mm512_and_si512(high, mask), threshold);
-        const __m512i shifted = _mm512_sra_epi32(high, right);
-        const __m512i y = _mm512_mask_add_epi32(shifted, up, shifted, one);
-        const __m512i inside = _mm512_min_epi32(_mm512_max_epi32(y, y_lo), y_hi);
-        const __m512i code = _mm512_min_epi32(_mm512_max_epi32(_mm512_add_epi32(inside, zp), lo), hi);
-        _mm_storeu_si128(reinterpret_cast<__m128i *>(out + i), _mm512_cvtepi32_epi8(code));
+        const __m256i a0 = _mm256_loadu_si256(reinterpret_cast<const __m256i *>(acc + i));
+        const __m256i a1 = _mm256_loadu_si256(reinterpret_cast<const __m256i *>(acc + i + 8));
+        _mm_storeu_si128(reinterpret_cast<__m128i *>(out + i),
+                         _mm_unpacklo_epi64(codes(a0), codes(a1)));
     }
     return i;
 }
@@ -920,9 +901,7 @@ int64_t requantize_double_lanes(int64_t n, const int32_t *acc, int32_t bias, int
     [[maybe_unused]] const __m128i left = _mm_cvtsi32_si128(shift > 0 ? shift : 0);
     const int right_bits = shift < 0 ? -shift : 0;
     const __m128i right = _mm_cvtsi32_si128(right_bits);
-    const __m256i nudge_pos = _mm256_set1_epi64x(int64_t{1} << 30);
-    const __m256i nudge_neg = _mm256_set1_epi64x(1 - (int64_t{1} << 30));
-    const __m256i toward_zero = _mm256_set1_epi64x(0x7fffffff);
+    const __m256i nudge = _mm256_set1_epi64x(int64_t{1} << 30);
     const __m256i mask = _mm256_set1_epi32(static_cast<int32_t>((1u << right_bits) - 1u));
     const __m256i half_mask = _mm256_srli_epi32(mask, 1);
     // y + zero_point may not fit int32 (y reaches +-2^31): y is first clamped
@@ -937,13 +916,11 @@ int64_t requantize_double_lanes(int64_t n, const int32_t *acc, int32_t bias, int
     const __m256i low_bytes = _mm256_setr_epi8(0, 4, 8, 12, -1, -1, -1, -1, -1, -1, -1, -1, -1,
                                                -1, -1, -1, 0, 4, 8, 12, -1, -1, -1, -1, -1, -1,
                                                -1, -1, -1, -1, -1, -1);
-    auto high_half = [&](__m256i x) {  // SaturatingRoundingDoublingHighMul(x, m), even lanes
-        const __m256i product = _mm256_mul_epi32(x, m);
-        const __m256i sum = _mm256_add_epi64(
-            product, _mm256_blendv_epi8(nudge_pos, nudge_neg, _mm256_cmpgt_epi64(zero, product)));
-        const __m256i adjusted =
-            _mm256_add_epi64(sum, _mm256_and_si256(_mm256_cmpgt_epi64(zero, sum), toward_zero));
-        return _mm256_srli_epi64(adjusted, 31);
+    // SaturatingRoundingDoublingHighMul(x, m) of the even lanes: floor((x m +
+    // 2^30) / 2^31) for either sign (see the AVX-512 version), whose low 32
+    // bits a logical shift gives as well as an arithmetic one would
+    auto high_half = [&](__m256i x) {
+        return _mm256_srli_epi64(_mm256_add_epi64(_mm256_mul_epi32(x, m), nudge), 31);
     };
     int64_t i = 0;
     for (; i + 8 <= n; i += 8) {
