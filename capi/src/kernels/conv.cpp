@@ -739,11 +739,23 @@ private:
         matmul(mp);
     }
 
-    // fn(q, n, pixel, count) for each output row's run of the block's
-    // pixels q..q+count (image n, pixels from `pixel` on); the wide path's
+    // fn(q, n, pixel, count) for each run of the block's pixels q..q+count
+    // (image n, pixels from `pixel` on) that is contiguous in the output:
+    // each image's part of the block where the indexing has no dropped
+    // columns (one call, not one per output row: a 32x32 output's stage paid
+    // a call per 32 values), each output row's part on the wide path, whose
     // dropped columns are skipped
     template <typename Fn>
     void for_runs(int64_t r0, int64_t np, const Fn &fn) const {
+        if (row_len_ == OW) {
+            for (int64_t q = 0; q < np;) {
+                const int64_t r = r0 + q, n = r / Pr, u = r % Pr;
+                const int64_t run = std::min(Pr - u, np - q);
+                fn(q, n, u, run);
+                q += run;
+            }
+            return;
+        }
         for (int64_t q = 0; q < np;) {
             const int64_t r = r0 + q, n = r / Pr, u = r % Pr;
             const int64_t oy = u / row_len_, ox0 = u % row_len_;
