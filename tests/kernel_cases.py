@@ -6,6 +6,8 @@ vector width (8, 16, 32, 64, 128), large inner sizes (int64 flushing; 70000 > th
 strided and transposed views, both signednesses and 1 or 2 threads.
 """
 
+import itertools
+
 import numpy as np
 
 import approxmul_cffi as am
@@ -254,6 +256,44 @@ def requantize_cases():
             out.append((f"requantize consecutive {rounding} {signed}",
                         (acc, bias, mantissa, shift, zp, lo, hi),
                         dict(signed=signed, rounding=rounding)))
+    return out
+
+
+def stage_cases():
+    """(name, x, w, multiplier, conv2d keywords, requantize args, keywords with real=)
+    of quant.conv2d_requantize to real values (the torch adapter's path):
+    the wide-pixel and per-row gathers, zero points folded or not, both
+    roundings, per-channel factors with left shifts, 8- and 16-bit codes,
+    float32 and float64, rows long enough for the vector loops and tails."""
+    import approxmul_cffi as am
+    from approxmul_cffi import quant
+    rng = np.random.default_rng(79)
+    out = []
+    multipliers = [("u8", am.Multiplier.exact(8)), ("s8", am.Multiplier.exact(8, signed=True)),
+                   ("drum", am.Multiplier.from_table(drum_table()))]
+    geometries = [("wide", dict(padding=1)), ("rows", dict(stride=2, padding=1, dilation=2)),
+                  ("small", dict(padding=0))]
+    for (mname, m), (gname, geom) in itertools.product(multipliers, geometries):
+        signed = bool(m.signed)
+        size = 7 if gname == "small" else 19
+        lo, hi = (-128, 127) if signed else (0, 255)
+        x = rng.integers(lo, hi + 1, (3, 8, size, size)).astype(np.int8 if signed else np.uint8)
+        w = rng.integers(lo, hi + 1, (6, 8, 3, 3)).astype(x.dtype)
+        zx, zw = (0, 0) if gname == "small" else (int(rng.integers(0, 4)), int(rng.integers(1, 4)))
+        if signed:
+            zx, zw = -zx, -zw
+        conv = dict(geom, x_zero_point=zx, w_zero_point=zw)
+        factors = np.exp2(rng.uniform(-16, -8, size=6))
+        factors[0] = 3.0  # a left shift
+        mantissa, shift = quant.quantize_multiplier(factors)
+        bias = rng.integers(-5000, 5000, size=6)
+        for rounding, real, bits in (("double", np.float32, 8), ("single", np.float64, 8),
+                                     ("double", np.float64, 16)):
+            clo, chi = quant.code_range(signed, bits=bits)
+            args = (bias, mantissa, shift, int(rng.integers(clo // 2, chi // 2)), clo + 3, chi)
+            kw = dict(rounding=rounding, bits=bits, real=(0.0371, real))
+            out.append((f"stage {mname} {gname} {rounding} {np.dtype(real).name} {bits}",
+                        x, w, m, conv, args, kw))
     return out
 
 

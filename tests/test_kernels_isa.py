@@ -33,6 +33,10 @@ for name, args, kw in ([] if only else requantize_cases()):
     out[name] = ["requantize", quant.requantize(*args, **kw).tolist()]
     real = quant.requantize(*args, **kw, real=(0.37, "float32"))
     out[name + " real"] = ["requantize", real.tolist()]
+from kernel_cases import stage_cases
+for name, x, w, m, conv, args, kw in ([] if only else stage_cases()):
+    got = quant.conv2d_requantize(x, w, m, *args, **conv, **kw)
+    out[name] = ["stage", repr(got.tolist())]
 from kernel_cases import affine_cases
 from approxmul_cffi import affine
 for name, kind, args, kw in ([] if only else affine_cases()):
@@ -89,6 +93,16 @@ def test_every_isa_matches_generic_and_numpy(battery_results):
         real = (0.37 * (want.astype(np.float64) - args[4])).astype(np.float32)
         got = np.array(generic[name + " real"][1], np.float32).reshape(real.shape)
         np.testing.assert_array_equal(got, real, err_msg=name)
+    from approxmul_cffi import quant
+    from kernel_cases import stage_cases
+    for name, x, w, m, conv, args, kw in stage_cases():
+        # conv2d, then the NumPy statement of the requantization, then scale (code - zero point)
+        codes = quant.requantize_reference(am.conv2d(x, w, m, **conv), *args,
+                                           signed=bool(m.signed), rounding=kw["rounding"],
+                                           bits=kw["bits"])
+        scale, real = kw["real"]
+        want = (scale * (codes.astype(np.float64) - args[3])).astype(real)
+        assert generic[name][1] == repr(want.tolist()), name
     from approxmul_cffi import affine
     from kernel_cases import nonfinite_cases
     for name, x in nonfinite_cases():
@@ -145,7 +159,7 @@ def test_long_factorizations_match_generic(battery_results):
 def test_battery_covers_every_plan(battery_results):
     plans = {plan for plan, _ in battery_results["generic"].values()}
     assert plans == {"exact-gemm", "factorized-gemm", "table", "exact-plus-table", "function",
-                     "requantize", "affine"}
+                     "requantize", "affine", "stage"}
 
 
 def test_forced_isa_reported(python_runner):
