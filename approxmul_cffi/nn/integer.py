@@ -119,12 +119,20 @@ class QuantizedLayer:
         # (multiplier, int64 per-channel accumulator offset): bias correction, off by default
         self._correction = None
 
+    def __getstate__(self):
+        # the prepared call holds C pointers: copies and pickles (a sweep's
+        # workers) prepare their own
+        return {**self.__dict__, "_requantizer": None}
+
     def set_parameters(self, weight, bias):
         """New float weight and bias (retraining changed them): prepared weights are redone."""
         self.weight = np.asarray(weight, dtype=np.float64)
         self.bias = (np.zeros(self.weight.shape[0]) if bias is None
                      else np.asarray(bias, dtype=np.float64))
         self._prepared.clear()
+        # (multiplier, real type, the layer's prepared fused call), kept while
+        # neither the parameters nor the correction change
+        self._requantizer = None
 
     def prepare(self, signed):
         """The :class:`PreparedWeights` of the int8 (``signed``) or uint8 domain (cached)."""
@@ -177,6 +185,7 @@ class QuantizedLayer:
         >>> layer.forward_codes(np.array([[5]], np.uint8), am.Multiplier.exact(8, True)).tolist()
         [[-123, -123]]
         """
+        self._requantizer = None
         if correction is None:
             self._correction = None
             return
@@ -220,8 +229,33 @@ class QuantizedLayer:
             out = self.forward_codes(codes, multiplier)
             return self.output_qparams(multiplier.signed).dequantize(out, dtype=real)
         signed = bool(multiplier.signed)
+        fused = getattr(self.layer, "requantizer", None)
+        if fused is not None and self.config.requantization != "onnxruntime":
+            # one pass of the C library: the accumulators never exist whole
+            real_type = None if real is None else np.dtype(real)
+            cached = self._requantizer
+            if cached is None or cached[0] is not multiplier or cached[1] != real_type:
+                stage, options = self._stage(multiplier, signed, real)
+                prepared = self.prepare(signed)
+                cached = (multiplier, real_type, fused(prepared.codes, multiplier,
+                                                       self._grid(signed)[0],
+                                                       prepared.zero_point, *stage, **options))
+                self._requantizer = cached
+            return cached[2](quant.convert_codes(codes, signed, bits=self.in_qparams.bits))
+        stage, options = self._stage(multiplier, signed, real)
+        acc = self.accumulators(codes, multiplier)
+        axis = getattr(self.layer, "channel_axis", 1)
+        if self.config.requantization == "onnxruntime":
+            bias, _, _, zero_point, lo, hi = stage
+            return requantize_float(acc, bias, self.prepare(signed).scale, zero_point,
+                                    lo, hi, axis=axis).astype(self._grid(signed)[1].dtype)
+        return quant.requantize(acc, *stage, axis=axis, signed=signed, **options)
+
+    def _stage(self, multiplier, signed, real):
+        """(bias, mantissa, shift, zero point, qmin, qmax) of the output stage with
+        ``multiplier`` (its bias correction folded in), and the requantization's options."""
         prepared = self.prepare(signed)
-        x_zero, out_qp, (lo, hi) = self._grid(signed)
+        _, out_qp, (lo, hi) = self._grid(signed)
         bias, correction = prepared.bias, self.correction(multiplier)
         if correction is not None:  # folded into the int32 bias, saturating
             info = np.iinfo(np.int32)
@@ -229,18 +263,7 @@ class QuantizedLayer:
         stage = (bias, prepared.mantissa, prepared.shift, int(out_qp.zero_point), lo, hi)
         options = dict(rounding=self.config.rounding, bits=out_qp.bits,
                        real=None if real is None else (float(out_qp.scale), real))
-        fused = getattr(self.layer, "requantized", None)
-        if fused is not None and self.config.requantization != "onnxruntime":
-            # one pass of the C library: the accumulators never exist whole
-            return fused(quant.convert_codes(codes, signed, bits=self.in_qparams.bits),
-                         prepared.codes, multiplier, x_zero, prepared.zero_point, *stage,
-                         **options)
-        acc = self.accumulators(codes, multiplier)
-        axis = getattr(self.layer, "channel_axis", 1)
-        if self.config.requantization == "onnxruntime":
-            return requantize_float(acc, bias, prepared.scale, int(out_qp.zero_point),
-                                    lo, hi, axis=axis).astype(out_qp.dtype)
-        return quant.requantize(acc, *stage, axis=axis, signed=signed, **options)
+        return stage, options
 
     def forward(self, inputs, multiplier):
         """Graph form: one input QTensor -> output QTensor."""

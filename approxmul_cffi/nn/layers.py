@@ -233,11 +233,12 @@ class Conv2d(_Weighted):
         return ops.conv2d(codes, weight_codes, multiplier, **self.geometry,
                           x_zero_point=x_zero_point, w_zero_point=w_zero_point)
 
-    def requantized(self, codes, weight_codes, multiplier, x_zero_point, w_zero_point, *stage,
+    def requantizer(self, weight_codes, multiplier, x_zero_point, w_zero_point, *stage,
                     **options):
-        """:meth:`accumulate`, then ``quant.requantize(acc, *stage, **options)``, in one
-        pass that never holds the accumulators (:func:`approxmul_cffi.quant.conv2d_requantize`)."""
-        return quant.conv2d_requantize(codes, weight_codes, multiplier, *stage, **self.geometry,
+        """codes -> :meth:`accumulate`, then ``quant.requantize(acc, *stage, **options)``,
+        in one pass that never holds the accumulators, its arguments converted once
+        (:class:`approxmul_cffi.quant.Conv2dRequantizer`)."""
+        return quant.Conv2dRequantizer(weight_codes, multiplier, *stage, **self.geometry,
                                        x_zero_point=x_zero_point, w_zero_point=w_zero_point,
                                        **options)
 

@@ -1,0 +1,89 @@
+"""The prepared output stage: quant.Conv2dRequantizer and the call a
+QuantizedLayer keeps, against fresh one-shot calls."""
+
+import copy
+import pickle
+
+import numpy as np
+import pytest
+
+import approxmul_cffi as am
+from approxmul_cffi import nn, quant
+from approxmul_cffi.errors import ApproxmulError, InvalidArgumentError
+from kernel_cases import drum_table
+
+
+def stage_arguments(rng, channels):
+    mantissa, shift = quant.quantize_multiplier(np.exp2(rng.uniform(-14, -8, channels)))
+    return (rng.integers(-3000, 3000, channels).astype(np.int32), mantissa, shift, 7, 0, 255)
+
+
+@pytest.mark.parametrize("real", [None, (0.05, np.float32), (0.05, np.float64)])
+def test_prepared_call_equals_the_one_shot_call_on_every_input_shape(real):
+    rng = np.random.default_rng(5)
+    m = am.Multiplier.from_table(drum_table())
+    w = rng.integers(0, 256, (6, 4, 3, 3)).astype(np.uint8)
+    stage = stage_arguments(rng, 6)
+    geometry = dict(stride=(1, 2), padding=1, x_zero_point=3, w_zero_point=1)
+    with quant.Conv2dRequantizer(w, m, *stage, **geometry, real=real) as prepared:
+        for shape in [(2, 4, 9, 9), (1, 4, 5, 12), (2, 4, 9, 9), (3, 4, 1, 1)]:
+            x = rng.integers(0, 256, shape).astype(np.uint8)
+            want = quant.conv2d_requantize(x, w, m, *stage, **geometry, real=real)
+            got = prepared(x)
+            assert got.dtype == want.dtype and got.shape == want.shape
+            np.testing.assert_array_equal(got, want)
+        # a strided view of x goes in without a copy, as to the one-shot call
+        x = rng.integers(0, 256, (2, 8, 9, 9)).astype(np.uint8)[:, ::2]
+        np.testing.assert_array_equal(prepared(x), quant.conv2d_requantize(
+            x, w, m, *stage, **geometry, real=real))
+
+
+def test_prepared_call_refuses_a_mismatched_input_and_a_closed_stage():
+    rng = np.random.default_rng(6)
+    w = rng.integers(0, 256, (2, 3, 1, 1)).astype(np.uint8)
+    prepared = quant.Conv2dRequantizer(w, am.Multiplier.exact(8), *stage_arguments(rng, 2))
+    with pytest.raises(ApproxmulError, match="channel"):
+        prepared(np.zeros((1, 4, 2, 2), np.uint8))
+    assert prepared(np.zeros((1, 3, 2, 2), np.uint8)).shape == (1, 2, 2, 2)
+    prepared.close()
+    with pytest.raises(InvalidArgumentError, match="closed"):
+        prepared(np.zeros((1, 3, 2, 2), np.uint8))
+    # bad stage arguments fail at construction, naming the argument
+    with pytest.raises(ApproxmulError, match="bias"):
+        quant.Conv2dRequantizer(w, am.Multiplier.exact(8), [1, 2, 3], *stage_arguments(rng, 2)[1:])
+
+
+def small_layer(rng):
+    conv = nn.Conv2d(3, 4, 3, padding=1)
+    return nn.QuantizedLayer(conv, rng.normal(size=(4, 3, 3, 3)), rng.normal(size=4),
+                             quant.QParams(0.02, 128, False), quant.QParams(0.05, 100, False))
+
+
+def fresh_output(layer, codes, multiplier, real=None):
+    """The same layer rebuilt: nothing prepared before this call."""
+    return pickle.loads(pickle.dumps(layer)).forward_codes(codes, multiplier, real=real)
+
+
+def test_quantized_layer_redoes_its_prepared_call_when_anything_changes():
+    rng = np.random.default_rng(7)
+    layer = small_layer(rng)
+    codes = rng.integers(0, 256, (2, 3, 6, 6)).astype(np.uint8)
+    drum, exact = am.multiplier("drum:k=4"), am.multiplier("exact")
+    outputs = {}
+    for m, real in [(drum, None), (exact, None), (drum, np.float32), (drum, None)]:
+        got = layer.forward_codes(codes, m, real=real)
+        np.testing.assert_array_equal(got, fresh_output(layer, codes, m, real))
+        outputs.setdefault(id(m), got if real is None else outputs.get(id(m)))
+    assert not np.array_equal(outputs[id(drum)], outputs[id(exact)])
+    # new parameters (retraining) and a bias correction change the output
+    before = layer.forward_codes(codes, drum)
+    layer.set_parameters(layer.weight * 0.5, layer.bias)
+    halved = layer.forward_codes(codes, drum)
+    assert not np.array_equal(before, halved)
+    np.testing.assert_array_equal(halved, fresh_output(layer, codes, drum))
+    layer.set_correction(drum, np.full(4, 2000))
+    corrected = layer.forward_codes(codes, drum)
+    assert not np.array_equal(corrected, halved)
+    np.testing.assert_array_equal(corrected, fresh_output(layer, codes, drum))
+    # copies made after use prepare their own call and agree
+    np.testing.assert_array_equal(copy.deepcopy(layer).forward_codes(codes, drum), corrected)
