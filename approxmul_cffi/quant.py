@@ -39,16 +39,16 @@ import numpy as np
 from . import affine
 from .errors import AccumulatorOverflowError, DTypeError, InvalidArgumentError, ShapeError
 # requantization lives in its own module; its names are part of quant's API
-from .requant import (INT32_MAX, INT32_MIN, ROUNDINGS, Conv2dRequantizer, _channel_shape,
-                      code_dtype, conv2d_requantize, multiply_by_quantized_multiplier,
-                      quantize_multiplier, requantize, requantize_reference, round_half_away)
+from .layer_calls import conv2d_requantize
+from .requant import (INT32_MAX, INT32_MIN, ROUNDINGS, _channel_shape, code_dtype,
+                      multiply_by_quantized_multiplier, quantize_multiplier, requantize,
+                      requantize_reference, round_half_away)
 from .requant_float import REQUANTIZATIONS, quantize_float
 
 __all__ = [
     "QParams",
     "QuantConfig",
     "activation_bounds",
-    "Conv2dRequantizer",
     "conv2d_requantize",
     "choose_qparams",
     "code_dtype",

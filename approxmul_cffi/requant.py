@@ -15,13 +15,11 @@ from __future__ import annotations
 
 import numpy as np
 
-from ._buffers import DTYPES, REAL_TYPES, as_int, as_pair, as_tensor, dtype_name
+from ._buffers import DTYPES, REAL_TYPES, dtype_name
 from ._library import check, ffi, lib
 from .errors import AccumulatorOverflowError, DTypeError, InvalidArgumentError, ShapeError
-from .ops import _conv2d_output, _handle
 
-__all__ = ["INT32_MAX", "INT32_MIN", "ROUNDINGS", "Conv2dRequantizer", "conv2d_requantize",
-           "multiply_by_quantized_multiplier",
+__all__ = ["INT32_MAX", "INT32_MIN", "ROUNDINGS", "multiply_by_quantized_multiplier",
            "quantize_multiplier", "requantize", "requantize_reference", "round_half_away"]
 
 
@@ -208,118 +206,6 @@ def requantize(acc, bias, mantissa, shift, zero_point, qmin, qmax, *, axis=1,
                 *common, float(real[0]), REAL_TYPES[dtype_name(out.dtype)], out_p))
     out = np.moveaxis(out, 1, axis) if axis != 1 else out
     return out.reshape(shape)
-
-
-def conv2d_requantize(x, w, multiplier, bias, mantissa, shift, zero_point, qmin, qmax, *,
-                      stride=1, padding=0, dilation=1, groups=1, x_zero_point=0,
-                      w_zero_point=0, rounding="double", bits=8, real=None):
-    """:func:`~approxmul_cffi.conv2d` then :func:`requantize` of its
-    accumulators (channels along axis 1), in one pass of the C library
-    (``approxmul_conv2d_requantize``) that never holds the accumulator
-    tensor: a quantized layer's output codes, or with ``real=(scale,
-    dtype)`` their real values (``approxmul_conv2d_requantize_dequantize``).
-    The codes' type follows the multiplier's signedness and ``bits``. The
-    same bits as the two calls. :class:`Conv2dRequantizer` converts
-    everything but ``x`` once, for a layer run on many batches.
-
-    >>> import approxmul_cffi as am
-    >>> m, s = quantize_multiplier(0.25)
-    >>> x = np.full((1, 1, 2, 2), 3, np.uint8); w = np.full((1, 1, 1, 1), 2, np.uint8)
-    >>> conv2d_requantize(x, w, am.Multiplier.exact(8), 1, m, s, 0, 0, 255)[0, 0].tolist()
-    [[2, 2], [2, 2]]
-    """
-    xt = as_tensor(x, "x", 4)  # checked first, as approxmul_cffi.conv2d checks it
-    with xt, Conv2dRequantizer(w, multiplier, bias, mantissa, shift, zero_point, qmin, qmax,
-                               stride=stride, padding=padding, dilation=dilation,
-                               groups=groups, x_zero_point=x_zero_point,
-                               w_zero_point=w_zero_point, rounding=rounding, bits=bits,
-                               real=real) as stage:
-        return stage.run(xt)
-
-
-class Conv2dRequantizer:
-    """:func:`conv2d_requantize` with everything but ``x`` fixed: the weights,
-    geometry and output stage are converted once, and each call passes only
-    ``x`` (a tiny layer's call spent more time converting its arguments than
-    in the convolution). Holds an export of ``w`` until :meth:`close` (or
-    the end of a ``with`` block, or the object's collection).
-
-    >>> import approxmul_cffi as am
-    >>> m, s = quantize_multiplier(0.25)
-    >>> w = np.full((1, 1, 1, 1), 2, np.uint8)
-    >>> stage = Conv2dRequantizer(w, am.Multiplier.exact(8), 1, m, s, 0, 0, 255)
-    >>> stage(np.full((1, 1, 1, 2), 5, np.uint8)).tolist()
-    [[[[3, 3]]]]
-    """
-
-    def __init__(self, w, multiplier, bias, mantissa, shift, zero_point, qmin, qmax, *,
-                 stride=1, padding=0, dilation=1, groups=1, x_zero_point=0, w_zero_point=0,
-                 rounding="double", bits=8, real=None):
-        self._multiplier = multiplier  # keeps the handle's owner alive
-        self._head = None
-        self._handle = _handle(multiplier)
-        self._wt = as_tensor(w, "w", 4)
-        try:
-            rounding_code = _rounding_code(rounding)
-            self._geometry = (as_pair(stride, "stride"), as_pair(padding, "padding"),
-                              as_pair(dilation, "dilation"), as_int(groups, "groups"))
-            self._zero_points = (x_zero_point, w_zero_point)
-            channels = self._wt.shape[0]
-            self._parameters = _channel_parameters(channels, bias, mantissa, shift)
-            code_type = code_dtype(bool(multiplier.signed), bits)
-            self._out_dtype = code_type if real is None else np.dtype(real[1])
-            self._pointers = [ffi.from_buffer("int32_t[]", v) for v in self._parameters]
-            wt = self._wt
-            stride, padding, dilation, groups = self._geometry
-            self._head = (wt.code, wt.pointer, list(wt.shape), list(wt.strides), list(stride),
-                          list(padding), list(dilation), groups, x_zero_point, w_zero_point,
-                          *self._pointers, int(zero_point), int(qmin), int(qmax), rounding_code,
-                          DTYPES[dtype_name(code_type)])
-            self._real = None if real is None else (float(real[0]),
-                                                    REAL_TYPES[dtype_name(self._out_dtype)])
-        except BaseException:
-            self.close()
-            raise
-        self._shapes = {}  # x shape -> output shape, as the C library computed it
-
-    def __call__(self, x):
-        with as_tensor(x, "x", 4) as xt:
-            return self.run(xt)
-
-    def run(self, xt):
-        """The output for an x Tensor (``_buffers.as_tensor``)."""
-        if self._head is None:
-            raise InvalidArgumentError("this Conv2dRequantizer is closed")
-        shape = self._shapes.get(xt.shape)
-        if shape is None:  # the C library checks x against everything else
-            shape = _conv2d_output(self._multiplier, xt.shape, self._wt.shape, *self._geometry,
-                                   *self._zero_points)[0]
-            if len(self._shapes) < 16:
-                self._shapes[xt.shape] = shape
-        out = np.empty(shape, dtype=self._out_dtype)
-        with ffi.from_buffer(out, require_writable=True) as out_p:
-            args = (self._handle, xt.code, xt.pointer, list(xt.shape), list(xt.strides),
-                    *self._head)
-            if self._real is None:
-                check(lib.approxmul_conv2d_requantize(*args, out_p, list(shape)))
-            else:
-                check(lib.approxmul_conv2d_requantize_dequantize(*args, *self._real, out_p,
-                                                                 list(shape)))
-        return out
-
-    def close(self):
-        """Releases the exports of ``w`` and of the stage's parameters."""
-        self._head = None
-        for pointer in getattr(self, "_pointers", ()):
-            ffi.release(pointer)
-        self._pointers = []
-        self._wt.release()
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        self.close()
 
 
 def requantize_reference(acc, bias, mantissa, shift, zero_point, qmin, qmax, *, axis=1,

@@ -1,5 +1,5 @@
-"""The prepared output stage: quant.Conv2dRequantizer and the call a
-QuantizedLayer keeps, against fresh one-shot calls."""
+"""The prepared layer calls (layer_calls.Conv2dRequantizer, layer_calls.LinearRequantizer)
+and the one a QuantizedLayer keeps, against other paths to the same bits."""
 
 import copy
 import pickle
@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 
 import approxmul_cffi as am
-from approxmul_cffi import nn, quant
-from approxmul_cffi.errors import ApproxmulError, InvalidArgumentError
+from approxmul_cffi import layer_calls, nn, quant
+from approxmul_cffi.errors import ApproxmulError
 from kernel_cases import drum_table
 
 
@@ -25,37 +25,66 @@ def test_prepared_call_equals_the_one_shot_call_on_every_input_shape(real):
     w = rng.integers(0, 256, (6, 4, 3, 3)).astype(np.uint8)
     stage = stage_arguments(rng, 6)
     geometry = dict(stride=(1, 2), padding=1, x_zero_point=3, w_zero_point=1)
-    with quant.Conv2dRequantizer(w, m, *stage, **geometry, real=real) as prepared:
-        for shape in [(2, 4, 9, 9), (1, 4, 5, 12), (2, 4, 9, 9), (3, 4, 1, 1)]:
-            x = rng.integers(0, 256, shape).astype(np.uint8)
-            want = quant.conv2d_requantize(x, w, m, *stage, **geometry, real=real)
-            got = prepared(x)
-            assert got.dtype == want.dtype and got.shape == want.shape
-            np.testing.assert_array_equal(got, want)
-        # a strided view of x goes in without a copy, as to the one-shot call
-        x = rng.integers(0, 256, (2, 8, 9, 9)).astype(np.uint8)[:, ::2]
-        np.testing.assert_array_equal(prepared(x), quant.conv2d_requantize(
-            x, w, m, *stage, **geometry, real=real))
+    prepared = layer_calls.Conv2dRequantizer(w, m, *stage, **geometry, real=real)
+
+    def two_calls(x):  # conv2d's accumulators, then the requantization: another C path
+        return quant.requantize(am.conv2d(x, w, m, **geometry), *stage, signed=False, real=real)
+
+    for shape in [(2, 4, 9, 9), (1, 4, 5, 12), (2, 4, 9, 9), (3, 4, 1, 1)]:
+        x = rng.integers(0, 256, shape).astype(np.uint8)
+        want = two_calls(x)
+        got = prepared(x)
+        assert got.dtype == want.dtype and got.shape == want.shape
+        np.testing.assert_array_equal(got, want)
+        np.testing.assert_array_equal(quant.conv2d_requantize(x, w, m, *stage, **geometry,
+                                                              real=real), want)
+    # a strided view of x goes in without a copy
+    x = rng.integers(0, 256, (2, 8, 9, 9)).astype(np.uint8)[:, ::2]
+    np.testing.assert_array_equal(prepared(x), two_calls(x))
 
 
-def test_prepared_call_refuses_a_mismatched_input_and_a_closed_stage():
+def test_prepared_call_refuses_bad_input_and_bad_stage_arguments():
     rng = np.random.default_rng(6)
     w = rng.integers(0, 256, (2, 3, 1, 1)).astype(np.uint8)
-    prepared = quant.Conv2dRequantizer(w, am.Multiplier.exact(8), *stage_arguments(rng, 2))
+    prepared = layer_calls.Conv2dRequantizer(w, am.Multiplier.exact(8), *stage_arguments(rng, 2))
     with pytest.raises(ApproxmulError, match="channel"):
         prepared(np.zeros((1, 4, 2, 2), np.uint8))
     assert prepared(np.zeros((1, 3, 2, 2), np.uint8)).shape == (1, 2, 2, 2)
-    prepared.close()
-    with pytest.raises(InvalidArgumentError, match="closed"):
-        prepared(np.zeros((1, 3, 2, 2), np.uint8))
     # bad stage arguments fail at construction, naming the argument
     with pytest.raises(ApproxmulError, match="bias"):
-        quant.Conv2dRequantizer(w, am.Multiplier.exact(8), [1, 2, 3], *stage_arguments(rng, 2)[1:])
+        layer_calls.Conv2dRequantizer(w, am.Multiplier.exact(8), [1, 2, 3], *stage_arguments(rng, 2)[1:])
+    linear = layer_calls.LinearRequantizer(w[:, :, 0, 0], am.Multiplier.exact(8), *stage_arguments(rng, 2))
+    with pytest.raises(ApproxmulError, match=r"\(\.\.\., 3\)"):
+        linear(np.zeros((2, 4), np.uint8))
+    with pytest.raises(ApproxmulError, match="dtype"):
+        linear(np.zeros((2, 3), np.float32))
 
 
-def small_layer(rng):
-    conv = nn.Conv2d(3, 4, 3, padding=1)
-    return nn.QuantizedLayer(conv, rng.normal(size=(4, 3, 3, 3)), rng.normal(size=4),
+@pytest.mark.parametrize("real", [None, (0.05, np.float32), (0.05, np.float64)])
+@pytest.mark.parametrize("signed", [False, True])
+def test_prepared_linear_equals_linear_then_requantize(real, signed):
+    rng = np.random.default_rng(8)
+    m = am.multiplier("drum:k=4") if not signed else am.Multiplier.exact(8, signed=True)
+    lo, hi = quant.code_range(signed)
+    dtype = np.int8 if signed else np.uint8
+    w = rng.integers(lo, hi + 1, (5, 37)).astype(dtype)
+    bias, mantissa, shift, _, _, _ = stage_arguments(rng, 5)
+    stage = (bias, mantissa, shift, -3 if signed else 9, lo + 2, hi)
+    zx, zw = (-4, 2) if signed else (4, 2)
+    prepared = layer_calls.LinearRequantizer(w, m, *stage, x_zero_point=zx, w_zero_point=zw, real=real)
+    for shape in [(6, 37), (37,), (2, 3, 37), (0, 37)]:
+        x = rng.integers(lo, hi + 1, shape).astype(dtype)
+        acc = am.linear(x, w, m, x_zero_point=zx, w_zero_point=zw)
+        want = quant.requantize(acc, *stage, axis=-1, signed=signed, real=real)
+        got = prepared(x)
+        assert got.dtype == want.dtype and got.shape == want.shape
+        np.testing.assert_array_equal(got, want)
+
+
+def small_layer(rng, kind):
+    layer = nn.Conv2d(3, 4, 3, padding=1) if kind == "conv" else nn.Linear(3, 4)
+    shape = (4, 3, 3, 3) if kind == "conv" else (4, 3)
+    return nn.QuantizedLayer(layer, rng.normal(size=shape), rng.normal(size=4),
                              quant.QParams(0.02, 128, False), quant.QParams(0.05, 100, False))
 
 
@@ -64,10 +93,11 @@ def fresh_output(layer, codes, multiplier, real=None):
     return pickle.loads(pickle.dumps(layer)).forward_codes(codes, multiplier, real=real)
 
 
-def test_quantized_layer_redoes_its_prepared_call_when_anything_changes():
+@pytest.mark.parametrize("kind", ["conv", "linear"])
+def test_quantized_layer_redoes_its_prepared_call_when_anything_changes(kind):
     rng = np.random.default_rng(7)
-    layer = small_layer(rng)
-    codes = rng.integers(0, 256, (2, 3, 6, 6)).astype(np.uint8)
+    layer = small_layer(rng, kind)
+    codes = rng.integers(0, 256, (2, 3, 6, 6) if kind == "conv" else (5, 3)).astype(np.uint8)
     drum, exact = am.multiplier("drum:k=4"), am.multiplier("exact")
     outputs = {}
     for m, real in [(drum, None), (exact, None), (drum, np.float32), (drum, None)]:

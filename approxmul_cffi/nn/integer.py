@@ -120,8 +120,8 @@ class QuantizedLayer:
         self._correction = None
 
     def __getstate__(self):
-        # the prepared call holds C pointers: copies and pickles (a sweep's
-        # workers) prepare their own
+        # copies and pickles (a sweep's workers) prepare their own call: it
+        # holds the multiplier, which may not pickle (an in-memory table)
         return {**self.__dict__, "_requantizer": None}
 
     def set_parameters(self, weight, bias):
@@ -231,7 +231,8 @@ class QuantizedLayer:
         signed = bool(multiplier.signed)
         fused = getattr(self.layer, "requantizer", None)
         if fused is not None and self.config.requantization != "onnxruntime":
-            # one pass of the C library: the accumulators never exist whole
+            # the layer's call, prepared once (Conv2d: one pass of the C library in
+            # which the accumulators never exist whole)
             real_type = None if real is None else np.dtype(real)
             cached = self._requantizer
             if cached is None or cached[0] is not multiplier or cached[1] != real_type:

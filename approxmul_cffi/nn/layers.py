@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .. import ops, quant
+from .. import layer_calls, ops, quant
 from .._buffers import as_int, as_pair
 from ..errors import ApproxmulError, ModelError
 from .integer import CodeOp, QuantizedLayer, QuantizedMatMul
@@ -237,8 +237,8 @@ class Conv2d(_Weighted):
                     **options):
         """codes -> :meth:`accumulate`, then ``quant.requantize(acc, *stage, **options)``,
         in one pass that never holds the accumulators, its arguments converted once
-        (:class:`approxmul_cffi.quant.Conv2dRequantizer`)."""
-        return quant.Conv2dRequantizer(weight_codes, multiplier, *stage, **self.geometry,
+        (:class:`approxmul_cffi.layer_calls.Conv2dRequantizer`)."""
+        return layer_calls.Conv2dRequantizer(weight_codes, multiplier, *stage, **self.geometry,
                                        x_zero_point=x_zero_point, w_zero_point=w_zero_point,
                                        **options)
 
@@ -283,6 +283,15 @@ class Linear(_Weighted):
     def forward(self, x):
         y = x @ self.weight.astype(x.dtype).T
         return y + self.bias.astype(x.dtype) if self.has_bias else y
+
+    def requantizer(self, weight_codes, multiplier, x_zero_point, w_zero_point, *stage,
+                    **options):
+        """codes -> :meth:`accumulate`, then ``quant.requantize(acc, *stage, **options)``
+        along the features, its arguments converted once
+        (:class:`approxmul_cffi.layer_calls.LinearRequantizer`)."""
+        return layer_calls.LinearRequantizer(weight_codes, multiplier, *stage,
+                                       x_zero_point=x_zero_point, w_zero_point=w_zero_point,
+                                       **options)
 
     def accumulate(self, codes, weight_codes, multiplier, x_zero_point, w_zero_point):
         """Integer accumulators ``codes @ weight_codes.T`` (:func:`approxmul_cffi.linear`).
