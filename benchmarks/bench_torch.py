@@ -11,7 +11,8 @@ own block after a short pause (best of --repeat):
 - adapter overhead: one approximate Conv2d layer vs a raw approxmul_cffi.conv2d
   of the same codes (the adapter adds quantize, requantize, dequantize), the
   median ratio of 9 rounds of one block each;
-- per-call cost: a 1x4x4x4 conv, float torch vs raw conv2d vs the layer;
+- per-call cost: a 1x4x4x4 conv, float torch vs raw conv2d vs the layer, and a
+  Linear(64, 10) on 8 samples, float vs the layer;
 - interleaving: an approximate layer's call right after a float torch conv vs
   right after itself (medians of 21 calls).
 Prints the ratios (>1: the approximate model is faster).
@@ -153,6 +154,17 @@ def main():
                                 raw_us=t_tr * 1e6, layer_us=t_tl * 1e6))
     print(f"{'per-call cost, conv 1x4x4x4, drum:k=4':44s} float {t_tf * 1e6:8.1f} us  "
           f"raw conv2d {t_tr * 1e6:6.1f} us  layer {t_tl * 1e6:6.1f} us")
+    # and of a classifier head, Linear(64, 10) on 8 samples
+    head = torch.nn.Sequential(torch.nn.Linear(64, 10)).eval()
+    xh = torch.randn(8, 64)
+    small_head = approximate(head, "drum:k=4", calibration=[xh], gradient="none")
+    with torch.no_grad():
+        t_hf = best(lambda: [head(xh) for _ in range(calls)], 3) / calls
+        t_hl = best(lambda: [small_head(xh) for _ in range(calls)], 3) / calls
+    results["rows"].append(dict(name="per-call cost, linear 8x64->10", float_us=t_hf * 1e6,
+                                layer_us=t_hl * 1e6))
+    print(f"{'per-call cost, linear 8x64->10, drum:k=4':44s} float {t_hf * 1e6:8.1f} us  "
+          f"layer {t_hl * 1e6:6.1f} us")
     # ---- interleaving: the approximate layer right after a float torch conv
     # (as between the layers of a model) vs right after itself; the layer's
     # own call is timed, medians of INTERLEAVE_SAMPLES, each situation in its
