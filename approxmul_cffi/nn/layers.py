@@ -239,8 +239,8 @@ class Conv2d(_Weighted):
         in one pass that never holds the accumulators, its arguments converted once
         (:class:`approxmul_cffi.layer_calls.Conv2dRequantizer`)."""
         return layer_calls.Conv2dRequantizer(weight_codes, multiplier, *stage, **self.geometry,
-                                       x_zero_point=x_zero_point, w_zero_point=w_zero_point,
-                                       **options)
+                                             x_zero_point=x_zero_point,
+                                             w_zero_point=w_zero_point, **options)
 
 
 @register
@@ -290,8 +290,8 @@ class Linear(_Weighted):
         along the features, its arguments converted once
         (:class:`approxmul_cffi.layer_calls.LinearRequantizer`)."""
         return layer_calls.LinearRequantizer(weight_codes, multiplier, *stage,
-                                       x_zero_point=x_zero_point, w_zero_point=w_zero_point,
-                                       **options)
+                                             x_zero_point=x_zero_point,
+                                             w_zero_point=w_zero_point, **options)
 
     def accumulate(self, codes, weight_codes, multiplier, x_zero_point, w_zero_point):
         """Integer accumulators ``codes @ weight_codes.T`` (:func:`approxmul_cffi.linear`).
