@@ -128,13 +128,15 @@ bool fit_problem(const KernelTable &kt, const MatmulProblem &p0, U8Plan &plan) {
     auto padded = [&](int64_t rows, int64_t cols) {
         return ceil_div(rows, plan.MR) * plan.MR * ceil_div(cols, plan.NR) * plan.NR;
     };
-    // On a tie, flip a column-major A (conv2d's pixels x taps view): its
-    // transpose is B with contiguous byte rows, which the kernel set packs by
-    // vector lookups, where A's panels would gather one strided byte at a time
-    // (a third of a 32->32 16x16 conv).
+    // Flip a column-major A (conv2d's pixels x taps view) unless that pads
+    // twice the tiles: its transpose is B with contiguous byte rows, which
+    // the kernel set packs by vector lookups, where A's panels would gather
+    // one strided byte at a time (a third of a 32->32 16x16 conv; with the
+    // flip lost to 12 % more padding, a 64->64 8x8 conv on one thread ran
+    // 6x slower than on two).
     const int64_t as_is = padded(p0.rows, p0.cols), flipped = padded(p0.cols, p0.rows);
     const bool a_column_major = p0.a.col_stride != 1 && p0.a.row_stride == 1;
-    const bool prefer_flip = flipped * 5 < as_is * 4 || (a_column_major && flipped <= as_is);
+    const bool prefer_flip = flipped * 5 < as_is * 4 || (a_column_major && flipped <= 2 * as_is);
     bool flip = false, found = false;
     for (int attempt = 0; attempt < 2 && !found; ++attempt) {
         flip = attempt == 0 ? prefer_flip : !prefer_flip;
