@@ -262,20 +262,23 @@ def requantize_cases():
 def stage_cases():
     """(name, x, w, multiplier, conv2d keywords, requantize args, keywords with real=)
     of quant.conv2d_requantize to real values (the torch adapter's path):
-    the wide-pixel and per-row gathers, zero points folded or not, both
-    roundings, per-channel factors with left shifts, 8- and 16-bit codes,
-    float32 and float64, rows long enough for the vector loops and tails."""
+    the wide-pixel and per-row gathers, blocks cut inside images, zero
+    points folded or not, both roundings, per-channel factors with left
+    shifts, 8- and 16-bit codes, float32 and float64, rows long enough for
+    the vector loops and tails."""
     import approxmul_cffi as am
     from approxmul_cffi import quant
     rng = np.random.default_rng(79)
     out = []
     multipliers = [("u8", am.Multiplier.exact(8)), ("s8", am.Multiplier.exact(8, signed=True)),
                    ("drum", am.Multiplier.from_table(drum_table()))]
+    # "cut": a 64x64 image's 4224 wide pixels exceed a block (3584 for 72
+    # taps), so blocks end and start inside images, mid-row
     geometries = [("wide", dict(padding=1)), ("rows", dict(stride=2, padding=1, dilation=2)),
-                  ("small", dict(padding=0))]
+                  ("small", dict(padding=0)), ("cut", dict(padding=1))]
     for (mname, m), (gname, geom) in itertools.product(multipliers, geometries):
         signed = bool(m.signed)
-        size = 7 if gname == "small" else 19
+        size = {"small": 7, "cut": 64}.get(gname, 19)
         lo, hi = (-128, 127) if signed else (0, 255)
         x = rng.integers(lo, hi + 1, (3, 8, size, size)).astype(np.int8 if signed else np.uint8)
         w = rng.integers(lo, hi + 1, (6, 8, 3, 3)).astype(x.dtype)

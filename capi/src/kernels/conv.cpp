@@ -766,6 +766,24 @@ private:
         }
     }
 
+    // for_runs' runs with whole output rows of one image merged: fn(q, n,
+    // pixel, rows, cols), rows of cols outputs, row_len_ apart in the block
+    // and OW apart in the output (a 32x32 wide image: one call, not 32)
+    template <typename Fn>
+    void for_spans(int64_t r0, int64_t np, const Fn &fn) const {
+        int64_t sq = 0, sn = 0, spixel = 0, rows = 0, cols = 0;
+        for_runs(r0, np, [&](int64_t q, int64_t n, int64_t pixel, int64_t count) {
+            if (rows > 0 && cols == OW && count == OW && n == sn && q == sq + rows * row_len_ &&
+                pixel == spixel + rows * OW) {
+                ++rows;
+                return;
+            }
+            if (rows > 0) fn(sq, sn, spixel, rows, cols);
+            sq = q, sn = n, spixel = pixel, rows = 1, cols = count;
+        });
+        if (rows > 0) fn(sq, sn, spixel, rows, cols);
+    }
+
     // channels x pixels back to N O OH OW (or the staging copy), one output
     // row's run at a time
     void scatter(int64_t g, int64_t r0, int64_t np, const int64_t *sums,
@@ -830,6 +848,10 @@ private:
         const bool short_runs = p_.stage->real_bytes != 0 && OW < 32;
         if (short_runs) ws.stage_out.resize(static_cast<size_t>(block_ * item));
         auto *acc32 = reinterpret_cast<int32_t *>(ws.acc.data());
+        if (p_.stage->real_bytes != 0 && !acc64 && !sums64) {
+            stage_real_block(g, r0, np, ws);
+            return;
+        }
         for (int64_t o = 0; o < Og; ++o) {
             const int64_t oc = g * Og + o;
             const int64_t *row64 = ws.out.data() + o * block_;
@@ -864,6 +886,29 @@ private:
                     copy_bytes(dst, values + q * item, count, item);
                 else
                     emit_codes(values + q * value_item, count, dst);
+            });
+        }
+    }
+
+    // stage_block's common case, real values from int32 sums: the sum, its
+    // x cross term, requantization and dequantization in one kernel pass
+    // per span, straight into out (three passes through the block before:
+    // 1.24x the raw conv2d for a 16->16 32x32 layer).
+    void stage_real_block(int64_t g, int64_t r0, int64_t np, const Workspace &ws) const {
+        const Conv2dOutputStage &s = *p_.stage;
+        const KernelTable &kt = selected_kernels();
+        const int32_t *term = fold_x_sums_ ? ws.pixel_term32.data() : nullptr;
+        const int64_t item = s.real_bytes;
+        for (int64_t o = 0; o < Og; ++o) {
+            const int64_t oc = g * Og + o;
+            const int32_t *row = reinterpret_cast<const int32_t *>(ws.out.data()) + o * block_;
+            for_spans(r0, np, [&](int64_t q, int64_t n, int64_t pixel, int64_t rows, int64_t cols) {
+                kt.requantize_real(rows, cols, row + q, term == nullptr ? nullptr : term + q,
+                                   row_len_, s.bias != nullptr ? s.bias[oc] : 0, s.mantissa[oc],
+                                   s.shift[oc], s.zero_point, s.qmin, s.qmax, s.single, s.scale,
+                                   item == 8 ? 1 : 0,
+                                   static_cast<char *>(s.out) + ((n * O + oc) * P + pixel) * item,
+                                   OW);
             });
         }
     }

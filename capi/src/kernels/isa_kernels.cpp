@@ -847,20 +847,21 @@ void requantize_loop(int64_t n, const Acc *__restrict acc, const int32_t *__rest
 // ([h < 0] iff P < -2^30; r = 0 adds 2^30 alone). 0.35-0.40 ns per
 // element there (docs/benchmarks.md, "Requantization in one rounding").
 template <bool Left>
-int64_t requantize_double_lanes(int64_t n, const int32_t *acc, int32_t bias, int32_t mantissa,
-                                int32_t shift, int32_t zero_point, int32_t qmin, int32_t qmax,
-                                uint8_t *out) {
-    const int right = shift < 0 ? -shift : 0;  // 0..31
-    const __m512i b = _mm512_set1_epi64(bias), m = _mm512_set1_epi64(mantissa);
-    const __m512i int32_min = _mm512_set1_epi64(INT32_MIN), int32_max = _mm512_set1_epi64(INT32_MAX);
-    [[maybe_unused]] const __m128i left = _mm_cvtsi32_si128(shift > 0 ? shift : 0);
-    const __m512i offset = _mm512_set1_epi64((int64_t{1} << 30) + (right > 0 ? int64_t{1} << (30 + right) : 0));
-    const __m512i negative_at = _mm512_set1_epi64(-(int64_t{1} << 30));
-    const __m512i negative_fix = _mm512_set1_epi64(right > 0 ? int64_t{1} << 31 : 0);
-    const __m128i total = _mm_cvtsi32_si128(31 + right);
-    const __m512i zp = _mm512_set1_epi64(zero_point);
-    const __m512i lo = _mm512_set1_epi64(qmin), hi = _mm512_set1_epi64(qmax);
-    auto codes = [&](__m256i a) {  // 8 accumulators to 8 codes, in int64 lanes
+struct DoubleRoundingLanes {
+    static constexpr int width = 8;  // accumulators per step
+    using Codes = __m512i;           // their clamped codes, in int64 lanes
+    DoubleRoundingLanes(int32_t bias, int32_t mantissa, int32_t shift, int32_t zero_point,
+                        int32_t qmin, int32_t qmax)
+        : b(_mm512_set1_epi64(bias)), m(_mm512_set1_epi64(mantissa)),
+          int32_min(_mm512_set1_epi64(INT32_MIN)), int32_max(_mm512_set1_epi64(INT32_MAX)),
+          offset(_mm512_set1_epi64((int64_t{1} << 30) +
+                                   (shift < 0 ? int64_t{1} << (30 - shift) : 0))),
+          negative_at(_mm512_set1_epi64(-(int64_t{1} << 30))),
+          negative_fix(_mm512_set1_epi64(shift < 0 ? int64_t{1} << 31 : 0)),
+          zp(_mm512_set1_epi64(zero_point)), lo(_mm512_set1_epi64(qmin)),
+          hi(_mm512_set1_epi64(qmax)), left(_mm_cvtsi32_si128(shift > 0 ? shift : 0)),
+          total(_mm_cvtsi32_si128(31 + (shift < 0 ? -shift : 0))) {}
+    Codes codes(__m256i a) const {
         __m512i x = _mm512_add_epi64(_mm512_cvtepi32_epi64(a), b);
         x = _mm512_min_epi64(_mm512_max_epi64(x, int32_min), int32_max);  // sat32(acc + bias)
         if constexpr (Left)  // sat32(t 2^left): |t| 2^30 fits int64
@@ -869,17 +870,24 @@ int64_t requantize_double_lanes(int64_t n, const int32_t *acc, int32_t bias, int
         __m512i sum = _mm512_add_epi64(p, offset);
         sum = _mm512_mask_sub_epi64(sum, _mm512_cmplt_epi64_mask(p, negative_at), sum, negative_fix);
         const __m512i y = _mm512_add_epi64(_mm512_sra_epi64(sum, total), zp);
-        return _mm512_cvtepi64_epi8(_mm512_min_epi64(_mm512_max_epi64(y, lo), hi));
-    };
-    int64_t i = 0;
-    for (; i + 16 <= n; i += 16) {
-        const __m256i a0 = _mm256_loadu_si256(reinterpret_cast<const __m256i *>(acc + i));
-        const __m256i a1 = _mm256_loadu_si256(reinterpret_cast<const __m256i *>(acc + i + 8));
-        _mm_storeu_si128(reinterpret_cast<__m128i *>(out + i),
-                         _mm_unpacklo_epi64(codes(a0), codes(a1)));
+        return _mm512_min_epi64(_mm512_max_epi64(y, lo), hi);
     }
-    return i;
-}
+    static void store(uint8_t *out, Codes c) {
+        _mm_storel_epi64(reinterpret_cast<__m128i *>(out), _mm512_cvtepi64_epi8(c));
+    }
+    // scale * (code - zero), in double as dequantize_loop computes it
+    static __m512d real(Codes c, __m512d zero, __m512d scale) {
+        return _mm512_mul_pd(scale, _mm512_sub_pd(_mm512_cvtepi64_pd(c), zero));
+    }
+    static void store(float *out, Codes c, double zero, double scale) {
+        _mm256_storeu_ps(out, _mm512_cvtpd_ps(real(c, _mm512_set1_pd(zero), _mm512_set1_pd(scale))));
+    }
+    static void store(double *out, Codes c, double zero, double scale) {
+        _mm512_storeu_pd(out, real(c, _mm512_set1_pd(zero), _mm512_set1_pd(scale)));
+    }
+    const __m512i b, m, int32_min, int32_max, offset, negative_at, negative_fix, zp, lo, hi;
+    const __m128i left, total;
+};
 #pragma GCC diagnostic pop
 #elif defined(__AVX2__)
 // AVX2 has no 64-bit arithmetic shift, minimum or full multiply, so the
@@ -888,43 +896,39 @@ int64_t requantize_double_lanes(int64_t n, const int32_t *acc, int32_t bias, int
 // for the whole run) this is the same arithmetic in 32-bit lanes: the
 // 64-bit product of each lane through vpmuldq (even and odd lanes apart);
 // bits 31..62 of the nudged product are the high half whichever way it is
-// shifted, as it fits int32. Returns the elements done (a multiple of 8).
-// Left: shift > 0 (factors of at least 1/2 scale t up first; smaller ones,
-// the usual case, skip that step's 8 instructions).
+// shifted, as it fits int32. Left: shift > 0 (factors of at least 1/2
+// scale t up first; smaller ones, the usual case, skip that step's 8
+// instructions).
+// y + zero_point may not fit int32 (y reaches +-2^31): y is first clamped
+// to the values that still reach qmin..qmax, which the sum then cannot pass.
+inline int32_t rq_to32(int64_t v) {
+    return static_cast<int32_t>(v < INT32_MIN ? INT32_MIN : v > INT32_MAX ? INT32_MAX : v);
+}
+
 template <bool Left>
-int64_t requantize_double_lanes(int64_t n, const int32_t *acc, int32_t bias, int32_t mantissa,
-                                int32_t shift, int32_t zero_point, int32_t qmin, int32_t qmax,
-                                uint8_t *out) {
-    const __m256i zero = _mm256_setzero_si256(), b = _mm256_set1_epi32(bias);
-    const __m256i int_max = _mm256_set1_epi32(0x7fffffff);
-    const __m256i m = _mm256_set1_epi32(mantissa);
-    [[maybe_unused]] const __m128i left = _mm_cvtsi32_si128(shift > 0 ? shift : 0);
-    const int right_bits = shift < 0 ? -shift : 0;
-    const __m128i right = _mm_cvtsi32_si128(right_bits);
-    const __m256i nudge = _mm256_set1_epi64x(int64_t{1} << 30);
-    const __m256i mask = _mm256_set1_epi32(static_cast<int32_t>((1u << right_bits) - 1u));
-    const __m256i half_mask = _mm256_srli_epi32(mask, 1);
-    // y + zero_point may not fit int32 (y reaches +-2^31): y is first clamped
-    // to the values that still reach qmin..qmax, which the sum then cannot pass
-    auto to32 = [](int64_t v) {
-        return static_cast<int32_t>(v < INT32_MIN ? INT32_MIN : v > INT32_MAX ? INT32_MAX : v);
-    };
-    const __m256i y_lo = _mm256_set1_epi32(to32(int64_t{qmin} - zero_point));
-    const __m256i y_hi = _mm256_set1_epi32(to32(int64_t{qmax} - zero_point));
-    const __m256i lo = _mm256_set1_epi32(qmin), hi = _mm256_set1_epi32(qmax);
-    const __m256i zp = _mm256_set1_epi32(zero_point);
-    const __m256i low_bytes = _mm256_setr_epi8(0, 4, 8, 12, -1, -1, -1, -1, -1, -1, -1, -1, -1,
-                                               -1, -1, -1, 0, 4, 8, 12, -1, -1, -1, -1, -1, -1,
-                                               -1, -1, -1, -1, -1, -1);
+struct DoubleRoundingLanes {
+    static constexpr int width = 8;  // accumulators per step
+    using Codes = __m256i;           // their clamped codes, in int32 lanes
+    DoubleRoundingLanes(int32_t bias, int32_t mantissa, int32_t shift, int32_t zero_point,
+                        int32_t qmin, int32_t qmax)
+        : b(_mm256_set1_epi32(bias)), m(_mm256_set1_epi32(mantissa)),
+          left(_mm_cvtsi32_si128(shift > 0 ? shift : 0)),
+          right(_mm_cvtsi32_si128(shift < 0 ? -shift : 0)),
+          mask(_mm256_set1_epi32(static_cast<int32_t>((1u << (shift < 0 ? -shift : 0)) - 1u))),
+          half_mask(_mm256_srli_epi32(mask, 1)),
+          y_lo(_mm256_set1_epi32(rq_to32(int64_t{qmin} - zero_point))),
+          y_hi(_mm256_set1_epi32(rq_to32(int64_t{qmax} - zero_point))),
+          lo(_mm256_set1_epi32(qmin)), hi(_mm256_set1_epi32(qmax)),
+          zp(_mm256_set1_epi32(zero_point)) {}
     // SaturatingRoundingDoublingHighMul(x, m) of the even lanes: floor((x m +
     // 2^30) / 2^31) for either sign (see the AVX-512 version), whose low 32
     // bits a logical shift gives as well as an arithmetic one would
-    auto high_half = [&](__m256i x) {
+    __m256i high_half(__m256i x) const {
+        const __m256i nudge = _mm256_set1_epi64x(int64_t{1} << 30);
         return _mm256_srli_epi64(_mm256_add_epi64(_mm256_mul_epi32(x, m), nudge), 31);
-    };
-    int64_t i = 0;
-    for (; i + 8 <= n; i += 8) {
-        const __m256i a = _mm256_loadu_si256(reinterpret_cast<const __m256i *>(acc + i));
+    }
+    Codes codes(__m256i a) const {
+        const __m256i zero = _mm256_setzero_si256(), int_max = _mm256_set1_epi32(0x7fffffff);
         // t = sat32(a + bias): overflow when both addends' signs differ from the sum's
         __m256i t = _mm256_add_epi32(a, b);
         const __m256i over = _mm256_srai_epi32(  // a whole-lane mask, as blendv reads every byte
@@ -946,12 +950,61 @@ int64_t requantize_double_lanes(int64_t n, const int32_t *acc, int32_t bias, int
         const __m256i up = _mm256_cmpgt_epi32(_mm256_and_si256(high, mask), threshold);
         const __m256i y = _mm256_sub_epi32(_mm256_sra_epi32(high, right), up);
         const __m256i inside = _mm256_min_epi32(_mm256_max_epi32(y, y_lo), y_hi);
-        const __m256i code = _mm256_min_epi32(_mm256_max_epi32(_mm256_add_epi32(inside, zp), lo), hi);
-        const __m256i bytes = _mm256_permutevar8x32_epi32(_mm256_shuffle_epi8(code, low_bytes),
+        return _mm256_min_epi32(_mm256_max_epi32(_mm256_add_epi32(inside, zp), lo), hi);
+    }
+    static void store(uint8_t *out, Codes c) {
+        const __m256i low_bytes = _mm256_setr_epi8(0, 4, 8, 12, -1, -1, -1, -1, -1, -1, -1, -1,
+                                                   -1, -1, -1, -1, 0, 4, 8, 12, -1, -1, -1, -1,
+                                                   -1, -1, -1, -1, -1, -1, -1, -1);
+        const __m256i bytes = _mm256_permutevar8x32_epi32(_mm256_shuffle_epi8(c, low_bytes),
                                                           _mm256_setr_epi32(0, 4, 0, 0, 0, 0, 0, 0));
-        _mm_storel_epi64(reinterpret_cast<__m128i *>(out + i), _mm256_castsi256_si128(bytes));
+        _mm_storel_epi64(reinterpret_cast<__m128i *>(out), _mm256_castsi256_si128(bytes));
+    }
+    // scale * (code - zero) of the low and high four codes, in double as
+    // dequantize_loop computes it
+    static __m256d real(__m128i c, double zero, double scale) {
+        return _mm256_mul_pd(_mm256_set1_pd(scale),
+                             _mm256_sub_pd(_mm256_cvtepi32_pd(c), _mm256_set1_pd(zero)));
+    }
+    static void store(float *out, Codes c, double zero, double scale) {
+        _mm_storeu_ps(out, _mm256_cvtpd_ps(real(_mm256_castsi256_si128(c), zero, scale)));
+        _mm_storeu_ps(out + 4, _mm256_cvtpd_ps(real(_mm256_extracti128_si256(c, 1), zero, scale)));
+    }
+    static void store(double *out, Codes c, double zero, double scale) {
+        _mm256_storeu_pd(out, real(_mm256_castsi256_si128(c), zero, scale));
+        _mm256_storeu_pd(out + 4, real(_mm256_extracti128_si256(c, 1), zero, scale));
+    }
+    const __m256i b, m;
+    const __m128i left, right;
+    const __m256i mask, half_mask, y_lo, y_hi, lo, hi, zp;
+};
+#endif
+
+#if defined(__AVX2__)  // the AVX-512 set defines it too: either version above
+// The lanes over acc[0..n) (plus term[i] modulo 2^32 when Term, as conv2d
+// adds its x cross term), each step's codes to store(i, codes). Returns the
+// elements done, a multiple of the lanes' width.
+template <bool Term, typename Lanes, typename Store>
+int64_t double_rounding_lanes(const Lanes &lanes, int64_t n, const int32_t *acc,
+                              const int32_t *term, const Store &store) {
+    int64_t i = 0;
+    for (; i + Lanes::width <= n; i += Lanes::width) {
+        __m256i a = _mm256_loadu_si256(reinterpret_cast<const __m256i *>(acc + i));
+        if constexpr (Term)
+            a = _mm256_add_epi32(a, _mm256_loadu_si256(reinterpret_cast<const __m256i *>(term + i)));
+        store(i, lanes.codes(a));
     }
     return i;
+}
+
+// fn(lanes) with the lanes of one channel's factors (Left chosen by shift)
+template <typename Fn>
+void with_double_rounding_lanes(int32_t bias, int32_t mantissa, int32_t shift, int32_t zero_point,
+                                int32_t qmin, int32_t qmax, const Fn &fn) {
+    if (shift > 0)
+        fn(DoubleRoundingLanes<true>(bias, mantissa, shift, zero_point, qmin, qmax));
+    else
+        fn(DoubleRoundingLanes<false>(bias, mantissa, shift, zero_point, qmin, qmax));
 }
 #endif
 
@@ -960,13 +1013,15 @@ void requantize_acc(int64_t n, const void *acc, const int32_t *bias, const int32
                     const int32_t *shift, int step, int32_t zero_point, int32_t qmin,
                     int32_t qmax, Out *out) {
     const Acc *a = static_cast<const Acc *>(acc);
-#if defined(__AVX2__)  // the AVX-512 set defines it too: either version above
+#if defined(__AVX2__)
     if (std::is_same<Acc, int32_t>::value && std::is_same<Out, uint8_t>::value && !Single &&
         step == 0) {
-        const int64_t done = (*shift > 0 ? requantize_double_lanes<true>
-                                         : requantize_double_lanes<false>)(
-            n, reinterpret_cast<const int32_t *>(a), *bias, *mantissa, *shift, zero_point, qmin,
-            qmax, reinterpret_cast<uint8_t *>(out));
+        auto *codes = reinterpret_cast<uint8_t *>(out);
+        int64_t done = 0;
+        with_double_rounding_lanes(*bias, *mantissa, *shift, zero_point, qmin, qmax, [&](const auto &lanes) {
+            done = double_rounding_lanes<false>(lanes, n, reinterpret_cast<const int32_t *>(a), nullptr,
+                                                [&](int64_t i, auto c) { lanes.store(codes + i, c); });
+        });
         a += done, out += done, n -= done;
     }
 #endif
@@ -1053,6 +1108,62 @@ int nan_loop(int64_t n, const In *x) {
 #pragma GCC pop_options
 #endif
 
+// requantize then dequantize, fused: rows of one channel's int32 sums to
+// real values (isa.hpp states it). The lanes take double rounding; single
+// rounding and each row's tail run the loops above on chunks of codes.
+template <typename Out>
+void requantize_real_rows(int64_t rows, int64_t cols, const int32_t *acc, const int32_t *term,
+                          int64_t acc_stride, int32_t bias, int32_t mantissa, int32_t shift,
+                          int32_t zero_point, int32_t qmin, int32_t qmax, int single,
+                          double scale, Out *out, int64_t out_stride) {
+    const double zero = zero_point;
+    auto rest = [&](int64_t n, const int32_t *a, const int32_t *t, Out *o) {
+        constexpr int64_t kChunk = 64;
+        int32_t sums[kChunk], codes[kChunk];
+        for (int64_t c0 = 0; c0 < n; c0 += kChunk) {
+            const int64_t k = n - c0 < kChunk ? n - c0 : kChunk;
+            for (int64_t i = 0; i < k; ++i)  // modulo 2^32, as the lanes add
+                sums[i] = t == nullptr ? a[c0 + i]
+                                       : static_cast<int32_t>(static_cast<uint32_t>(a[c0 + i]) +
+                                                              static_cast<uint32_t>(t[c0 + i]));
+            if (single)
+                requantize_loop<int32_t, 0, true>(k, sums, &bias, &mantissa, &shift, zero_point,
+                                                  qmin, qmax, codes);
+            else
+                requantize_loop<int32_t, 0, false>(k, sums, &bias, &mantissa, &shift, zero_point,
+                                                   qmin, qmax, codes);
+            dequantize_loop<0>(k, codes, &scale, &zero, o + c0);
+        }
+    };
+    for (int64_t r = 0; r < rows; ++r) {
+        const int32_t *a = acc + r * acc_stride;
+        const int32_t *t = term == nullptr ? nullptr : term + r * acc_stride;
+        Out *o = out + r * out_stride;
+        int64_t done = 0;
+#if defined(__AVX2__)
+        if (!single)
+            with_double_rounding_lanes(bias, mantissa, shift, zero_point, qmin, qmax, [&](const auto &lanes) {
+                auto store = [&](int64_t i, auto c) { lanes.store(o + i, c, zero, scale); };
+                done = t == nullptr ? double_rounding_lanes<false>(lanes, cols, a, t, store)
+                                    : double_rounding_lanes<true>(lanes, cols, a, t, store);
+            });
+#endif
+        rest(cols - done, a + done, t == nullptr ? nullptr : t + done, o + done);
+    }
+}
+
+void requantize_real(int64_t rows, int64_t cols, const int32_t *acc, const int32_t *term,
+                     int64_t acc_stride, int32_t bias, int32_t mantissa, int32_t shift,
+                     int32_t zero_point, int32_t qmin, int32_t qmax, int single, double scale,
+                     int out64, void *out, int64_t out_stride) {
+    if (out64)
+        requantize_real_rows(rows, cols, acc, term, acc_stride, bias, mantissa, shift, zero_point,
+                             qmin, qmax, single, scale, static_cast<double *>(out), out_stride);
+    else
+        requantize_real_rows(rows, cols, acc, term, acc_stride, bias, mantissa, shift, zero_point,
+                             qmin, qmax, single, scale, static_cast<float *>(out), out_stride);
+}
+
 // Calls f with a null pointer of the C type a code names: approxmul_dtype
 // values 1..5 (int8, uint8, int16, uint16, int32), validated by the caller.
 template <typename F>
@@ -1135,6 +1246,7 @@ const KernelTable kTable = {
     kU8Lut,
     kU8Pack,
     requantize,
+    requantize_real,
     quantize,
     dequantize,
     any_nan,
