@@ -307,6 +307,7 @@ public:
         PackCache weight_pack;            // the GEMM's packed weights, kept across blocks
         std::vector<int64_t> acc;         // output stage: one channel's final sums
         std::vector<char> stage_codes, stage_out;  // and their codes (and real values)
+        std::vector<int64_t> tap_offsets;  // per tap: its row's offset in ws.padded
     };
 
     void run_job(int64_t job, Workspace &ws, int inner_threads) const {
@@ -314,8 +315,10 @@ public:
         ws.out.resize(static_cast<size_t>(block_ * Og));
         const int64_t g = job / pixel_blocks_;
         const int64_t r0 = job % pixel_blocks_ * block_, np = std::min(block_, N * Pr - r0);
+        // a wide block inside one image: the GEMM reads its taps in place
+        const bool in_place = wide_ && item_ == 1 && np <= Pr - r0 % Pr;
         if (wide_) {
-            with_x_type([&](auto zero) { gather_wide<decltype(zero)>(g, r0, np, ws); });
+            with_x_type([&](auto zero) { gather_wide<decltype(zero)>(g, r0, np, ws, !in_place); });
         } else {
             if (item_ == 1)
                 gather<uint8_t>(g, r0, np, ws.col.data());
@@ -326,7 +329,7 @@ public:
                     map_codes(map_x_, reinterpret_cast<uint8_t *>(ws.col.data()) + k * block_, np);
             if (fold_x_sums_) pixel_terms(g, r0, np, ws);
         }
-        multiply(g, np, ws, inner_threads);
+        multiply(g, r0, np, ws, inner_threads, in_place);
         const bool narrow = fold_x_sums_ && out_dtype_ == APPROXMUL_INT32;
         if (narrow) {
             ws.pixel_term32.resize(static_cast<size_t>(block_));
@@ -579,10 +582,24 @@ private:
     // one copy per tap and image, where the row path pays one per tap and
     // output row (8x8 images: 8-byte copies). The x cross term likewise sums
     // KH*KW entries of the padded plane's channel sums, with no edges.
+    // The offset in ws.padded of tap k = (c, i, j) at wide pixel u = 0: its
+    // im2col row over a run of u is that many codes on from there.
+    int64_t tap_offset(int64_t k) const {
+        const int64_t c = k / (KH * KW), i = k / KW % KH, j = k % KW;
+        return c * plane_len_ + i * p_.dilation[0] * Wp + j * p_.dilation[1];
+    }
+
+    // The block's taps of pixels q.. q + run (wide pixels u0.. of the
+    // padded image held) copied to ws.col.
     template <typename T>
-    void gather_wide(int64_t g, int64_t r0, int64_t np, Workspace &ws) const {
+    void copy_taps(int64_t q, int64_t u0, int64_t run, Workspace &ws) const {
         T *col = reinterpret_cast<T *>(ws.col.data());
-        const int64_t taps = KH * KW;
+        const T *padded = reinterpret_cast<const T *>(ws.padded.data());
+        for (int64_t k = 0; k < K; ++k) copy_run(col + k * block_ + q, padded + tap_offset(k) + u0, run, 1);
+    }
+
+    template <typename T>
+    void gather_wide(int64_t g, int64_t r0, int64_t np, Workspace &ws, bool copy) const {
         if (fold_x_sums_) ws.pixel_term.resize(static_cast<size_t>(block_));
         for (int64_t q = 0; q < np;) {
             const int64_t r = r0 + q, n = r / Pr, u0 = r % Pr;
@@ -591,14 +608,7 @@ private:
                 pad_image<T>(n, g, ws);
                 ws.plane_key = n * G + g;
             }
-            const T *padded = reinterpret_cast<const T *>(ws.padded.data());
-            for (int64_t c = 0; c < Cg; ++c)
-                for (int64_t i = 0; i < KH; ++i)
-                    for (int64_t j = 0; j < KW; ++j)
-                        copy_run(col + (c * taps + i * KW + j) * block_ + q,
-                                 padded + c * plane_len_ + u0 + i * p_.dilation[0] * Wp +
-                                     j * p_.dilation[1],
-                                 run, 1);
+            if (copy) copy_taps<T>(q, u0, run, ws);
             if (fold_x_sums_) {
                 int64_t *a = ws.pixel_term.data() + q;
                 const int64_t *sums = ws.plane.data() + u0;
@@ -722,7 +732,11 @@ private:
 
     // pixels x taps (column-major view of the k-major buffer) times the
     // group's taps x channels, into channels x pixels
-    void multiply(int64_t g, int64_t np, Workspace &ws, int inner_threads) const {
+    // in_place: the block lies in the padded image ws holds (gather_wide
+    // copied no taps), where the GEMM takes its taps from if it can; else
+    // they are copied now.
+    void multiply(int64_t g, int64_t r0, int64_t np, Workspace &ws, int inner_threads,
+                  bool in_place) const {
         MatmulProblem mp{gemm_m_, np, Og, K,
                          MatrixView{"x", p_.x.dtype, ws.col.data(), np, K, 1, block_},
                          MatrixView{"w", p_.w.dtype,
@@ -735,6 +749,16 @@ private:
             mp.b_col_sums = w_sums_.data() + g * Og;
             if (!fold_x_sums_ && p_.w_zero_point != 0)
                 fail(APPROXMUL_ERR_INTERNAL, "conv2d: mapped codes need the folded x sums");
+        }
+        if (in_place) {
+            const int64_t u0 = r0 % Pr;
+            ws.tap_offsets.resize(static_cast<size_t>(K));
+            for (int64_t k = 0; k < K; ++k) ws.tap_offsets[static_cast<size_t>(k)] = tap_offset(k) + u0;
+            MatmulProblem direct = mp;
+            direct.a.data = ws.padded.data();
+            direct.a_col_offsets = ws.tap_offsets.data();
+            if (matmul_in_place(direct)) return;
+            copy_taps<uint8_t>(0, u0, np, ws);  // bytes: in_place holds only for them
         }
         matmul(mp);
     }

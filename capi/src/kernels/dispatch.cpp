@@ -129,6 +129,8 @@ const KernelTable &selected_kernels() {
 
 void matmul(const MatmulProblem &problem) {
     const KernelTable &kernels = selected_kernels();
+    if (problem.a_col_offsets != nullptr)
+        fail(APPROXMUL_ERR_INTERNAL, "matmul: column offsets are matmul_in_place's");
     // The generic set runs the portable reference kernels for every plan.
     if (std::strcmp(kernels.name, "generic") != 0) {
         if (u8_gemm(kernels, problem)) return;
@@ -138,6 +140,11 @@ void matmul(const MatmulProblem &problem) {
         if (table_gemm(kernels, problem)) return;
     }
     generic_matmul(problem);
+}
+
+bool matmul_in_place(const MatmulProblem &problem) {
+    const KernelTable &kernels = selected_kernels();
+    return std::strcmp(kernels.name, "generic") != 0 && u8_gemm(kernels, problem);
 }
 
 void multiply(const Multiplier &m, const MatrixView &a, const MatrixView &b,

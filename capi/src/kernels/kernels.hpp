@@ -35,9 +35,17 @@ struct MatmulProblem {
     // weights, summed once per call, or operands that stand for other codes
     // (mapped through a factor table) whose own sums are not the terms'.
     const int64_t *a_row_sums = nullptr, *b_col_sums = nullptr;
+    // A's columns read in place (conv2d's taps, straight from a padded
+    // image): column k starts a_col_offsets[k] elements past a.data, rows
+    // contiguous; a.col_stride is not used. Only matmul_in_place takes it.
+    const int64_t *a_col_offsets = nullptr;
 };
 
 void matmul(const MatmulProblem &problem);
+// matmul of a problem with a_col_offsets, where a kernel reads them (the
+// byte GEMM, A flipped into its packed B); false, having done nothing, where
+// none does: the caller then copies the columns out and calls matmul.
+bool matmul_in_place(const MatmulProblem &problem);
 
 // c[t] = matmul(a[t], b[t]) for t < batch; the views in `matrices` are those
 // of t = 0, the batch strides (elements) step to the others.

@@ -114,6 +114,7 @@ struct U8Plan {
     int64_t panel_bytes, block_panels;
     bool a_bytes;  // byte rows, contiguous or strided (conv2d's column-major pixel views)
     bool b_bytes;  // contiguous byte rows: B's quads read the operand directly
+    const int64_t *b_row_offsets = nullptr;  // B's row k at b.data + b_row_offsets[k]
 };
 
 // The byte factors, in the orientation with less tile padding when both fit.
@@ -137,9 +138,11 @@ bool fit_problem(const KernelTable &kt, const MatmulProblem &p0, U8Plan &plan) {
     const int64_t as_is = padded(p0.rows, p0.cols), flipped = padded(p0.cols, p0.rows);
     const bool a_column_major = p0.a.col_stride != 1 && p0.a.row_stride == 1;
     const bool prefer_flip = flipped * 5 < as_is * 4 || (a_column_major && flipped <= 2 * as_is);
+    // columns read in place become B's rows, which pack_b_block reads by pointer
+    const bool in_place = p0.a_col_offsets != nullptr;
     bool flip = false, found = false;
-    for (int attempt = 0; attempt < 2 && !found; ++attempt) {
-        flip = attempt == 0 ? prefer_flip : !prefer_flip;
+    for (int attempt = 0; attempt < (in_place ? 1 : 2) && !found; ++attempt) {
+        flip = in_place || (attempt == 0 ? prefer_flip : !prefer_flip);
         const auto &u = flip ? v0 : u0;
         const auto &v = flip ? u0 : v0;
         found = fit_bytes(u, v, plan.rank, side, plan.mask, false, plan.fit) ||
@@ -147,6 +150,8 @@ bool fit_problem(const KernelTable &kt, const MatmulProblem &p0, U8Plan &plan) {
     }
     if (!found) return false;
     plan.p = flip ? transposed_problem(p0) : p0;
+    plan.p.a_col_offsets = nullptr;
+    plan.b_row_offsets = p0.a_col_offsets;
     plan.any_offset = false;
     for (int64_t vo : plan.fit.b_offset) plan.any_offset = plan.any_offset || vo != 0;
     return true;
@@ -275,8 +280,9 @@ int64_t pack_b_block(const KernelTable &kt, const U8Plan &plan, int64_t j0, int6
     const int64_t kquads = ceil_div(nk * rank, 4);
     const uint8_t *rows_base;
     int64_t rows_stride;
+    const int64_t *offsets = plan.b_row_offsets != nullptr ? plan.b_row_offsets + k0 : nullptr;
     if (plan.b_bytes) {
-        rows_base = static_cast<const uint8_t *>(p.b.data) + k0 * p.b.row_stride + j0;
+        rows_base = static_cast<const uint8_t *>(p.b.data) + (offsets ? 0 : k0 * p.b.row_stride) + j0;
         rows_stride = p.b.row_stride;
     } else {
         with_codes(p.b, plan.mask, [&](auto code) {
@@ -296,7 +302,7 @@ int64_t pack_b_block(const KernelTable &kt, const U8Plan &plan, int64_t j0, int6
             int64_t t = kq * 4 + h;
             // padding steps (A is 0 there) reuse the last real row
             if (t >= nk * rank) t = nk * rank - 1;
-            rows[h] = rows_base + (t / rank) * rows_stride;
+            rows[h] = rows_base + (offsets ? offsets[t / rank] : (t / rank) * rows_stride);
             luts[h] = plan.fit.b_lut.data() + (t % rank) * 256;
         }
         kt.u8_pack(nj, rows, luts, w.b.data() + kq * plan.NR * 4, panel_stride);
@@ -353,6 +359,8 @@ bool u8_gemm(const KernelTable &kt, const MatmulProblem &p0) {
     U8Plan plan;
     if (!fit_problem(kt, p0, plan) || !block_inner(plan)) return false;
     split_jobs(plan);
+    // rows by pointer only where B's bytes are read directly and never summed
+    if (plan.b_row_offsets != nullptr && (!plan.b_bytes || plan.p.a_zero_point != 0)) return false;
     const MatmulProblem &p = plan.p;
     const CrossTerms cross(p);
     const int64_t packed_panels = std::min(plan.block_panels, plan.mpanels);
