@@ -277,6 +277,8 @@ public:
           wide_(p.stride[0] == 1 && p.stride[1] == 1 && OW * 4 >= Wp * 3),
           row_len_(wide_ ? Wp : OW), Pr(OH * row_len_),
           plane_len_(Hp * Wp + (KW - 1) * p.dilation[1]),
+          // every channel sum and receptive-field sum of codes fits int32
+          sums32_(wide_ && K < (int64_t{1} << 31) / (item_ == 1 ? 256 : 65536)),
           out_dtype_(sum_dtype(p, m_, K, fold_x_sums_)) {}
 
     bool empty() const { return N == 0 || O == 0 || P == 0; }
@@ -302,6 +304,8 @@ public:
         std::vector<int64_t> pixel_term;  // per pixel of the block: its x cross term
         std::vector<int32_t> pixel_term32;  // the same modulo 2^32, for int32 sums
         std::vector<int64_t> plane;       // channel sums of one image and group
+        std::vector<int32_t> plane32;     // the same on the wide path where sums32_
+        std::vector<int32_t> tap_sums32;  // wide path, sums32_: each pixel's KH*KW plane sums
         int64_t plane_key = -1;           // n * G + g of the plane (and padded image) held
         std::vector<char> padded;         // wide path: the image and group, padded
         PackCache weight_pack;            // the GEMM's packed weights, kept across blocks
@@ -313,6 +317,8 @@ public:
     void run_job(int64_t job, Workspace &ws, int inner_threads) const {
         ws.col.resize(static_cast<size_t>(block_ * K * item_));
         ws.out.resize(static_cast<size_t>(block_ * Og));
+        ws.pixel_term32.resize(static_cast<size_t>(block_));
+        if (sums32_) ws.tap_sums32.resize(static_cast<size_t>(block_));
         const int64_t g = job / pixel_blocks_;
         const int64_t r0 = job % pixel_blocks_ * block_, np = std::min(block_, N * Pr - r0);
         // a wide block inside one image: the GEMM reads its taps in place
@@ -330,9 +336,8 @@ public:
             if (fold_x_sums_) pixel_terms(g, r0, np, ws);
         }
         multiply(g, r0, np, ws, inner_threads, in_place);
-        const bool narrow = fold_x_sums_ && out_dtype_ == APPROXMUL_INT32;
-        if (narrow) {
-            ws.pixel_term32.resize(static_cast<size_t>(block_));
+        const bool narrow = terms32();
+        if (narrow && !sums32_) {  // else wide_terms wrote them
             for (int64_t t = 0; t < np; ++t)
                 ws.pixel_term32[static_cast<size_t>(t)] = static_cast<int32_t>(
                     static_cast<uint32_t>(static_cast<uint64_t>(ws.pixel_term[static_cast<size_t>(t)])));
@@ -610,19 +615,52 @@ private:
             }
             if (copy) copy_taps<T>(q, u0, run, ws);
             if (fold_x_sums_) {
-                int64_t *a = ws.pixel_term.data() + q;
-                const int64_t *sums = ws.plane.data() + u0;
-                const int64_t zw = p_.w_zero_point, constant = K * p_.x_zero_point * zw;
-                std::fill(a, a + run, 0);
-                for (int64_t i = 0; i < KH; ++i)
-                    for (int64_t j = 0; j < KW; ++j) {
-                        const int64_t *from = sums + i * p_.dilation[0] * Wp + j * p_.dilation[1];
-                        for (int64_t t = 0; t < run; ++t) a[t] += from[t];
-                    }
-                for (int64_t t = 0; t < run; ++t) a[t] = constant - zw * a[t];
+                if (sums32_)
+                    wide_terms(ws.tap_sums32.data() + q, ws.plane32.data() + u0, q, run, ws);
+                else
+                    wide_terms(ws.pixel_term.data() + q, ws.plane.data() + u0, q, run, ws);
             }
             q += run;
         }
+    }
+
+    // The x cross terms of the block's pixels q.. q + run from the padded
+    // plane's channel sums (from wide pixel u0): each pixel's KH*KW sums
+    // added into a (Sum: int64, or int32 where sums32_ bounds them: twice the
+    // lanes, and no widening), then K*zx*zw - zw * a into ws.pixel_term
+    // (int64) and, for 32-bit sums, modulo 2^32 into ws.pixel_term32.
+    template <typename Sum>
+    void wide_terms(Sum *a, const Sum *sums, int64_t q, int64_t run, Workspace &ws) const {
+        const int64_t zw = p_.w_zero_point, constant = K * p_.x_zero_point * zw;
+        std::fill(a, a + run, Sum{0});
+        for (int64_t i = 0; i < KH; ++i)
+            for (int64_t j = 0; j < KW; ++j) {
+                const Sum *from = sums + i * p_.dilation[0] * Wp + j * p_.dilation[1];
+                for (int64_t t = 0; t < run; ++t) a[t] += from[t];
+            }
+        if (std::is_same<Sum, int64_t>::value) {
+            for (int64_t t = 0; t < run; ++t) a[t] = static_cast<Sum>(constant - zw * a[t]);
+            return;
+        }
+        if (terms32()) {
+            const auto c = static_cast<uint32_t>(static_cast<uint64_t>(constant));
+            const auto z = static_cast<uint32_t>(static_cast<uint64_t>(zw));
+            int32_t *d = ws.pixel_term32.data() + q;
+            for (int64_t t = 0; t < run; ++t)
+                d[t] = static_cast<int32_t>(c - z * static_cast<uint32_t>(a[t]));
+        }
+        if (terms64()) {
+            int64_t *d = ws.pixel_term.data() + q;
+            for (int64_t t = 0; t < run; ++t) d[t] = constant - zw * static_cast<int64_t>(a[t]);
+        }
+    }
+
+    // Which forms of the x cross term the GEMM's sums take: modulo 2^32 for
+    // int32 sums; int64 for int64 sums, or an output stage of int64 accumulators.
+    bool terms32() const { return fold_x_sums_ && out_dtype_ == APPROXMUL_INT32; }
+    bool terms64() const {
+        return fold_x_sums_ && (out_dtype_ != APPROXMUL_INT32 ||
+                                (p_.stage != nullptr && p_.out.dtype == APPROXMUL_INT64));
     }
 
     // Image n, group g into ws.padded: Cg planes of plane_len_ codes, the
@@ -644,16 +682,20 @@ private:
                              static_cast<const T *>(p_.x.data) + n * p_.x.strides[0] +
                                  (g * Cg + c) * p_.x.strides[1] + y * p_.x.strides[2],
                              w, p_.x.strides[3]);
-        if (fold_x_sums_) {
-            ws.plane.resize(static_cast<size_t>(plane_len_));
-            int64_t *sums = ws.plane.data();
+        auto channel_sums = [&](auto &plane) {
+            plane.resize(static_cast<size_t>(plane_len_));
+            auto *sums = plane.data();
             const int64_t len = plane_len_;
             std::fill(sums, sums + len, 0);
             for (int64_t c = 0; c < Cg; ++c) {
                 const T *from = padded + c * len;
                 for (int64_t k = 0; k < len; ++k) sums[k] += from[k];
             }
-        }
+        };
+        if (fold_x_sums_ && sums32_)
+            channel_sums(ws.plane32);
+        else if (fold_x_sums_)
+            channel_sums(ws.plane);
         // after the sums, which take the original codes: each code once per image
         if (mapped_)
             map_codes(map_x_, reinterpret_cast<uint8_t *>(ws.padded.data()), Cg * plane_len_);
@@ -947,6 +989,7 @@ private:
     const bool wide_;           // pixels over the padded width (gather_wide)
     const int64_t row_len_, Pr;  // pixels per output row and per image as indexed
     const int64_t plane_len_;   // codes per padded channel plane
+    const bool sums32_;         // wide path: the x cross term's code sums in int32
     const approxmul_dtype out_dtype_;  // of the GEMM's sums
     std::vector<char> weights_;
     char zero_code_[2] = {0, 0};
