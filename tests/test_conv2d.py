@@ -134,6 +134,24 @@ def test_conv2d_reversed_axes(flip, size):
     np.testing.assert_array_equal(got, want)
 
 
+@pytest.mark.parametrize("spec", ["exact", "drum:k=4"])
+def test_conv2d_weights_in_any_layout(spec):
+    # contiguous weights are regrouped by one copy, others element by element
+    rng = np.random.default_rng(31)
+    m = am.multiplier(spec)
+    x = rng.integers(0, 256, (3, 6, 9, 9)).astype(np.uint8)
+    w = rng.integers(0, 256, (4, 3, 3, 2)).astype(np.uint8)
+    kw = dict(padding=1, groups=2, x_zero_point=7, w_zero_point=130)
+    want = reference_conv(m.table(), x, w, 8, (1, 1), (1, 1), (1, 1), 2, 7, 130)
+    layouts = {"contiguous": w,
+               "channels last": np.ascontiguousarray(w.transpose(0, 2, 3, 1)).transpose(0, 3, 1, 2),
+               "reversed kernel": np.flip(np.ascontiguousarray(np.flip(w, (2, 3))), (2, 3)),
+               "inside a larger array": np.pad(w, ((0, 1), (0, 0), (1, 0), (0, 2)))[:4, :, 1:, :2]}
+    for name, view in layouts.items():
+        assert np.array_equal(view, w)
+        np.testing.assert_array_equal(am.conv2d(x, view, m, **kw), want, err_msg=name)
+
+
 @pytest.mark.parametrize("dtype, threads", [(np.uint8, 1), (np.uint16, 2)])
 def test_conv2d_pixel_blocks_cross_images(dtype, threads):
     # conv2d streams batch*pixels in blocks of up to 4096: 50 images of 12 x 8

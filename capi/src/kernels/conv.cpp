@@ -379,6 +379,18 @@ private:
     // rows they then pack contiguously instead of one strided code at a time.
     void group_weights() {
         weights_.resize(static_cast<size_t>(G * K * Og) * w_item_);
+        const int64_t *st = p_.w.strides;
+        if (st[3] == 1 && st[2] == KW && st[1] == KH * KW && st[0] == K) {
+            // contiguous O,C/G,KH,KW is already that order: one copy instead
+            // of a call per element
+            if (!weights_.empty()) std::memcpy(weights_.data(), p_.w.data, weights_.size());
+        } else {
+            copy_weights();
+        }
+        map_weights();
+    }
+
+    void copy_weights() {
         for (int64_t g = 0; g < G; ++g)
             for (int64_t o = 0; o < Og; ++o)
                 for (int64_t c = 0; c < Cg; ++c)
@@ -391,6 +403,9 @@ private:
                             std::memcpy(weights_.data() + dst * w_item_,
                                         offset_ptr(p_.w.data, src, p_.w.dtype), w_item_);
                         }
+    }
+
+    void map_weights() {
         if (!mapped_) return;
         // the cross terms take the weights' own codes, summed before they are mapped
         w_sums_.assign(static_cast<size_t>(O), 0);
