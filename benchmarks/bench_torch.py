@@ -1,12 +1,13 @@
 """The torch adapter's speed: approximate layers vs the same float torch model.
 
-    python benchmarks/bench_torch.py [--threads 2] [--repeat 5] [--json FILE]
+    python benchmarks/bench_torch.py [--threads 2] [--repeat 5] [--rounds 3] [--json FILE]
 
 One run, one thread count for torch and approxmul, each engine timed in its
 own block after a short pause (best of --repeat):
 - forward of ResNet-20-shaped CIFAR-10 convolutions (batch 64, 3x3, 16/32/64
-  channels) and of the whole ResNet-20: float torch vs approximated with the
-  exact multiplier, DRUM(4) and an arbitrary random 8x8 table;
+  channels) and of the whole ResNet-20 (the median ratio of --rounds rounds,
+  default 3): float torch vs approximated with the exact multiplier, DRUM(4)
+  and an arbitrary random 8x8 table;
 - backward with gradient="ste" vs the float model's backward;
 - adapter overhead: one approximate Conv2d layer vs a raw approxmul_cffi.conv2d
   of the same codes (the adapter adds quantize, requantize, dequantize), the
@@ -68,7 +69,7 @@ def resnet20():
 
 
 def main():
-    args, table, _ = timing.torch_vs_approxmul(__doc__.splitlines()[0])
+    args, table, _ = timing.torch_vs_approxmul(__doc__.splitlines()[0], rounds=3)
     torch.manual_seed(0)
     multipliers = {"exact": "exact", "drum:k=4": "drum:k=4", "random table": table}
     results = {"machine": platform.processor() or platform.machine(), "threads": args.threads,
@@ -91,15 +92,23 @@ def main():
                 approx = approximate(net, m, calibration=[x], gradient="none")
                 row(f"conv {c}x{size}x{size} forward, {label}", t_float,
                     best(lambda: approx(x), args.repeat), "speed vs float")
-    # ---- whole ResNet-20
+    # ---- whole ResNet-20: per round the float model's block, then each
+    # approximated model's; the row is the round with the median ratio (a
+    # burst of load during one float block moved a single ratio by 30 %)
     net = resnet20()
     x = torch.randn(args.batch, 3, 32, 32)
     with torch.no_grad():
-        t_float = best(lambda: net(x), args.repeat)
-        for label, m in multipliers.items():
-            approx = approximate(net, m, calibration=[x], gradient="none")
-            row(f"ResNet-20 forward, {label}", t_float, best(lambda: approx(x), args.repeat),
-                "speed vs float")
+        models = {label: approximate(net, m, calibration=[x], gradient="none")
+                  for label, m in multipliers.items()}
+        rounds = {label: [] for label in models}
+        for _ in range(args.rounds):
+            t_float = best(lambda: net(x), args.repeat)
+            for label, approx in models.items():
+                rounds[label].append((t_float, best(lambda: approx(x), args.repeat)))
+        for label, times in rounds.items():
+            t_float, t_approx = sorted(times, key=lambda t: t[0] / t[1])[len(times) // 2]
+            row(f"ResNet-20 forward, {label}", t_float, t_approx,
+                f"speed vs float (median of {len(times)} rounds)")
     # ---- backward (ste), the whole model
     train_net = resnet20()
     approx = approximate(train_net, "drum:k=4", calibration=[x], gradient="ste")
