@@ -261,7 +261,8 @@ def requantize_cases():
 
 def stage_cases():
     """(name, x, w, multiplier, conv2d keywords, requantize args, keywords with real=)
-    of quant.conv2d_requantize to real values (the torch adapter's path):
+    of quant.conv2d_requantize to codes (the evaluator's path) and to real
+    values (the torch adapter's):
     the wide-pixel and per-row gathers, blocks cut inside images, zero
     points folded or not, both roundings, per-channel factors with left
     shifts, 8- and 16-bit codes, float32 and float64, rows long enough for
@@ -291,12 +292,13 @@ def stage_cases():
         mantissa, shift = quant.quantize_multiplier(factors)
         bias = rng.integers(-5000, 5000, size=6)
         for rounding, real, bits in (("double", np.float32, 8), ("single", np.float64, 8),
-                                     ("double", np.float64, 16)):
+                                     ("double", np.float64, 16), ("double", None, 8),
+                                     ("single", None, 16)):
             clo, chi = quant.code_range(signed, bits=bits)
             args = (bias, mantissa, shift, int(rng.integers(clo // 2, chi // 2)), clo + 3, chi)
-            kw = dict(rounding=rounding, bits=bits, real=(0.0371, real))
-            out.append((f"stage {mname} {gname} {rounding} {np.dtype(real).name} {bits}",
-                        x, w, m, conv, args, kw))
+            kw = dict(rounding=rounding, bits=bits, real=None if real is None else (0.0371, real))
+            kind = "codes" if real is None else np.dtype(real).name
+            out.append((f"stage {mname} {gname} {rounding} {kind} {bits}", x, w, m, conv, args, kw))
     return out
 
 

@@ -106,17 +106,19 @@ struct KernelTable {
                        int32_t zero_point, int32_t qmin, int32_t qmax, int single,
                        int out_code, void *out);
 
-    // requantize (one channel: step 0, int32 accumulators) then dequantize
-    // with one scale and the same zero point, in one pass without the codes:
-    // for r < rows, c < cols, with a = acc[r * acc_stride + c] (plus
-    // term[r * acc_stride + c] modulo 2^32 unless term is nullptr),
-    // out[r * out_stride + c] = scale * (code(a) - zero_point), computed in
-    // double, stored as double if out64, else rounded to float. conv2d's
-    // output stage to real values; the same bits as the two kernels.
-    void (*requantize_real)(int64_t rows, int64_t cols, const int32_t *acc, const int32_t *term,
+    // conv2d's output stage in one pass: requantize (one channel: step 0,
+    // int32 accumulators), and with real dequantize with one scale and the
+    // same zero point, without the codes in between. For r < rows, c <
+    // cols, with a = acc[r * acc_stride + c] (plus term[r * acc_stride + c]
+    // modulo 2^32 unless term is nullptr), out[r * out_stride + c] is
+    // code(a) (out_bytes 1 or 2: its low bits, as requantize stores them) or
+    // scale * (code(a) - zero_point) computed in double (real: out_bytes 4,
+    // rounded to float, or 8). The same bits as the two kernels.
+    void (*requantize_rows)(int64_t rows, int64_t cols, const int32_t *acc, const int32_t *term,
                             int64_t acc_stride, int32_t bias, int32_t mantissa, int32_t shift,
                             int32_t zero_point, int32_t qmin, int32_t qmax, int single,
-                            double scale, int out64, void *out, int64_t out_stride);
+                            double scale, int out_bytes, int real, void *out,
+                            int64_t out_stride);
 
     // Affine quantization of n values (double if x64, else float) into codes
     // of type out_code (an approxmul_dtype value: int8, uint8, int16, uint16):

@@ -1108,14 +1108,16 @@ int nan_loop(int64_t n, const In *x) {
 #pragma GCC pop_options
 #endif
 
-// requantize then dequantize, fused: rows of one channel's int32 sums to
-// real values (isa.hpp states it). The lanes take double rounding; single
-// rounding and each row's tail run the loops above on chunks of codes.
+// The output stage of conv2d, fused: rows of one channel's int32 sums to
+// codes or to their real values (isa.hpp states it). The lanes take double
+// rounding into bytes or reals; single rounding, 16-bit codes and each
+// row's tail run the loops above on chunks of codes.
 template <typename Out>
-void requantize_real_rows(int64_t rows, int64_t cols, const int32_t *acc, const int32_t *term,
+void requantize_rows_into(int64_t rows, int64_t cols, const int32_t *acc, const int32_t *term,
                           int64_t acc_stride, int32_t bias, int32_t mantissa, int32_t shift,
                           int32_t zero_point, int32_t qmin, int32_t qmax, int single,
                           double scale, Out *out, int64_t out_stride) {
+    constexpr bool kReal = std::is_floating_point<Out>::value;
     const double zero = zero_point;
     auto rest = [&](int64_t n, const int32_t *a, const int32_t *t, Out *o) {
         constexpr int64_t kChunk = 64;
@@ -1132,7 +1134,10 @@ void requantize_real_rows(int64_t rows, int64_t cols, const int32_t *acc, const 
             else
                 requantize_loop<int32_t, 0, false>(k, sums, &bias, &mantissa, &shift, zero_point,
                                                    qmin, qmax, codes);
-            dequantize_loop<0>(k, codes, &scale, &zero, o + c0);
+            if constexpr (kReal)
+                dequantize_loop<0>(k, codes, &scale, &zero, o + c0);
+            else  // the clamped value's low bits, signed codes or not alike
+                for (int64_t i = 0; i < k; ++i) o[c0 + i] = static_cast<Out>(codes[i]);
         }
     };
     for (int64_t r = 0; r < rows; ++r) {
@@ -1141,9 +1146,14 @@ void requantize_real_rows(int64_t rows, int64_t cols, const int32_t *acc, const 
         Out *o = out + r * out_stride;
         int64_t done = 0;
 #if defined(__AVX2__)
-        if (!single)
+        if (!single && (kReal || sizeof(Out) == 1))
             with_double_rounding_lanes(bias, mantissa, shift, zero_point, qmin, qmax, [&](const auto &lanes) {
-                auto store = [&](int64_t i, auto c) { lanes.store(o + i, c, zero, scale); };
+                auto store = [&](int64_t i, auto c) {
+                    if constexpr (kReal)
+                        lanes.store(o + i, c, zero, scale);
+                    else
+                        lanes.store(reinterpret_cast<uint8_t *>(o + i), c);
+                };
                 done = t == nullptr ? double_rounding_lanes<false>(lanes, cols, a, t, store)
                                     : double_rounding_lanes<true>(lanes, cols, a, t, store);
             });
@@ -1152,16 +1162,18 @@ void requantize_real_rows(int64_t rows, int64_t cols, const int32_t *acc, const 
     }
 }
 
-void requantize_real(int64_t rows, int64_t cols, const int32_t *acc, const int32_t *term,
+void requantize_rows(int64_t rows, int64_t cols, const int32_t *acc, const int32_t *term,
                      int64_t acc_stride, int32_t bias, int32_t mantissa, int32_t shift,
                      int32_t zero_point, int32_t qmin, int32_t qmax, int single, double scale,
-                     int out64, void *out, int64_t out_stride) {
-    if (out64)
-        requantize_real_rows(rows, cols, acc, term, acc_stride, bias, mantissa, shift, zero_point,
-                             qmin, qmax, single, scale, static_cast<double *>(out), out_stride);
+                     int out_bytes, int real, void *out, int64_t out_stride) {
+    auto run = [&](auto *typed) {
+        requantize_rows_into(rows, cols, acc, term, acc_stride, bias, mantissa, shift, zero_point,
+                             qmin, qmax, single, scale, typed, out_stride);
+    };
+    if (real)
+        out_bytes == 8 ? run(static_cast<double *>(out)) : run(static_cast<float *>(out));
     else
-        requantize_real_rows(rows, cols, acc, term, acc_stride, bias, mantissa, shift, zero_point,
-                             qmin, qmax, single, scale, static_cast<float *>(out), out_stride);
+        out_bytes == 2 ? run(static_cast<uint16_t *>(out)) : run(static_cast<uint8_t *>(out));
 }
 
 // Calls f with a null pointer of the C type a code names: approxmul_dtype
@@ -1246,7 +1258,7 @@ const KernelTable kTable = {
     kU8Lut,
     kU8Pack,
     requantize,
-    requantize_real,
+    requantize_rows,
     quantize,
     dequantize,
     any_nan,
