@@ -262,11 +262,11 @@ def requantize_cases():
 def stage_cases():
     """(name, x, w, multiplier, conv2d keywords, requantize args, keywords with real=)
     of quant.conv2d_requantize to codes (the evaluator's path) and to real
-    values (the torch adapter's): the wide-pixel gather at strides 1 and 2,
-    the per-row gather, blocks cut inside images, zero points folded or not,
-    both roundings, per-channel factors with left shifts, 8- and 16-bit
-    codes, float32 and float64, rows long enough for the vector loops and
-    tails."""
+    values (the torch adapter's):
+    the wide-pixel and per-row gathers, blocks cut inside images, zero
+    points folded or not, both roundings, per-channel factors with left
+    shifts, 8- and 16-bit codes, float32 and float64, rows long enough for
+    the vector loops and tails."""
     import approxmul_cffi as am
     from approxmul_cffi import quant
     rng = np.random.default_rng(79)
@@ -275,10 +275,7 @@ def stage_cases():
                    ("drum", am.Multiplier.from_table(drum_table()))]
     # "cut": a 64x64 image's 4224 wide pixels exceed a block (3584 for 72
     # taps), so blocks end and start inside images, mid-row
-    # "phases": stride 2 on the wide path (phase planes); "rows": the
-    # per-row gather (outputs too few for the wide path's dropped columns)
-    geometries = [("wide", dict(padding=1)), ("phases", dict(stride=2, padding=1)),
-                  ("rows", dict(stride=2, padding=1, dilation=3)),
+    geometries = [("wide", dict(padding=1)), ("rows", dict(stride=2, padding=1, dilation=2)),
                   ("small", dict(padding=0)), ("cut", dict(padding=1))]
     for (mname, m), (gname, geom) in itertools.product(multipliers, geometries):
         signed = bool(m.signed)

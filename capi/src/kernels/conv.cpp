@@ -274,15 +274,9 @@ public:
           w_item_(dtype_size(p.w.dtype)),
           fold_x_sums_(p.w_zero_point != 0),
           Wp(W + 2 * p.padding[1]), Hp(H + 2 * p.padding[0]),
-          S0(p.stride[0]), S1(p.stride[1]), Wq(ceil_div(Wp, S1)), Hq(ceil_div(Hp, S0)),
-          phase_len_(Hq * Wq + (KW - 1) * p.dilation[1] / S1),
-          phase_slot_(phase_slots(KH, KW, p.dilation[0], p.dilation[1], S0, S1, Hp, Wp)),
-          // strides beyond the padded image would make mostly empty planes
-          wide_(OW * 4 >= Wq * 3 && S0 <= Hp && S1 <= Wp),
-          row_len_(wide_ ? Wq : OW), Pr(OH * row_len_),
-          plane_len_(wide_ ? (*std::max_element(phase_slot_.begin(), phase_slot_.end()) + 1) *
-                                 phase_len_
-                           : 0),
+          wide_(p.stride[0] == 1 && p.stride[1] == 1 && OW * 4 >= Wp * 3),
+          row_len_(wide_ ? Wp : OW), Pr(OH * row_len_),
+          plane_len_(Hp * Wp + (KW - 1) * p.dilation[1]),
           // every channel sum and receptive-field sum of codes fits int32
           sums32_(wide_ && K < (int64_t{1} << 31) / (item_ == 1 ? 256 : 65536)),
           out_dtype_(sum_dtype(p, m_, K, fold_x_sums_)) {}
@@ -599,44 +593,20 @@ private:
         }
     }
 
-    // The wide path (a phase plane's width Wq at most a third more than
-    // OW). Each image and group is copied once into padded phase planes:
-    // for strides s0, s1, plane (a, b) holds the padded image's pixels
-    // (y' s0 + a, x' s1 + b) at (y', x') on an Hq x Wq grid (one plane, the
-    // padded image itself, for stride 1), zero codes around the image.
-    // Pixels are indexed u = oy * Wq + ox, ox >= OW computing outputs that
-    // are dropped; tap (i, j) of output (oy, ox) is padded pixel (oy s0 +
-    // i d0, ox s1 + j d1), in plane ((i d0) % s0, (j d1) % s1) at (oy + i d0
-    // / s0, ox + j d1 / s1): every tap's im2col row over a run of u is one
-    // contiguous run of a plane, with no edge cases, where the row path
-    // pays a copy per tap and output row (8x8 images: 8-byte copies). The x
-    // cross term likewise sums KH*KW entries of the planes' channel sums.
-    // Tap (i, j)'s place in a channel's planes at u = 0.
-    int64_t tap_place(int64_t i, int64_t j) const {
-        const int64_t y = i * p_.dilation[0], x = j * p_.dilation[1];
-        return phase_slot_[static_cast<size_t>((y % S0) * S1 + x % S1)] * phase_len_ +
-               y / S0 * Wq + x / S1;
-    }
-
-    // The phases some tap reads, numbered in order; -1 for the others (a
-    // 1x1 kernel at stride 2 reads one of four: copying all cost it 1.5x).
-    // Strides beyond the padded image (hp x wp) leave the wide path: one
-    // unused slot then, not s0 * s1.
-    static std::vector<int64_t> phase_slots(int64_t kh, int64_t kw, int64_t d0, int64_t d1,
-                                            int64_t s0, int64_t s1, int64_t hp, int64_t wp) {
-        if (s0 > hp || s1 > wp) return {0};
-        std::vector<int64_t> slot(static_cast<size_t>(s0 * s1), -1);
-        for (int64_t i = 0; i < kh; ++i)
-            for (int64_t j = 0; j < kw; ++j) slot[static_cast<size_t>((i * d0 % s0) * s1 + j * d1 % s1)] = 0;
-        int64_t next = 0;
-        for (int64_t &v : slot) v = v == 0 ? next++ : -1;
-        return slot;
-    }
+    // The wide path (stride 1, Wp = W + 2 * padding columns, at most a
+    // third more than OW): pixels are indexed u = oy * Wp + ox over the
+    // padded width, ox >= OW computing outputs that are dropped. Each image
+    // and group is copied once into a padded plane (zero codes around it),
+    // and then every tap's im2col row over a run of u is one contiguous
+    // copy from that plane at offset i * d0 * Wp + j * d1: no edge cases,
+    // one copy per tap and image, where the row path pays one per tap and
+    // output row (8x8 images: 8-byte copies). The x cross term likewise sums
+    // KH*KW entries of the padded plane's channel sums, with no edges.
     // The offset in ws.padded of tap k = (c, i, j) at wide pixel u = 0: its
     // im2col row over a run of u is that many codes on from there.
     int64_t tap_offset(int64_t k) const {
         const int64_t c = k / (KH * KW), i = k / KW % KH, j = k % KW;
-        return c * plane_len_ + tap_place(i, j);
+        return c * plane_len_ + i * p_.dilation[0] * Wp + j * p_.dilation[1];
     }
 
     // The block's taps of pixels q.. q + run (wide pixels u0.. of the
@@ -680,7 +650,7 @@ private:
         std::fill(a, a + run, Sum{0});
         for (int64_t i = 0; i < KH; ++i)
             for (int64_t j = 0; j < KW; ++j) {
-                const Sum *from = sums + tap_place(i, j);
+                const Sum *from = sums + i * p_.dilation[0] * Wp + j * p_.dilation[1];
                 for (int64_t t = 0; t < run; ++t) a[t] += from[t];
             }
         if (std::is_same<Sum, int64_t>::value) {
@@ -708,11 +678,10 @@ private:
                                 (p_.stage != nullptr && p_.out.dtype == APPROXMUL_INT64));
     }
 
-    // Image n, group g into ws.padded: per channel, its S0 * S1 phase
-    // planes of phase_len_ codes (see tap_place), zero codes where no image
-    // pixel falls (the tail beyond each grid is read only for dropped
-    // columns); and, when the x cross term is folded, their channel sums
-    // into ws.plane.
+    // Image n, group g into ws.padded: Cg planes of plane_len_ codes, the
+    // image at (padding0, padding1) of an Hp x Wp grid of zero codes (the
+    // tail beyond the grid is read only for dropped columns); and, when the
+    // x cross term is folded, their channel sums into ws.plane.
     template <typename T>
     void pad_image(int64_t n, int64_t g, Workspace &ws) const {
         ws.padded.resize(static_cast<size_t>(Cg * plane_len_) * sizeof(T));
@@ -720,27 +689,14 @@ private:
         T zero;
         std::memcpy(&zero, zero_code_, sizeof(T));
         fill_run(padded, Cg * plane_len_, zero);
-        const int64_t pad0 = p_.padding[0], pad1 = p_.padding[1];
-        if (W > 0 && H > 0)  // an empty x may be NULL: form no pointer into it
+        const int64_t w = W, h = H, pad0 = p_.padding[0], pad1 = p_.padding[1], wp = Wp;
+        if (w > 0 && h > 0)  // an empty x may be NULL: form no pointer into it
             for (int64_t c = 0; c < Cg; ++c)
-                for (int64_t y = 0; y < H; ++y) {
-                    const int64_t py = y + pad0;  // padded row, in plane row py / S0
-                    const T *row = static_cast<const T *>(p_.x.data) + n * p_.x.strides[0] +
-                                   (g * Cg + c) * p_.x.strides[1] + y * p_.x.strides[2];
-                    for (int64_t b = 0; b < S1; ++b) {
-                        // input columns x with (x + pad1) % S1 == b, every S1-th
-                        const int64_t x0 = ((b - pad1) % S1 + S1) % S1;
-                        const int64_t slot = phase_slot_[static_cast<size_t>((py % S0) * S1 + b)];
-                        if (x0 >= W || slot < 0) continue;
-                        const int64_t count = (W - x0 + S1 - 1) / S1;
-                        T *dst = padded + c * plane_len_ + slot * phase_len_ + py / S0 * Wq +
-                                 (x0 + pad1) / S1;
-                        // the step only between two real elements (a size-1
-                        // axis may have any stride)
-                        copy_run(dst, row + x0 * p_.x.strides[3], count,
-                                 count > 1 ? S1 * p_.x.strides[3] : 1);
-                    }
-                }
+                for (int64_t y = 0; y < h; ++y)
+                    copy_run(padded + c * plane_len_ + (y + pad0) * wp + pad1,
+                             static_cast<const T *>(p_.x.data) + n * p_.x.strides[0] +
+                                 (g * Cg + c) * p_.x.strides[1] + y * p_.x.strides[2],
+                             w, p_.x.strides[3]);
         auto channel_sums = [&](auto &plane) {
             plane.resize(static_cast<size_t>(plane_len_));
             auto *sums = plane.data();
@@ -1046,13 +1002,9 @@ private:
     const size_t w_item_;   // bytes per w element
     const bool fold_x_sums_;  // the x cross term is added here, not by the GEMM
     const int64_t Wp, Hp;       // the padded image
-    const int64_t S0, S1;       // the strides: S0 * S1 phase planes per channel
-    const int64_t Wq, Hq;       // a phase plane's grid
-    const int64_t phase_len_;   // codes per phase plane (the grid and a tail)
-    const std::vector<int64_t> phase_slot_;  // per phase a * S1 + b: its place, or -1: no tap reads it
-    const bool wide_;           // pixels over a phase plane's width (gather_wide)
+    const bool wide_;           // pixels over the padded width (gather_wide)
     const int64_t row_len_, Pr;  // pixels per output row and per image as indexed
-    const int64_t plane_len_;   // codes per padded channel: its phase planes
+    const int64_t plane_len_;   // codes per padded channel plane
     const bool sums32_;         // wide path: the x cross term's code sums in int32
     const approxmul_dtype out_dtype_;  // of the GEMM's sums
     std::vector<char> weights_;
