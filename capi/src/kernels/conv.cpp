@@ -653,8 +653,8 @@ private:
                 const Sum *from = sums + i * p_.dilation[0] * Wp + j * p_.dilation[1];
                 for (int64_t t = 0; t < run; ++t) a[t] += from[t];
             }
-        if (std::is_same<Sum, int64_t>::value) {
-            for (int64_t t = 0; t < run; ++t) a[t] = static_cast<Sum>(constant - zw * a[t]);
+        if constexpr (std::is_same<Sum, int64_t>::value) {
+            for (int64_t t = 0; t < run; ++t) a[t] = constant - zw * a[t];
             return;
         }
         if (terms32()) {
@@ -914,12 +914,18 @@ private:
         }
     }
 
-    // The stage over one block, channel by channel: the final sums (the
-    // GEMM's plus the x cross term, in the accumulators' type) through
-    // requantize_row into a row of the block, then its runs to out. The
-    // accumulators' type bounds every final sum, so int32 ones add modulo 2^32.
+    // The stage over one block, channel by channel. int32 sums and
+    // accumulators (the common case): stage_rows_block. Otherwise the final
+    // sums (the GEMM's plus the x cross term, in the accumulators' type)
+    // through requantize_row into a row of the block, then its runs to out.
+    // The accumulators' type bounds every final sum, so int32 ones add
+    // modulo 2^32.
     void stage_block(int64_t g, int64_t r0, int64_t np, Workspace &ws) const {
         const bool acc64 = p_.out.dtype == APPROXMUL_INT64, sums64 = out_dtype_ == APPROXMUL_INT64;
+        if (!acc64 && !sums64) {
+            stage_rows_block(g, r0, np, ws);
+            return;
+        }
         const int64_t item = stage_item();
         const auto code_item = static_cast<int64_t>(dtype_size(p_.stage->code_dtype));
         ws.acc.resize(static_cast<size_t>(block_));
@@ -929,20 +935,12 @@ private:
         const bool short_runs = p_.stage->real_bytes != 0 && OW < 32;
         if (short_runs) ws.stage_out.resize(static_cast<size_t>(block_ * item));
         auto *acc32 = reinterpret_cast<int32_t *>(ws.acc.data());
-        if (!acc64 && !sums64) {
-            stage_rows_block(g, r0, np, ws);
-            return;
-        }
         for (int64_t o = 0; o < Og; ++o) {
             const int64_t oc = g * Og + o;
             const int64_t *row64 = ws.out.data() + o * block_;
             const int32_t *row32 = reinterpret_cast<const int32_t *>(ws.out.data()) + o * block_;
             const void *acc = sums64 ? static_cast<const void *>(row64) : row32;
-            if (fold_x_sums_ && !acc64 && !sums64) {  // the common case, in 32-bit lanes
-                const int32_t *term = ws.pixel_term32.data();
-                for (int64_t t = 0; t < np; ++t) acc32[t] = add_term(row32[t], term[t]);
-                acc = acc32;
-            } else if (fold_x_sums_ || sums64 != acc64) {
+            if (fold_x_sums_ || sums64 != acc64) {
                 const int64_t *term = fold_x_sums_ ? ws.pixel_term.data() : nullptr;
                 for (int64_t t = 0; t < np; ++t) {
                     const int64_t sum = (sums64 ? row64[t] : row32[t]) + (term ? term[t] : 0);
@@ -973,9 +971,7 @@ private:
 
     // stage_block's common case, int32 sums: the sum, its x cross term,
     // requantization and (for real values) dequantization in one kernel
-    // pass per span, straight into out (three passes through the block
-    // before, and a call per output row: to real values 1.26-1.31x the raw
-    // conv2d of a 16->16 32x32 layer at 1 thread, now 1.18-1.23x).
+    // pass per span of whole output rows, straight into out.
     void stage_rows_block(int64_t g, int64_t r0, int64_t np, const Workspace &ws) const {
         const Conv2dOutputStage &s = *p_.stage;
         const KernelTable &kt = selected_kernels();
