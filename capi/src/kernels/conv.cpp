@@ -274,7 +274,7 @@ public:
           w_item_(dtype_size(p.w.dtype)),
           fold_x_sums_(p.w_zero_point != 0),
           Wp(W + 2 * p.padding[1]), Hp(H + 2 * p.padding[0]),
-          wide_(p.stride[0] == 1 && p.stride[1] == 1 && OW * 4 >= Wp * 3),
+          wide_(p.stride[0] == 1 && p.stride[1] == 1 && wide_pays(m_.plan(), OW, Wp)),
           row_len_(wide_ ? Wp : OW), Pr(OH * row_len_),
           plane_len_(Hp * Wp + (KW - 1) * p.dilation[1]),
           // every channel sum and receptive-field sum of codes fits int32
@@ -282,6 +282,15 @@ public:
           out_dtype_(sum_dtype(p, m_, K, fold_x_sums_)) {}
 
     bool empty() const { return N == 0 || O == 0 || P == 0; }
+
+    // The wide path multiplies Wp - OW dropped columns per output row to
+    // save the per-row gather: worth it where products are cheap GEMM
+    // lanes, not where each is a table lookup or a model call (a 64->64
+    // 8x8 layer: a quarter more products, 10-20 % more time).
+    static bool wide_pays(Plan plan, int64_t OW, int64_t Wp) {
+        const int64_t parts = plan == Plan::Table || plan == Plan::Function ? 8 : 4;
+        return OW * parts >= Wp * (parts - 1);
+    }
 
     // The pixel blocks and the jobs; prepares everything jobs share.
     void prepare(int threads) {
