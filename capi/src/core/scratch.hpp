@@ -45,6 +45,14 @@ public:
     T &operator[](std::size_t i) const { return data_[i]; }
     std::size_t size() const { return count_; }
 
+    // At least `count` elements, uninitialised: the block held if it is
+    // large enough (contents kept), else a new one (a buffer reused across
+    // the jobs of a call, sized by its largest job).
+    T *reserve(std::size_t count) {
+        if (count > count_) *this = Scratch(count);
+        return data_;
+    }
+
 private:
     void take(Scratch &other) {
         data_ = other.data_, count_ = other.count_, capacity_ = other.capacity_;

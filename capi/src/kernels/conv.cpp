@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "../core/error.hpp"
+#include "../core/scratch.hpp"
 #include "../core/threads.hpp"
 #include "common.hpp"
 #include "drivers.hpp"
@@ -308,15 +309,18 @@ public:
     bool jobs_in_parallel() const { return jobs_in_parallel_; }
 
     struct Workspace {
-        std::vector<char> col;     // K x block codes, k-major (a block row per tap)
-        std::vector<int64_t> out;  // Og x block sums, channel-major
+        // the call's large buffers come from the scratch cache: allocated
+        // afresh, a batch-1 512->512 7x7 layer spent a third of its time in
+        // page faults
+        Scratch<char> col;     // K x block codes, k-major (a block row per tap)
+        Scratch<int64_t> out;  // Og x block sums, channel-major
         std::vector<int64_t> pixel_term;  // per pixel of the block: its x cross term
         std::vector<int32_t> pixel_term32;  // the same modulo 2^32, for int32 sums
         std::vector<int64_t> plane;       // channel sums of one image and group
         std::vector<int32_t> plane32;     // the same on the wide path where sums32_
         std::vector<int32_t> tap_sums32;  // wide path, sums32_: each pixel's KH*KW plane sums
         int64_t plane_key = -1;           // n * G + g of the plane (and padded image) held
-        std::vector<char> padded;         // wide path: the image and group, padded
+        Scratch<char> padded;             // wide path: the image and group, padded
         PackCache weight_pack;            // the GEMM's packed weights, kept across blocks
         std::vector<int64_t> acc;         // output stage: one channel's final sums
         std::vector<char> stage_codes, stage_out;  // and their codes (and real values)
@@ -324,8 +328,8 @@ public:
     };
 
     void run_job(int64_t job, Workspace &ws, int inner_threads) const {
-        ws.col.resize(static_cast<size_t>(block_ * K * item_));
-        ws.out.resize(static_cast<size_t>(block_ * Og));
+        ws.col.reserve(static_cast<size_t>(block_ * K * item_));
+        ws.out.reserve(static_cast<size_t>(block_ * Og));
         ws.pixel_term32.resize(static_cast<size_t>(block_));
         if (sums32_) ws.tap_sums32.resize(static_cast<size_t>(block_));
         const int64_t g = job / pixel_blocks_;
@@ -387,15 +391,22 @@ private:
     // The GEMMs flip conv2d's problem so that the weights become A, whose
     // rows they then pack contiguously instead of one strided code at a time.
     void group_weights() {
-        weights_.resize(static_cast<size_t>(G * K * Og) * w_item_);
         const int64_t *st = p_.w.strides;
-        if (st[3] == 1 && st[2] == KW && st[1] == KH * KW && st[0] == K) {
-            // contiguous O,C/G,KH,KW is already that order: one copy instead
-            // of a call per element
-            if (!weights_.empty()) std::memcpy(weights_.data(), p_.w.data, weights_.size());
+        const bool contiguous = st[3] == 1 && st[2] == KW && st[1] == KH * KW && st[0] == K;
+        if (contiguous && !mapped_) {
+            // contiguous O,C/G,KH,KW is already that order: the GEMMs read it
+            // in place (a 512->512 3x3 layer's copy was 2.4 MB per call)
+            weight_codes_ = static_cast<const char *>(p_.w.data);
+            return;
+        }
+        const size_t bytes = static_cast<size_t>(G * K * Og) * w_item_;
+        weights_ = Scratch<char>(bytes);
+        if (contiguous) {
+            if (bytes != 0) std::memcpy(weights_.data(), p_.w.data, bytes);
         } else {
             copy_weights();
         }
+        weight_codes_ = weights_.data();
         map_weights();
     }
 
@@ -693,7 +704,7 @@ private:
     // x cross term is folded, their channel sums into ws.plane.
     template <typename T>
     void pad_image(int64_t n, int64_t g, Workspace &ws) const {
-        ws.padded.resize(static_cast<size_t>(Cg * plane_len_) * sizeof(T));
+        ws.padded.reserve(static_cast<size_t>(Cg * plane_len_) * sizeof(T));
         T *padded = reinterpret_cast<T *>(ws.padded.data());
         T zero;
         std::memcpy(&zero, zero_code_, sizeof(T));
@@ -806,7 +817,7 @@ private:
         MatmulProblem mp{gemm_m_, np, Og, K,
                          MatrixView{"x", p_.x.dtype, ws.col.data(), np, K, 1, block_},
                          MatrixView{"w", p_.w.dtype,
-                                    weights_.data() + static_cast<size_t>(g * K * Og) * w_item_, K,
+                                    weight_codes_ + static_cast<size_t>(g * K * Og) * w_item_, K,
                                     Og, 1, K},
                          MatrixView{"out", out_dtype_, ws.out.data(), np, Og, 1, block_},
                          p_.x_zero_point, fold_x_sums_ ? 0 : p_.w_zero_point, inner_threads,
@@ -1012,7 +1023,8 @@ private:
     const int64_t plane_len_;   // codes per padded channel plane
     const bool sums32_;         // wide path: the x cross term's code sums in int32
     const approxmul_dtype out_dtype_;  // of the GEMM's sums
-    std::vector<char> weights_;
+    Scratch<char> weights_;               // the weights regrouped, where they must be
+    const char *weight_codes_ = nullptr;  // the GEMMs' weights: p_.w's data or weights_
     char zero_code_[2] = {0, 0};
     // mapped codes (choose_mapping): the GEMMs' exact multiplier, the maps
     // by raw byte, and each output channel's sum of original weight codes

@@ -16,6 +16,7 @@
 #include <limits>
 #include <vector>
 
+#include "../core/scratch.hpp"
 #include "common.hpp"
 #include "drivers.hpp"
 #include "parallel.hpp"
@@ -364,7 +365,9 @@ bool u8_gemm(const KernelTable &kt, const MatmulProblem &p0) {
     const MatmulProblem &p = plan.p;
     const CrossTerms cross(p);
     const int64_t packed_panels = std::min(plan.block_panels, plan.mpanels);
-    std::vector<uint8_t> apack(static_cast<size_t>(packed_panels * plan.panel_bytes));
+    // from the scratch cache: a batch-1 conv2d layer's weights are megabytes
+    // of A, and a fresh allocation faults in every page on every call
+    const Scratch<uint8_t> apack(static_cast<size_t>(packed_panels * plan.panel_bytes));
     std::vector<int64_t> row_corr(static_cast<size_t>(packed_panels * plan.MR));
     std::vector<Workspace> workspaces(static_cast<size_t>(plan.threads));
     for (Workspace &w : workspaces) {
