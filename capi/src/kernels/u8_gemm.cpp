@@ -16,6 +16,10 @@
 #include <limits>
 #include <vector>
 
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#endif
+
 #include "../core/scratch.hpp"
 #include "common.hpp"
 #include "drivers.hpp"
@@ -217,6 +221,35 @@ struct Workspace {
     std::vector<int64_t> wide, col_term;
 };
 
+// panel[(kq * MR + r) * 4 + t] = rows[r * stride + kq * 4 + t] for kq <
+// kq_n: MR rows' quads interleaved, by 4 x 4 transposes of 32-bit quads
+// where SSE2 has them (a 4-byte copy per quad and row was half the time a
+// batch-1 conv2d spent packing its weights).
+void interleave_quads(const uint8_t *rows, int64_t stride, int64_t MR, int64_t kq_n,
+                      uint8_t *panel) {
+    int64_t kq = 0;
+#if defined(__SSE2__)
+    if (MR % 4 == 0)
+        for (; kq + 4 <= kq_n; kq += 4)
+            for (int64_t r = 0; r < MR; r += 4) {
+                __m128i x[4];
+                for (int t = 0; t < 4; ++t)
+                    x[t] = _mm_loadu_si128(
+                        reinterpret_cast<const __m128i *>(rows + (r + t) * stride + kq * 4));
+                // x[t] holds row r + t's quads kq .. kq + 3
+                const __m128i a = _mm_unpacklo_epi32(x[0], x[1]), b = _mm_unpacklo_epi32(x[2], x[3]);
+                const __m128i c = _mm_unpackhi_epi32(x[0], x[1]), d = _mm_unpackhi_epi32(x[2], x[3]);
+                const __m128i q[4] = {_mm_unpacklo_epi64(a, b), _mm_unpackhi_epi64(a, b),
+                                      _mm_unpacklo_epi64(c, d), _mm_unpackhi_epi64(c, d)};
+                for (int t = 0; t < 4; ++t)
+                    _mm_storeu_si128(reinterpret_cast<__m128i *>(panel + ((kq + t) * MR + r) * 4), q[t]);
+            }
+#endif
+    for (; kq < kq_n; ++kq)
+        for (int64_t r = 0; r < MR; ++r)
+            std::memcpy(panel + (kq * MR + r) * 4, rows + r * stride + kq * 4, 4);
+}
+
 // Panel `panel_index` of A (rows panel_index * MR ..) into `panel`, and each
 // row's correction sum_r vo_r sum_k u_r(A[i,k]) into corr[0..MR).
 void pack_a_panel(const KernelTable &kt, const U8Plan &plan, int64_t panel_index, uint8_t *panel,
@@ -224,16 +257,19 @@ void pack_a_panel(const KernelTable &kt, const U8Plan &plan, int64_t panel_index
     const MatmulProblem &p = plan.p;
     const ByteFit &fit = plan.fit;
     const int64_t MR = plan.MR, rank = plan.rank;
-    std::memset(panel, 0, static_cast<size_t>(plan.panel_bytes));
-    for (int64_t r = 0; r < MR; ++r) {
-        const int64_t i = panel_index * MR + r;
-        int64_t corr = 0;
-        if (i >= p.rows) {
+    if (rank == 1 && plan.a_bytes) {
+        // each row looked up whole (a strided one gathered first), zero
+        // quads past the rows and the inner size, then interleaved
+        const int64_t kq_n = ceil_div(p.inner, 4), stride = kq_n * 4;
+        w.row.resize(static_cast<size_t>(MR * stride));
+        for (int64_t r = 0; r < MR; ++r) {
+            const int64_t i = panel_index * MR + r;
+            uint8_t *row = w.row.data() + r * stride;
             corr_out[r] = 0;
-            continue;
-        }
-        if (rank == 1 && plan.a_bytes) {
-            // a strided row is gathered first, then looked up as a whole
+            if (i >= p.rows) {
+                std::memset(row, 0, static_cast<size_t>(stride));
+                continue;
+            }
             const auto *src = static_cast<const uint8_t *>(p.a.data) + i * p.a.row_stride;
             if (p.a.col_stride != 1) {
                 w.gathered.resize(static_cast<size_t>(p.inner));
@@ -241,21 +277,18 @@ void pack_a_panel(const KernelTable &kt, const U8Plan &plan, int64_t panel_index
                     w.gathered[static_cast<size_t>(k)] = src[k * p.a.col_stride];
                 src = w.gathered.data();
             }
-            kt.u8_lut(p.inner, src, fit.a_lut.data(), w.row.data());
-            const int64_t kq_n = ceil_div(p.inner, 4);
-            std::memset(w.row.data() + p.inner, 0, 4);
-            for (int64_t kq = 0; kq < kq_n; ++kq)
-                std::memcpy(panel + (kq * MR + r) * 4, w.row.data() + kq * 4, 4);
-            if (fit.b_offset[0] != 0) {
-                int64_t sum = 0;
-                if (fit.a_signed)
-                    for (int64_t k = 0; k < p.inner; ++k)
-                        sum += static_cast<int8_t>(w.row[static_cast<size_t>(k)]);
-                else
-                    for (int64_t k = 0; k < p.inner; ++k) sum += w.row[static_cast<size_t>(k)];
-                corr = fit.b_offset[0] * sum;
-            }
-        } else {
+            kt.u8_lut(p.inner, src, fit.a_lut.data(), row);
+            std::memset(row + p.inner, 0, static_cast<size_t>(stride - p.inner));
+            if (fit.b_offset[0] != 0) corr_out[r] = fit.b_offset[0] * byte_sum(row, p.inner, fit.a_signed);
+        }
+        interleave_quads(w.row.data(), stride, MR, kq_n, panel);
+        return;
+    }
+    std::memset(panel, 0, static_cast<size_t>(plan.panel_bytes));
+    for (int64_t r = 0; r < MR; ++r) {
+        const int64_t i = panel_index * MR + r;
+        int64_t corr = 0;
+        if (i < p.rows)
             with_codes(p.a, plan.mask, [&](auto code) {
                 for (int64_t k = 0; k < p.inner; ++k) {
                     const uint32_t x = code(i, k) & 0xff;
@@ -267,7 +300,6 @@ void pack_a_panel(const KernelTable &kt, const U8Plan &plan, int64_t panel_index
                     }
                 }
             });
-        }
         corr_out[r] = plan.any_offset ? corr : 0;
     }
 }
@@ -375,7 +407,6 @@ bool u8_gemm(const KernelTable &kt, const MatmulProblem &p0) {
         w.c.resize(static_cast<size_t>(plan.mcp * plan.MR * plan.ldc));
         if (plan.wide) w.wide.resize(static_cast<size_t>(plan.mcp * plan.MR * plan.ldc));
         if (!plan.b_bytes) w.codes.resize(static_cast<size_t>(plan.kc * plan.ncp * plan.NR));
-        w.row.resize(static_cast<size_t>(std::max<int64_t>(p.inner, 4) + 64));
     }
     for (int64_t pb0 = 0; pb0 < plan.mpanels; pb0 += plan.block_panels) {
         const int64_t pbn = std::min(plan.block_panels, plan.mpanels - pb0);
