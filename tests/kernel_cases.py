@@ -20,8 +20,11 @@ SHAPES = [(0, 3, 4), (1, 1, 1), (3, 0, 5), (7, 33, 5), (9, 65, 129), (33, 130, 1
           # that the pixels pack as B; odd inner sizes leave half pairs
           (16, 45, 700), (700, 45, 16)]
 # Only for the multipliers of the byte (vpdpbusd) path: several row and
-# column jobs on 2 threads, and A packed in more than one row block.
-BYTE_SHAPES = [(40, 100, 700), (72, 70000, 2)]
+# column jobs on 2 threads, and A packed in more than one row block; B's
+# quads packed once for several row jobs: a column-major A (flipped), then
+# several column jobs and inner blocks on 2 threads (90 x 1100 x 300, its
+# index odd and not a multiple of 3: C-ordered A, zero points).
+BYTE_SHAPES = [(40, 100, 700), (72, 70000, 2), (96, 600, 40), (90, 1100, 300)]
 BYTE_PATH = ("exact-u8", "exact-s8", "trunc4")
 # Only for table multipliers: the product-table-order kernel's edges (row
 # blocks of 16 with a partial one, streamed columns off its 4-column step,
