@@ -428,12 +428,10 @@ private:
     void map_weights() {
         if (!mapped_) return;
         // the cross terms take the weights' own codes, summed before they are mapped
-        w_sums_.assign(static_cast<size_t>(O), 0);
-        const auto *codes = reinterpret_cast<uint8_t *>(weights_.data());
+        // (a loop of int64 adds here was 39 % of a batch-1 512->512 DRUM layer)
+        w_sums_.resize(static_cast<size_t>(O));
         for (int64_t o = 0; o < O; ++o)
-            for (int64_t k = 0; k < K; ++k)
-                w_sums_[static_cast<size_t>(o)] +=
-                    m_.is_signed() ? static_cast<int8_t>(codes[o * K + k]) : codes[o * K + k];
+            w_sums_[static_cast<size_t>(o)] = byte_sum(weights_.data() + o * K, K, m_.is_signed());
         map_codes(map_w_, reinterpret_cast<uint8_t *>(weights_.data()), O * K);
     }
 
