@@ -379,7 +379,8 @@ def test_conv2d_resnet20_batch64_variants(stride, groups, zero):
     np.testing.assert_array_equal(got, expected)
 
 
-@pytest.mark.parametrize("spec", ["drum:k=4", "drum:k=3,signed=1", "drum:bits=6,k=3", "dsm:m=4"])
+@pytest.mark.parametrize("spec", ["drum:k=4", "drum:k=3,signed=1", "drum:bits=6,k=3", "dsm:m=4",
+                                  "dsm:m=4,signed=1"])
 @pytest.mark.parametrize("geometry", [
     dict(stride=(1, 1), padding=(1, 1), dilation=(1, 1), groups=1),   # padded images
     dict(stride=(2, 1), padding=(1, 2), dilation=(1, 2), groups=1),   # per-row gathers
