@@ -23,43 +23,42 @@ namespace approxmul::kernels {
 
 namespace {
 
-// The low bits (mask) of a view's raw codes, rows x cols in memory order.
-// Rows or columns of contiguous codes go through plain loops that the
-// compiler vectorises (the element-wise path cost a third of an 8-bit
+// The low bits (mask) of a view's raw codes, as a byte view of the same
+// shape: rows in memory order, or columns where only the columns are
+// contiguous (conv2d's column-major pixel blocks: transposing them into
+// rows took a third of a batch-1 512->512 truncated layer; the table
+// GEMMs pack either order). Contiguous codes go through plain loops that
+// the compiler vectorises (the element-wise path cost a third of an 8-bit
 // truncated GEMM); other views take the generic loader.
-Scratch<uint8_t> low_bits(const MatrixView &v, uint32_t mask, int threads) {
-    Scratch<uint8_t> out(static_cast<size_t>(v.rows * v.cols));
-    if (out.size() == 0) return out;  // an empty view's data may be null: no row pointers into it
-    uint8_t *const dst = out.data();
+struct LowBits {
+    Scratch<uint8_t> codes;
+    MatrixView view;
+};
+
+LowBits low_bits(const MatrixView &v, uint32_t mask, int threads) {
+    const bool by_columns = v.col_stride != 1 && v.row_stride == 1;
+    LowBits out{Scratch<uint8_t>(static_cast<size_t>(v.rows * v.cols)), {}};
+    out.view = MatrixView{v.name, APPROXMUL_UINT8, out.codes.data(), v.rows, v.cols,
+                          by_columns ? 1 : v.cols, by_columns ? v.rows : 1};
+    if (out.codes.size() == 0) return out;  // an empty view's data may be null: no pointers into it
+    uint8_t *const dst = out.codes.data();
     // loop bounds and the mask are copied into each loop's own locals: a byte
     // store may alias anything read through a reference, which stops vectorising
-    const int64_t rows = v.rows, cols = v.cols, row_stride = v.row_stride, col_stride = v.col_stride;
+    const int64_t lines = by_columns ? v.cols : v.rows, len = by_columns ? v.rows : v.cols;
+    const int64_t line_stride = by_columns ? v.col_stride : v.row_stride;
     auto contiguous = [&](auto *base) {
         using T = std::remove_const_t<std::remove_pointer_t<decltype(base)>>;
         const auto m = static_cast<T>(mask);
-        if (col_stride == 1) {
-            parallel_for(rows, threads, [&](int64_t i, int) {
-                const T *src = base + i * row_stride;
-                const T bits = m;
-                uint8_t *row = dst + i * cols;
-                const int64_t n = cols;
-                for (int64_t j = 0; j < n; ++j) row[j] = static_cast<uint8_t>(src[j] & bits);
-            });
-        } else {  // row_stride 1: blocks of 64 rows, each column's codes read in a run
-            constexpr int64_t B = 64;
-            parallel_for(ceil_div(rows, B), threads, [&](int64_t block, int) {
-                const int64_t i0 = block * B, ni = std::min(B, rows - i0), n = cols;
-                const T bits = m;
-                for (int64_t j = 0; j < n; ++j) {
-                    const T *src = base + j * col_stride + i0;
-                    for (int64_t i = 0; i < ni; ++i)
-                        dst[(i0 + i) * n + j] = static_cast<uint8_t>(src[i] & bits);
-                }
-            });
-        }
+        parallel_for(lines, threads, [&](int64_t i, int) {
+            const T *src = base + i * line_stride;
+            const T bits = m;
+            uint8_t *line = dst + i * len;
+            const int64_t n = len;
+            for (int64_t j = 0; j < n; ++j) line[j] = static_cast<uint8_t>(src[j] & bits);
+        });
     };
     const bool bytes = v.dtype == APPROXMUL_UINT8 || v.dtype == APPROXMUL_INT8;
-    if (col_stride == 1 || row_stride == 1) {
+    if (v.col_stride == 1 || by_columns) {
         if (bytes)
             contiguous(static_cast<const uint8_t *>(v.data));
         else
@@ -94,16 +93,16 @@ bool exact_plus_table_gemm(const KernelTable &, const MatmulProblem &problem) {
     // int32 where its sums fit (half the memory to fault in and fold)
     const Multiplier &error_model = *m.low_bits_error();
     const uint32_t mask = error_model.operand_mask();
-    const Scratch<uint8_t> a_lo = low_bits(problem.a, mask, threads);
-    const Scratch<uint8_t> b_lo = low_bits(problem.b, mask, threads);
+    const LowBits a_lo = low_bits(problem.a, mask, threads);
+    const LowBits b_lo = low_bits(problem.b, mask, threads);
     const size_t count = static_cast<size_t>(rows * cols);
     const bool error32 =
         error_model.max_abs_product() <= std::numeric_limits<int32_t>::max() / std::max<int64_t>(inner, 1);
     const Scratch<int64_t> error(error32 ? (count + 1) / 2 : count);
     MatmulProblem q = problem;
     q.multiplier = &error_model;
-    q.a = MatrixView{problem.a.name, APPROXMUL_UINT8, a_lo.data(), rows, inner, inner, 1};
-    q.b = MatrixView{problem.b.name, APPROXMUL_UINT8, b_lo.data(), inner, cols, cols, 1};
+    q.a = a_lo.view;
+    q.b = b_lo.view;
     q.c = MatrixView{problem.c.name, error32 ? APPROXMUL_INT32 : APPROXMUL_INT64, error.data(), rows,
                      cols, cols, 1};
     q.a_zero_point = q.b_zero_point = 0;

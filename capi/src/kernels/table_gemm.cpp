@@ -11,6 +11,7 @@
 #include <cstring>
 #include <vector>
 
+#include "../core/scratch.hpp"
 #include "common.hpp"
 #include "drivers.hpp"
 #include "parallel.hpp"
@@ -247,6 +248,26 @@ bool nibble_gemm(const KernelTable &kt, const MatmulProblem &p0) {
     const int threads = threads_for(p, jobs);
     const CrossTerms cross(p);
 
+    // The streamed panels of column job cj over inner block kb (padding
+    // columns: code 0), into x.
+    const int64_t k_blocks = ceil_div(p.inner, KC), x_block = ceil_div(CB, W) * KC * W;
+    auto pack_x = [&](int64_t cj, int64_t kb, uint8_t *x) {
+        const int64_t j0 = cj * CB, nj = std::min(CB, p.cols - j0);
+        const int64_t k0 = kb * KC, nk = std::min(KC, p.inner - k0);
+        std::memset(x, 0, static_cast<size_t>(ceil_div(nj, W) * KC * W));
+        for (int64_t q = 0; q * W < nj; ++q)
+            pack_codes(p.b, mask, k0, nk, j0 + q * W, std::min(W, nj - q * W), x + q * KC * W, W);
+    };
+    // packed once where several row jobs would each pack them again (a
+    // batch-1 conv2d: 63 pixels in 8 row jobs, each packing 512 weight
+    // columns' low bits: 29 % of the layer), up to 8 MiB
+    const bool share_x = row_jobs > 1 && col_jobs * k_blocks * x_block <= (int64_t{8} << 20);
+    const Scratch<uint8_t> shared_x(share_x ? static_cast<size_t>(col_jobs * k_blocks * x_block) : 0);
+    if (share_x)
+        parallel_for(col_jobs * k_blocks, threads, [&](int64_t block, int) {
+            pack_x(block / k_blocks, block % k_blocks, shared_x.data() + block * x_block);
+        });
+
     struct Workspace {
         std::vector<uint8_t> x, s;
         std::vector<uint32_t> acc;
@@ -255,22 +276,21 @@ bool nibble_gemm(const KernelTable &kt, const MatmulProblem &p0) {
     std::vector<Workspace> workspaces(static_cast<size_t>(threads));
     parallel_for(jobs, threads, [&](int64_t job, int thread) {
         Workspace &w = workspaces[static_cast<size_t>(thread)];
-        const int64_t i0 = job / col_jobs * rb, j0 = job % col_jobs * CB;
+        const int64_t cj = job % col_jobs, i0 = job / col_jobs * rb, j0 = cj * CB;
         const int64_t ni = std::min(rb, p.rows - i0), nj = std::min(CB, p.cols - j0);
         const int64_t panels = ceil_div(nj, W), row_groups = ceil_div(ni, R);
-        w.x.assign(static_cast<size_t>(panels * KC * W), 0);  // padding columns: code 0
+        if (!share_x) w.x.resize(static_cast<size_t>(x_block));
         w.s.assign(static_cast<size_t>(row_groups * R * KC), 0);  // padding rows: code 0
         w.acc.assign(static_cast<size_t>(row_groups * R * CB), 0);
         if (wide) w.wide.assign(w.acc.size(), 0);
-        for (int64_t k0 = 0; k0 < p.inner; k0 += KC) {
+        for (int64_t kb = 0, k0 = 0; k0 < p.inner; ++kb, k0 += KC) {
             const int64_t nk = std::min(KC, p.inner - k0);
-            for (int64_t q = 0; q < panels; ++q)
-                pack_codes(p.b, mask, k0, nk, j0 + q * W, std::min(W, nj - q * W),
-                           w.x.data() + q * KC * W, W);
+            const uint8_t *x = share_x ? shared_x.data() + (cj * k_blocks + kb) * x_block : w.x.data();
+            if (!share_x) pack_x(cj, kb, w.x.data());
             pack_codes(p.a, mask, i0, ni, k0, nk, w.s.data(), KC);
             for (int64_t g = 0; g < row_groups; ++g)
                 for (int64_t q = 0; q < panels; ++q)
-                    kt.nibble_block(nk, w.s.data() + g * R * KC, KC, w.x.data() + q * KC * W, table,
+                    kt.nibble_block(nk, w.s.data() + g * R * KC, KC, x + q * KC * W, table,
                                     group, w.acc.data() + g * R * CB + q * W, CB);
             if (wide && ((k0 + KC) % FlushSteps == 0 || k0 + KC >= p.inner)) flush_sums(w.acc, w.wide);
         }
