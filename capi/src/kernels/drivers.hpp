@@ -6,11 +6,14 @@
 // does not suit it. Inputs are fully validated.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <vector>
 
+#include "../core/scratch.hpp"
 #include "isa.hpp"
 #include "kernels.hpp"
+#include "parallel.hpp"
 
 namespace approxmul::kernels {
 
@@ -50,6 +53,25 @@ int threads_for(const MatmulProblem &p, int64_t jobs);
 // kernel can put whichever operand suits it first. A multiplier's operands
 // swap with them (the callers pick the table or factors of the other side).
 MatmulProblem transposed_problem(const MatmulProblem &p);
+
+// The streamed operand's packed blocks (column job x inner block, block_bytes
+// each) for drivers whose row jobs each pack the blocks of their column
+// job: packed once up front, in parallel by pack(block, thread, dst) with
+// block = column job * k_blocks + inner block, where several row jobs
+// would repeat it and the blocks take at most kSharedPackBytes. Empty
+// (size 0: every job packs its own) otherwise. A batch-1 conv2d's weights
+// (512 rows in 8 row jobs over 63 pixels) were packed 8 times per call.
+constexpr int64_t kSharedPackBytes = int64_t{8} << 20;
+template <typename Pack>
+Scratch<uint8_t> pack_shared(int64_t row_jobs, int64_t col_jobs, int64_t k_blocks,
+                             int64_t block_bytes, int threads, const Pack &pack) {
+    const int64_t blocks = col_jobs * k_blocks;
+    if (row_jobs < 2 || blocks * block_bytes > kSharedPackBytes) return {};
+    Scratch<uint8_t> packed(static_cast<size_t>(blocks * block_bytes));
+    parallel_for(blocks, static_cast<int>(std::min<int64_t>(threads, blocks)),
+                 [&](int64_t block, int thread) { pack(block, thread, packed.data() + block * block_bytes); });
+    return packed;
+}
 
 // The per-operand factors of an exact or factorized plan, indexed by raw bit
 // pattern: M(a, b) = sum_r u[r][a] * v[r][b] (rank 1, u = v = value for

@@ -258,15 +258,13 @@ bool nibble_gemm(const KernelTable &kt, const MatmulProblem &p0) {
         for (int64_t q = 0; q * W < nj; ++q)
             pack_codes(p.b, mask, k0, nk, j0 + q * W, std::min(W, nj - q * W), x + q * KC * W, W);
     };
-    // packed once where several row jobs would each pack them again (a
-    // batch-1 conv2d: 63 pixels in 8 row jobs, each packing 512 weight
-    // columns' low bits: 29 % of the layer), up to 8 MiB
-    const bool share_x = row_jobs > 1 && col_jobs * k_blocks * x_block <= (int64_t{8} << 20);
-    const Scratch<uint8_t> shared_x(share_x ? static_cast<size_t>(col_jobs * k_blocks * x_block) : 0);
-    if (share_x)
-        parallel_for(col_jobs * k_blocks, threads, [&](int64_t block, int) {
-            pack_x(block / k_blocks, block % k_blocks, shared_x.data() + block * x_block);
+    // (a batch-1 conv2d's 8 row jobs each packed its 512 weight columns'
+    // low bits: 29 % of the layer)
+    const Scratch<uint8_t> shared_x =
+        pack_shared(row_jobs, col_jobs, k_blocks, x_block, threads, [&](int64_t block, int, uint8_t *x) {
+            pack_x(block / k_blocks, block % k_blocks, x);
         });
+    const bool share_x = shared_x.size() != 0;
 
     struct Workspace {
         std::vector<uint8_t> x, s;
@@ -338,6 +336,21 @@ bool table_gemm(const KernelTable &kt, const MatmulProblem &p0) {
     const CrossTerms cross(p);
     const uint32_t mask = m.operand_mask();
 
+    // The streamed codes of column job cj over inner block kb into x, W
+    // apart, zero codes up to the 64-column chunks.
+    const int64_t k_blocks = ceil_div(p.inner, KC);
+    auto pack_x = [&](int64_t cj, int64_t kb, uint8_t *x) {
+        const int64_t j0 = cj * W, nj = std::min(W, p.cols - j0), width = ceil_div(nj, 64) * 64;
+        const int64_t k0 = kb * KC, nk = std::min(KC, p.inner - k0);
+        pack_codes(p.b, mask, k0, nk, j0, nj, x, W);
+        if (width > nj)
+            for (int64_t k = 0; k < nk; ++k) std::memset(x + k * W + nj, 0, static_cast<size_t>(width - nj));
+    };
+    const Scratch<uint8_t> shared_x =
+        pack_shared(row_jobs, col_jobs, k_blocks, KC * W, threads, [&](int64_t block, int, uint8_t *x) {
+            pack_x(block / k_blocks, block % k_blocks, x);
+        });
+
     struct Workspace {
         std::vector<uint8_t> x, s;
         std::vector<uint32_t> acc;
@@ -347,22 +360,21 @@ bool table_gemm(const KernelTable &kt, const MatmulProblem &p0) {
     std::vector<Workspace> workspaces(static_cast<size_t>(threads));
     parallel_for(jobs, threads, [&](int64_t job, int thread) {
         Workspace &w = workspaces[static_cast<size_t>(thread)];
-        w.x.resize(static_cast<size_t>(KC * W));
+        if (shared_x.size() == 0) w.x.resize(static_cast<size_t>(KC * W));
         w.s.resize(static_cast<size_t>(rb * KC));
         w.acc.assign(static_cast<size_t>(rb * W), 0);
         if (wide) w.wide.assign(static_cast<size_t>(rb * W), 0);
-        const int64_t i0 = job / col_jobs * rb, j0 = job % col_jobs * W;
+        const int64_t cj = job % col_jobs, i0 = job / col_jobs * rb, j0 = cj * W;
         const int64_t ni = std::min(rb, p.rows - i0), nj = std::min(W, p.cols - j0);
         const int64_t width = ceil_div(nj, 64) * 64;
-        for (int64_t k0 = 0; k0 < p.inner; k0 += KC) {
+        for (int64_t kb = 0, k0 = 0; k0 < p.inner; ++kb, k0 += KC) {
             const int64_t nk = std::min(KC, p.inner - k0);
-            pack_codes(p.b, mask, k0, nk, j0, nj, w.x.data(), W);
-            if (width > nj)
-                for (int64_t k = 0; k < nk; ++k)
-                    std::memset(w.x.data() + k * W + nj, 0, static_cast<size_t>(width - nj));
+            const uint8_t *x = shared_x.size() != 0 ? shared_x.data() + (cj * k_blocks + kb) * KC * W
+                                                     : w.x.data();
+            if (shared_x.size() == 0) pack_x(cj, kb, w.x.data());
             pack_codes(p.a, mask, i0, ni, k0, nk, w.s.data(), KC);
             for (int64_t i = 0; i < ni; ++i)
-                kt.table_block(nk, w.s.data() + i * KC, w.x.data(), W, width, planes, wide_planes,
+                kt.table_block(nk, w.s.data() + i * KC, x, W, width, planes, wide_planes,
                                w.acc.data() + i * W);
             if (wide && ((k0 + KC) % FlushSteps == 0 || k0 + KC >= p.inner)) flush_sums(w.acc, w.wide);
         }

@@ -117,10 +117,8 @@ struct U8Plan {
 
     // A is packed in blocks of block_panels panels of panel_bytes each
     int64_t panel_bytes, block_panels;
-    // B's quads per column job and inner block (b_block_bytes each), packed
-    // once before the jobs where several row jobs would each pack them
-    bool share_b;
-    int64_t b_block_bytes;
+    // B's quads per column job and inner block: b_block_bytes each
+    int64_t row_jobs, b_block_bytes;
     bool a_bytes;  // byte rows, contiguous or strided (conv2d's column-major pixel views)
     bool b_bytes;  // contiguous byte rows: B's quads read the operand directly
     const int64_t *b_row_offsets = nullptr;  // B's row k at b.data + b_row_offsets[k]
@@ -208,12 +206,8 @@ void split_jobs(U8Plan &plan) {
     plan.col_jobs = ceil_div(npanels, plan.ncp);
     plan.threads = static_cast<int>(std::min<int64_t>(threads, row_jobs * plan.col_jobs));
     plan.ldc = plan.ncp * NR;
-    // a short B under many rows (a batch-1 conv2d: 512 weight rows in 8
-    // row jobs over 63 pixels) was packed again by every row job; shared
-    // up to 8 MiB of quads
+    plan.row_jobs = row_jobs;
     plan.b_block_bytes = plan.ncp * plan.kqb * NR * 4 + 64;
-    plan.share_b = row_jobs > 1 &&
-                   plan.col_jobs * plan.k_blocks * plan.b_block_bytes <= (int64_t{8} << 20);
 
     plan.b_bytes = (p.b.dtype == APPROXMUL_UINT8 || p.b.dtype == APPROXMUL_INT8) &&
                    p.b.col_stride == 1;
@@ -369,10 +363,10 @@ void run_job(const KernelTable &kt, const U8Plan &plan, const CrossTerms &cross,
     for (int64_t kb = 0; kb < plan.k_blocks; ++kb) {
         const int64_t k0 = kb * plan.kc, nk = std::min(plan.kc, p.inner - k0);
         const int64_t kquads = ceil_div(nk * plan.rank, 4);
-        const uint8_t *b = bpack + (cj * plan.k_blocks + kb) * plan.b_block_bytes;
+        const uint8_t *b = bpack != nullptr ? bpack + (cj * plan.k_blocks + kb) * plan.b_block_bytes
+                                            : w.b.data();
         const int64_t panel_stride =
-            plan.share_b ? kquads * NR * 4 : pack_b_block(kt, plan, j0, nj, k0, nk, w, w.b.data());
-        if (!plan.share_b) b = w.b.data();
+            bpack != nullptr ? kquads * NR * 4 : pack_b_block(kt, plan, j0, nj, k0, nk, w, w.b.data());
         const bool accumulate = kb % plan.blocks_per_flush != 0;
         for (int64_t jp = 0; jp < jp_count; ++jp)
             for (int64_t ip = 0; ip < ip_count; ++ip)
@@ -421,20 +415,14 @@ bool u8_gemm(const KernelTable &kt, const MatmulProblem &p0) {
         if (plan.wide) w.wide.resize(static_cast<size_t>(plan.mcp * plan.MR * plan.ldc));
         if (!plan.b_bytes) w.codes.resize(static_cast<size_t>(plan.kc * plan.ncp * plan.NR));
     }
-    const Scratch<uint8_t> bpack(
-        plan.share_b ? static_cast<size_t>(plan.col_jobs * plan.k_blocks * plan.b_block_bytes) : 0);
-    if (plan.share_b) {
-        const int64_t blocks = plan.col_jobs * plan.k_blocks;
-        parallel_for(blocks, static_cast<int>(std::min<int64_t>(plan.threads, blocks)),
-                     [&](int64_t block, int thread) {
-                         const int64_t cj = block / plan.k_blocks, kb = block % plan.k_blocks;
-                         const int64_t j0 = cj * plan.ncp * plan.NR, k0 = kb * plan.kc;
-                         pack_b_block(kt, plan, j0, std::min(plan.ncp * plan.NR, p.cols - j0), k0,
-                                      std::min(plan.kc, p.inner - k0),
-                                      workspaces[static_cast<size_t>(thread)],
-                                      bpack.data() + block * plan.b_block_bytes);
-                     });
-    }
+    const Scratch<uint8_t> bpack = pack_shared(
+        plan.row_jobs, plan.col_jobs, plan.k_blocks, plan.b_block_bytes, plan.threads,
+        [&](int64_t block, int thread, uint8_t *dst) {
+            const int64_t cj = block / plan.k_blocks, kb = block % plan.k_blocks;
+            const int64_t j0 = cj * plan.ncp * plan.NR, k0 = kb * plan.kc;
+            pack_b_block(kt, plan, j0, std::min(plan.ncp * plan.NR, p.cols - j0), k0,
+                         std::min(plan.kc, p.inner - k0), workspaces[static_cast<size_t>(thread)], dst);
+        });
     for (int64_t pb0 = 0; pb0 < plan.mpanels; pb0 += plan.block_panels) {
         const int64_t pbn = std::min(plan.block_panels, plan.mpanels - pb0);
         const int64_t block_jobs = ceil_div(pbn, plan.mcp) * plan.col_jobs;
@@ -451,7 +439,8 @@ bool u8_gemm(const KernelTable &kt, const MatmulProblem &p0) {
                          row_corr.data() + pi * plan.MR, workspaces[static_cast<size_t>(thread)]);
         });
         parallel_for(block_jobs, block_threads, [&](int64_t job, int thread) {
-            run_job(kt, plan, cross, job, pb0, pbn, apack.data(), row_corr.data(), bpack.data(),
+            run_job(kt, plan, cross, job, pb0, pbn, apack.data(), row_corr.data(),
+                    bpack.size() != 0 ? bpack.data() : nullptr,
                     workspaces[static_cast<size_t>(thread)]);
         });
     }
