@@ -272,6 +272,22 @@ def test_conv2d_large_images_and_staged_outputs(spec):
     np.testing.assert_array_equal(out, expected)
 
 
+def test_conv2d_per_row_gather_of_images_too_large_to_pad():
+    # the per-row path copies taps from each image padded once, up to 4 MiB
+    # per image (conv.cpp, kPaddedRowBytes); beyond that the clamped gather
+    # reads the image itself: 2 x 1502 x 1503 padded codes here
+    rng = np.random.default_rng(71)
+    x = rng.integers(0, 256, (1, 2, 1500, 1501)).astype(np.uint8)
+    w = rng.integers(0, 256, (3, 2, 3, 3)).astype(np.uint8)
+    got = am.conv2d(x, w, am.Multiplier.exact(8), stride=2, padding=1, x_zero_point=5,
+                    w_zero_point=9)
+    # padded taps hold the zero point: 0 once it is taken off
+    padded = np.pad(x.astype(np.int64) - 5, ((0, 0), (0, 0), (1, 1), (1, 1)))
+    windows = np.lib.stride_tricks.sliding_window_view(padded, (3, 3), axis=(2, 3))[:, :, ::2, ::2]
+    want = np.einsum("ncyxij,ocij->noyx", windows, w.astype(np.int64) - 9)
+    np.testing.assert_array_equal(got, want)
+
+
 @pytest.mark.parametrize("kwargs", [
     dict(groups=2), dict(groups=0), dict(stride=0), dict(padding=-1), dict(dilation=0),
     dict(dilation=5), dict(stride=(0, 1)), dict(padding=(0, -3)),

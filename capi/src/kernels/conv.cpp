@@ -53,8 +53,13 @@ bool needs_staging(const Multiplier &m) { return m.plan() == Plan::Function; }
 
 template <typename T>
 APPROXMUL_NO_LIBCALLS void copy_run(T *dst, const T *src, int64_t count, int64_t step) {
+    const auto bytes = static_cast<size_t>(count) * sizeof(T);
     if (step == 1 && count >= 64) {
-        std::memcpy(dst, src, static_cast<size_t>(count) * sizeof(T));
+        std::memcpy(dst, src, bytes);
+    } else if (step == 1 && bytes >= 8 && bytes <= 16) {
+        // two overlapping 8-byte moves (an 8x8 image's rows: one)
+        std::memcpy(dst, src, 8);
+        std::memcpy(reinterpret_cast<char *>(dst) + bytes - 8, reinterpret_cast<const char *>(src) + bytes - 8, 8);
     } else if (step == 1) {
         for (int64_t t = 0; t < count; ++t) dst[t] = src[t];
     } else {
@@ -259,6 +264,11 @@ void check(const Conv2dProblem &p) {
 
 namespace {
 
+// The per-row path pads images (gather_padded) up to this size per image
+// and group; larger ones are gathered with clamps, as the padded copy would
+// cost each workspace that much memory.
+constexpr int64_t kPaddedRowBytes = int64_t{4} << 20;
+
 // One conv2d call: the problem's sizes, the weights regrouped as each
 // group's GEMM operand, where sums go, and the im2col gather tables. Jobs
 // (a group x a block of output pixels across the batch) run through
@@ -280,6 +290,7 @@ public:
           plane_len_(Hp * Wp + (KW - 1) * p.dilation[1]),
           // every channel sum and receptive-field sum of codes fits int32
           sums32_(wide_ && K < (int64_t{1} << 31) / (item_ == 1 ? 256 : 65536)),
+          padded_rows_(!wide_ && Cg * plane_len_ * item_ <= kPaddedRowBytes),
           out_dtype_(sum_dtype(p, m_, K, fold_x_sums_)) {}
 
     bool empty() const { return N == 0 || O == 0 || P == 0; }
@@ -320,6 +331,7 @@ public:
         std::vector<int32_t> plane32;     // the same on the wide path where sums32_
         std::vector<int32_t> tap_sums32;  // wide path, sums32_: each pixel's KH*KW plane sums
         int64_t plane_key = -1;           // n * G + g of the plane (and padded image) held
+        int64_t padded_key = -1;          // gather_padded: n * G + g of the padded image held
         Scratch<char> padded;             // wide path: the image and group, padded
         PackCache weight_pack;            // the GEMM's packed weights, kept across blocks
         std::vector<int64_t> acc;         // output stage: one channel's final sums
@@ -338,6 +350,9 @@ public:
         const bool in_place = wide_ && item_ == 1 && np <= Pr - r0 % Pr;
         if (wide_) {
             with_x_type([&](auto zero) { gather_wide<decltype(zero)>(g, r0, np, ws, !in_place); });
+        } else if (padded_rows_) {
+            with_x_type([&](auto zero) { gather_padded<decltype(zero)>(g, r0, np, ws); });
+            if (fold_x_sums_) pixel_terms(g, r0, np, ws);
         } else {
             if (item_ == 1)
                 gather<uint8_t>(g, r0, np, ws.col.data());
@@ -600,6 +615,33 @@ private:
         }
     }
 
+    // The per-row path from images padded once (pad_image, codes mapped
+    // there too): each tap of an output row segment is one run of the
+    // padded plane, with no clamping to the image and no edge fills (the
+    // clamped gather above was a quarter of a 64->64 8x8 table layer,
+    // whose 8-code rows the wide path would pad with a quarter more
+    // products). Images padded up to kPaddedRowBytes.
+    template <typename T>
+    void gather_padded(int64_t g, int64_t r0, int64_t np, Workspace &ws) const {
+        T *col = reinterpret_cast<T *>(ws.col.data());
+        const int64_t s0 = p_.stride[0], s1 = p_.stride[1], d0 = p_.dilation[0], d1 = p_.dilation[1];
+        for (int64_t q = 0; q < np;) {
+            const int64_t r = r0 + q, n = r / P, pixel = r % P;
+            const int64_t oy = pixel / OW, ox0 = pixel % OW, run = std::min(OW - ox0, np - q);
+            if (ws.padded_key != n * G + g) {  // (plane_key: pixel_terms' sums)
+                pad_image<T>(n, g, ws, false);
+                ws.padded_key = n * G + g;
+            }
+            const T *origin = reinterpret_cast<const T *>(ws.padded.data()) + oy * s0 * Wp + ox0 * s1;
+            T *d = col + q;
+            for (int64_t c = 0; c < Cg; ++c)
+                for (int64_t i = 0; i < KH; ++i)
+                    for (int64_t j = 0; j < KW; ++j, d += block_)
+                        copy_run(d, origin + c * plane_len_ + i * d0 * Wp + j * d1, run, s1);
+            q += run;
+        }
+    }
+
     // Calls f(T{}) with x's element type (the wide path sums values).
     template <typename F>
     void with_x_type(const F &f) const {
@@ -701,7 +743,7 @@ private:
     // tail beyond the grid is read only for dropped columns); and, when the
     // x cross term is folded, their channel sums into ws.plane.
     template <typename T>
-    void pad_image(int64_t n, int64_t g, Workspace &ws) const {
+    void pad_image(int64_t n, int64_t g, Workspace &ws, bool sums = true) const {
         ws.padded.reserve(static_cast<size_t>(Cg * plane_len_) * sizeof(T));
         T *padded = reinterpret_cast<T *>(ws.padded.data());
         T zero;
@@ -725,9 +767,9 @@ private:
                 for (int64_t k = 0; k < len; ++k) sums[k] += from[k];
             }
         };
-        if (fold_x_sums_ && sums32_)
+        if (sums && fold_x_sums_ && sums32_)
             channel_sums(ws.plane32);
-        else if (fold_x_sums_)
+        else if (sums && fold_x_sums_)
             channel_sums(ws.plane);
         // after the sums, which take the original codes: each code once per image
         if (mapped_)
@@ -1020,6 +1062,7 @@ private:
     const int64_t row_len_, Pr;  // pixels per output row and per image as indexed
     const int64_t plane_len_;   // codes per padded channel plane
     const bool sums32_;         // wide path: the x cross term's code sums in int32
+    const bool padded_rows_;    // per-row path: taps copied from a padded image (gather_padded)
     const approxmul_dtype out_dtype_;  // of the GEMM's sums
     Scratch<char> weights_;               // the weights regrouped, where they must be
     const char *weight_codes_ = nullptr;  // the GEMMs' weights: p_.w's data or weights_
