@@ -297,10 +297,11 @@ public:
 
     // The wide path multiplies Wp - OW dropped columns per output row to
     // save the per-row gather: worth it where products are cheap GEMM
-    // lanes, not where each is a table lookup or a model call (a 64->64
-    // 8x8 layer: a quarter more products, 10-20 % more time).
+    // lanes, not where each is a table lookup or a model call (random
+    // table, 64->64 8x8: a quarter more products, 10-20 % more time;
+    // 32->32 16x16: an eighth more, 10 % more time than gather_padded).
     static bool wide_pays(Plan plan, int64_t OW, int64_t Wp) {
-        const int64_t parts = plan == Plan::Table || plan == Plan::Function ? 8 : 4;
+        const int64_t parts = plan == Plan::Table || plan == Plan::Function ? 16 : 4;
         return OW * parts >= Wp * (parts - 1);
     }
 
