@@ -8,8 +8,8 @@
  *   /tmp/ab_conv2d OLD.so NEW.so CHANNELS SIZE SPEC THREADS ROUNDS
  *
  * Layer: batch 64 (or AB_BATCH from the environment), CHANNELS -> CHANNELS,
- * SIZE x SIZE, 3x3, padding 1, uint8 codes with zero points 3 and 128 (as
- * benchmarks/bench_conv.py). */
+ * SIZE x SIZE, 3x3, padding 1, stride 1 (or AB_STRIDE), uint8 codes with
+ * zero points 3 and 128 (as benchmarks/bench_conv.py). */
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -31,6 +31,8 @@ int main(int argc, char **argv) {
         return 2;
     }
     const int64_t N = getenv("AB_BATCH") ? atoi(getenv("AB_BATCH")) : 64, C = atoi(argv[3]), S = atoi(argv[4]);
+    const int64_t stride = getenv("AB_STRIDE") ? atoi(getenv("AB_STRIDE")) : 1;
+    const int64_t OS = (S - 1) / stride + 1;  /* 3x3, padding 1 */
     const char *spec = argv[5];
     const int threads = atoi(argv[6]), rounds = atoi(argv[7]);
     conv_fn conv[2];
@@ -40,12 +42,14 @@ int main(int argc, char **argv) {
         if (lib == NULL) return 1;
         conv[l] = (conv_fn)dlsym(lib, "approxmul_conv2d");
     }
-    const int64_t x_shape[4] = {N, C, S, S}, w_shape[4] = {C, C, 3, 3}, out_shape[4] = {N, C, S, S};
+    const int64_t x_shape[4] = {N, C, S, S}, w_shape[4] = {C, C, 3, 3}, out_shape[4] = {N, C, OS, OS};
     const int64_t x_strides[4] = {C * S * S, S * S, S, 1}, w_strides[4] = {C * 9, 9, 3, 1};
-    const int64_t one[2] = {1, 1};
+    const int64_t out_strides[4] = {C * OS * OS, OS * OS, OS, 1};
+    const int64_t one[2] = {1, 1}, strides[2] = {stride, stride};
     const size_t x_size = (size_t)(N * C * S * S), w_size = (size_t)(C * C * 9);
+    const size_t out_size = (size_t)(N * C * OS * OS);
     uint8_t *x = malloc(x_size), *w = malloc(w_size);
-    int32_t *out[2] = {malloc(4 * x_size), malloc(4 * x_size)};
+    int32_t *out[2] = {malloc(4 * out_size), malloc(4 * out_size)};
     srand(1);
     for (size_t i = 0; i < x_size; ++i) x[i] = (uint8_t)rand();
     for (size_t i = 0; i < w_size; ++i) w[i] = (uint8_t)rand();
@@ -57,8 +61,8 @@ int main(int argc, char **argv) {
                 const double start = ab_now();
                 const approxmul_status status =
                     conv[l](m[l], APPROXMUL_UINT8, x, x_shape, x_strides, APPROXMUL_UINT8, w,
-                            w_shape, w_strides, one, one, one, 1, 3, 128, APPROXMUL_INT32,
-                            out[l], out_shape, x_strides);
+                            w_shape, w_strides, strides, one, one, 1, 3, 128, APPROXMUL_INT32,
+                            out[l], out_shape, out_strides);
                 const double t = ab_now() - start;
                 if (status != APPROXMUL_OK) {
                     fprintf(stderr, "conv2d failed: status %d\n", (int)status);
@@ -67,9 +71,9 @@ int main(int argc, char **argv) {
                 if (t < best[l]) best[l] = t;
             }
         }
-    const int same = memcmp(out[0], out[1], 4 * x_size) == 0;
-    printf("%s %lld->%lld %lldx%lld, %d threads: old %.3f ms, new %.3f ms, new/old %.3f%s\n",
-           spec, (long long)C, (long long)C, (long long)S, (long long)S, threads, best[0] * 1e3,
+    const int same = memcmp(out[0], out[1], 4 * out_size) == 0;
+    printf("%s %lld->%lld %lldx%lld stride %lld, %d threads: old %.3f ms, new %.3f ms, new/old %.3f%s\n",
+           spec, (long long)C, (long long)C, (long long)S, (long long)S, (long long)stride, threads, best[0] * 1e3,
            best[1] * 1e3, best[1] / best[0], same ? "" : "  OUTPUTS DIFFER");
     return same ? 0 : 1;
 }
