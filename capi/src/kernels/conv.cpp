@@ -624,6 +624,7 @@ private:
     // products). Images padded up to kPaddedRowBytes.
     template <typename T>
     void gather_padded(int64_t g, int64_t r0, int64_t np, Workspace &ws) const {
+        if (Cg == 0) return;  // no taps; and no padded image to form pointers into
         T *col = reinterpret_cast<T *>(ws.col.data());
         const int64_t s0 = p_.stride[0], s1 = p_.stride[1], d0 = p_.dilation[0], d1 = p_.dilation[1];
         for (int64_t q = 0; q < np;) {
