@@ -59,8 +59,9 @@ MatmulProblem transposed_problem(const MatmulProblem &p);
 // job: packed once up front, in parallel by pack(block, thread, dst) with
 // block = column job * k_blocks + inner block, where several row jobs
 // would repeat it and the blocks take at most kSharedPackBytes. Empty
-// (size 0: every job packs its own) otherwise. A batch-1 conv2d's weights
-// (512 rows in 8 row jobs over 63 pixels) were packed 8 times per call.
+// (size 0: every job packs its own) otherwise. A batch-1 512->512 conv2d
+// packed its 63 pixels (u8 GEMM) or its weights' low bits (nibble GEMM)
+// once per row job: 8 times per call.
 constexpr int64_t kSharedPackBytes = int64_t{8} << 20;
 template <typename Pack>
 Scratch<uint8_t> pack_shared(int64_t row_jobs, int64_t col_jobs, int64_t k_blocks,
