@@ -331,9 +331,10 @@ public:
         std::vector<int64_t> plane;       // channel sums of one image and group
         std::vector<int32_t> plane32;     // the same on the wide path where sums32_
         std::vector<int32_t> tap_sums32;  // wide path, sums32_: each pixel's KH*KW plane sums
-        int64_t plane_key = -1;           // n * G + g of the plane (and padded image) held
+        // n * G + g of the plane held (and on the wide path of the padded image)
+        int64_t plane_key = -1;
         int64_t padded_key = -1;          // gather_padded: n * G + g of the padded image held
-        Scratch<char> padded;             // wide path: the image and group, padded
+        Scratch<char> padded;             // the image and group, padded (wide path, gather_padded)
         PackCache weight_pack;            // the GEMM's packed weights, kept across blocks
         std::vector<int64_t> acc;         // output stage: one channel's final sums
         std::vector<char> stage_codes, stage_out;  // and their codes (and real values)
@@ -351,17 +352,18 @@ public:
         const bool in_place = wide_ && item_ == 1 && np <= Pr - r0 % Pr;
         if (wide_) {
             with_x_type([&](auto zero) { gather_wide<decltype(zero)>(g, r0, np, ws, !in_place); });
-        } else if (padded_rows_) {
-            with_x_type([&](auto zero) { gather_padded<decltype(zero)>(g, r0, np, ws); });
-            if (fold_x_sums_) pixel_terms(g, r0, np, ws);
         } else {
-            if (item_ == 1)
-                gather<uint8_t>(g, r0, np, ws.col.data());
-            else
-                gather<uint16_t>(g, r0, np, ws.col.data());
-            if (mapped_)
-                for (int64_t k = 0; k < K; ++k)
-                    map_codes(map_x_, reinterpret_cast<uint8_t *>(ws.col.data()) + k * block_, np);
+            if (padded_rows_) {  // codes mapped in the padded image
+                with_x_type([&](auto zero) { gather_padded<decltype(zero)>(g, r0, np, ws); });
+            } else {
+                if (item_ == 1)
+                    gather<uint8_t>(g, r0, np, ws.col.data());
+                else
+                    gather<uint16_t>(g, r0, np, ws.col.data());
+                if (mapped_)
+                    for (int64_t k = 0; k < K; ++k)
+                        map_codes(map_x_, reinterpret_cast<uint8_t *>(ws.col.data()) + k * block_, np);
+            }
             if (fold_x_sums_) pixel_terms(g, r0, np, ws);
         }
         multiply(g, r0, np, ws, inner_threads, in_place);

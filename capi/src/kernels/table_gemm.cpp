@@ -350,6 +350,7 @@ bool table_gemm(const KernelTable &kt, const MatmulProblem &p0) {
         pack_shared(row_jobs, col_jobs, k_blocks, KC * W, threads, [&](int64_t block, int, uint8_t *x) {
             pack_x(block / k_blocks, block % k_blocks, x);
         });
+    const bool share_x = shared_x.size() != 0;
 
     struct Workspace {
         std::vector<uint8_t> x, s;
@@ -360,7 +361,7 @@ bool table_gemm(const KernelTable &kt, const MatmulProblem &p0) {
     std::vector<Workspace> workspaces(static_cast<size_t>(threads));
     parallel_for(jobs, threads, [&](int64_t job, int thread) {
         Workspace &w = workspaces[static_cast<size_t>(thread)];
-        if (shared_x.size() == 0) w.x.resize(static_cast<size_t>(KC * W));
+        if (!share_x) w.x.resize(static_cast<size_t>(KC * W));
         w.s.resize(static_cast<size_t>(rb * KC));
         w.acc.assign(static_cast<size_t>(rb * W), 0);
         if (wide) w.wide.assign(static_cast<size_t>(rb * W), 0);
@@ -369,9 +370,8 @@ bool table_gemm(const KernelTable &kt, const MatmulProblem &p0) {
         const int64_t width = ceil_div(nj, 64) * 64;
         for (int64_t kb = 0, k0 = 0; k0 < p.inner; ++kb, k0 += KC) {
             const int64_t nk = std::min(KC, p.inner - k0);
-            const uint8_t *x = shared_x.size() != 0 ? shared_x.data() + (cj * k_blocks + kb) * KC * W
-                                                     : w.x.data();
-            if (shared_x.size() == 0) pack_x(cj, kb, w.x.data());
+            const uint8_t *x = share_x ? shared_x.data() + (cj * k_blocks + kb) * KC * W : w.x.data();
+            if (!share_x) pack_x(cj, kb, w.x.data());
             pack_codes(p.a, mask, i0, ni, k0, nk, w.s.data(), KC);
             for (int64_t i = 0; i < ni; ++i)
                 kt.table_block(nk, w.s.data() + i * KC, x, W, width, planes, wide_planes,
