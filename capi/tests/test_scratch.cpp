@@ -1,11 +1,14 @@
 // Internal check of the scratch cache (core/scratch.hpp): a released block
 // serves the next request of a similar size, alignment holds, blocks more
 // than twice a request are not handed out for it, and the cache stays
-// within its bounds (oversized blocks are never cached). Sanitizer builds
-// do not cache; there only the allocation checks apply.
+// within its bounds (oversized blocks are never cached). A thread's
+// released blocks serve that thread first, and another thread only once
+// it has ended. Sanitizer builds do not cache; there only the allocation
+// checks apply.
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
+#include <thread>
 #include <vector>
 
 #include "../src/core/scratch.hpp"
@@ -75,6 +78,24 @@ int main() {
         std::vector<Scratch<int32_t>> again;
         for (int i = 0; i < 40; ++i) again.emplace_back(size_t(1000 + 100 * i));
         for (const auto &b : again) b[b.size() - 1] = 7;
+    }
+    {
+        // a block released by one thread goes back to that thread, not to another
+        const void *mine;
+        {
+            Scratch<int64_t> block(200000);
+            mine = block.data();
+        }
+        const void *theirs = nullptr;
+        std::thread([&] {
+            Scratch<int64_t> block(200000);  // not the main thread's block
+            EXPECT(block.data() != mine);
+            theirs = block.data();
+        }).join();  // ended: its block now serves any thread
+        Scratch<int64_t> own(200000);
+        if (kCaching) EXPECT(own.data() == mine);  // the thread's own block first
+        Scratch<int64_t> left(200000);
+        if (kCaching) EXPECT(left.data() == theirs);  // then the ended thread's
     }
     if (failures == 0) std::printf("scratch: ok (caching %s)\n", kCaching ? "on" : "off");
     return failures == 0 ? 0 : 1;

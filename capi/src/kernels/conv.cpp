@@ -320,7 +320,7 @@ public:
     // another with the threads inside each matmul (size_blocks decides).
     bool jobs_in_parallel() const { return jobs_in_parallel_; }
 
-    struct Workspace {
+    struct Workspace {  // one per thread, made on it (parallel_for_each)
         // the call's large buffers come from the scratch cache: allocated
         // afresh, a batch-1 512->512 7x7 layer spent a third of its time in
         // page faults
@@ -1094,13 +1094,13 @@ void conv2d(const Conv2dProblem &p) {
     const int threads = num_threads();
     run.prepare(threads);
     const bool outer = run.jobs_in_parallel();  // else each matmul uses the threads
-    std::vector<Conv2dRun::Workspace> workspaces(static_cast<size_t>(outer ? threads : 1));
-    if (outer)
-        parallel_for(run.jobs(), threads, [&](int64_t job, int thread) {
-            run.run_job(job, workspaces[static_cast<size_t>(thread)], 1);
-        });
-    else
-        for (int64_t job = 0; job < run.jobs(); ++job) run.run_job(job, workspaces[0], 0);
+    if (outer) {
+        parallel_for_each<Conv2dRun::Workspace>(
+            run.jobs(), threads, [&](int64_t job, Conv2dRun::Workspace &ws) { run.run_job(job, ws, 1); });
+    } else {
+        Conv2dRun::Workspace ws;
+        for (int64_t job = 0; job < run.jobs(); ++job) run.run_job(job, ws, 0);
+    }
     if (run.staged()) run.write_staged();
 }
 

@@ -56,21 +56,24 @@ MatmulProblem transposed_problem(const MatmulProblem &p);
 
 // The streamed operand's packed blocks (column job x inner block, block_bytes
 // each) for drivers whose row jobs each pack the blocks of their column
-// job: packed once up front, in parallel by pack(block, thread, dst) with
+// job: packed once up front, in parallel by pack(block, state, dst) (a
+// State per thread, as parallel_for_each makes them) with
 // block = column job * k_blocks + inner block, where several row jobs
 // would repeat it and the blocks take at most kSharedPackBytes. Empty
 // (size 0: every job packs its own) otherwise. A batch-1 512->512 conv2d
 // packed its 63 pixels (u8 GEMM) or its weights' low bits (nibble GEMM)
 // once per row job: 8 times per call.
 constexpr int64_t kSharedPackBytes = int64_t{8} << 20;
-template <typename Pack>
+template <typename State, typename Pack>
 Scratch<uint8_t> pack_shared(int64_t row_jobs, int64_t col_jobs, int64_t k_blocks,
                              int64_t block_bytes, int threads, const Pack &pack) {
     const int64_t blocks = col_jobs * k_blocks;
     if (row_jobs < 2 || blocks * block_bytes > kSharedPackBytes) return {};
     Scratch<uint8_t> packed(static_cast<size_t>(blocks * block_bytes));
-    parallel_for(blocks, static_cast<int>(std::min<int64_t>(threads, blocks)),
-                 [&](int64_t block, int thread) { pack(block, thread, packed.data() + block * block_bytes); });
+    parallel_for_each<State>(blocks, static_cast<int>(std::min<int64_t>(threads, blocks)),
+                             [&](int64_t block, State &state) {
+                                 pack(block, state, packed.data() + block * block_bytes);
+                             });
     return packed;
 }
 

@@ -100,19 +100,12 @@ void tiled_gemm(const MatmulProblem &p, const Step &step) {
     const int threads = static_cast<int>(std::max<int64_t>(1, std::min<int64_t>(
         p.threads > 0 ? p.threads : num_threads(), tiles)));
 
-    struct Workspace {
-        std::vector<typename Step::A> a;
-        std::vector<typename Step::B> b;
-        std::vector<Acc> acc;
+    struct Workspace {  // one per thread, made on it (parallel_for_each)
+        std::vector<typename Step::A> a = std::vector<typename Step::A>(TileRows * TileInner);
+        std::vector<typename Step::B> b = std::vector<typename Step::B>(TileInner * TileCols);
+        std::vector<Acc> acc = std::vector<Acc>(TileRows * TileCols);
     };
-    std::vector<Workspace> workspaces(static_cast<size_t>(threads));
-    for (auto &w : workspaces) {
-        w.a.resize(TileRows * TileInner);
-        w.b.resize(TileInner * TileCols);
-        w.acc.resize(TileRows * TileCols);
-    }
-    parallel_for(tiles, threads, [&](int64_t tile, int thread) {
-        Workspace &w = workspaces[static_cast<size_t>(thread)];
+    parallel_for_each<Workspace>(tiles, threads, [&](int64_t tile, Workspace &w) {
         const int64_t i0 = tile / col_tiles * TileRows, j0 = tile % col_tiles * TileCols;
         const int64_t ni = std::min(TileRows, p.rows - i0), nj = std::min(TileCols, p.cols - j0);
         std::fill(w.acc.begin(), w.acc.end(), Acc{0});

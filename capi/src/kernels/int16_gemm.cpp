@@ -389,6 +389,7 @@ void pack_shared_a(Int16Plan &plan, PackCache *cache) {
     if (cache != nullptr) cache->key = std::move(key);
 }
 
+// One thread's buffers (parallel_for_each makes one per thread, on it).
 struct Workspace {
     std::vector<int16_t> a, b;
     std::vector<int32_t> c;
@@ -453,9 +454,8 @@ bool int16_gemm(const KernelTable &kt, const MatmulProblem &p0) {
     pack_shared_a(plan, p0.b_pack_cache);
     const MatmulProblem &p = plan.p;
     const CrossTerms cross(p);
-    std::vector<Workspace> workspaces(static_cast<size_t>(plan.threads));
-    parallel_for(plan.jobs, plan.threads, [&](int64_t job, int thread) {
-        run_job(kt, plan, cross, job, workspaces[static_cast<size_t>(thread)]);
+    parallel_for_each<Workspace>(plan.jobs, plan.threads, [&](int64_t job, Workspace &w) {
+        run_job(kt, plan, cross, job, w);
     });
     return true;
 }

@@ -152,9 +152,7 @@ bool table_pt_gemm(const KernelTable &kt, const MatmulProblem &p0) {
         std::vector<uint32_t> acc, work, out;
         std::vector<int64_t> wide, wide_rows, col_term;
     };
-    std::vector<Workspace> workspaces(static_cast<size_t>(threads));
-    parallel_for(jobs, threads, [&](int64_t job, int thread) {
-        Workspace &w = workspaces[static_cast<size_t>(thread)];
+    parallel_for_each<Workspace>(jobs, threads, [&](int64_t job, Workspace &w) {
         const int64_t b0 = job / col_jobs * blocks_per_job, j0 = job % col_jobs * CB;
         const int64_t nb = std::min(blocks_per_job, row_blocks - b0);
         const int64_t nj = std::min(CB, p.cols - j0);
@@ -261,7 +259,8 @@ bool nibble_gemm(const KernelTable &kt, const MatmulProblem &p0) {
     // (a batch-1 conv2d's 8 row jobs each packed its 512 weight columns'
     // low bits: 29 % of the layer)
     const Scratch<uint8_t> shared_x =
-        pack_shared(row_jobs, col_jobs, k_blocks, x_block, threads, [&](int64_t block, int, uint8_t *x) {
+        pack_shared<ThreadNumber>(row_jobs, col_jobs, k_blocks, x_block, threads,
+                                  [&](int64_t block, ThreadNumber &, uint8_t *x) {
             pack_x(block / k_blocks, block % k_blocks, x);
         });
     const bool share_x = shared_x.size() != 0;
@@ -271,9 +270,7 @@ bool nibble_gemm(const KernelTable &kt, const MatmulProblem &p0) {
         std::vector<uint32_t> acc;
         std::vector<int64_t> wide, col_term;
     };
-    std::vector<Workspace> workspaces(static_cast<size_t>(threads));
-    parallel_for(jobs, threads, [&](int64_t job, int thread) {
-        Workspace &w = workspaces[static_cast<size_t>(thread)];
+    parallel_for_each<Workspace>(jobs, threads, [&](int64_t job, Workspace &w) {
         const int64_t cj = job % col_jobs, i0 = job / col_jobs * rb, j0 = cj * CB;
         const int64_t ni = std::min(rb, p.rows - i0), nj = std::min(CB, p.cols - j0);
         const int64_t panels = ceil_div(nj, W), row_groups = ceil_div(ni, R);
@@ -347,7 +344,8 @@ bool table_gemm(const KernelTable &kt, const MatmulProblem &p0) {
             for (int64_t k = 0; k < nk; ++k) std::memset(x + k * W + nj, 0, static_cast<size_t>(width - nj));
     };
     const Scratch<uint8_t> shared_x =
-        pack_shared(row_jobs, col_jobs, k_blocks, KC * W, threads, [&](int64_t block, int, uint8_t *x) {
+        pack_shared<ThreadNumber>(row_jobs, col_jobs, k_blocks, KC * W, threads,
+                                  [&](int64_t block, ThreadNumber &, uint8_t *x) {
             pack_x(block / k_blocks, block % k_blocks, x);
         });
     const bool share_x = shared_x.size() != 0;
@@ -358,9 +356,7 @@ bool table_gemm(const KernelTable &kt, const MatmulProblem &p0) {
         std::vector<int64_t> wide;
         std::vector<int64_t> col_term;
     };
-    std::vector<Workspace> workspaces(static_cast<size_t>(threads));
-    parallel_for(jobs, threads, [&](int64_t job, int thread) {
-        Workspace &w = workspaces[static_cast<size_t>(thread)];
+    parallel_for_each<Workspace>(jobs, threads, [&](int64_t job, Workspace &w) {
         if (!share_x) w.x.resize(static_cast<size_t>(KC * W));
         w.s.resize(static_cast<size_t>(rb * KC));
         w.acc.assign(static_cast<size_t>(rb * W), 0);

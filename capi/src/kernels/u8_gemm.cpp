@@ -219,11 +219,19 @@ void split_jobs(U8Plan &plan) {
                                                       plan.mcp * plan.mcp));
 }
 
+// One thread's buffers (parallel_for_each makes one per thread, on it).
 struct Workspace {
-    std::vector<uint8_t> b, codes, row, gathered;
-    std::vector<int32_t> c;
-    std::vector<int64_t> wide, col_term;
+    Scratch<uint8_t> b, codes;
+    Scratch<int32_t> c;
+    Scratch<int64_t> wide;
+    std::vector<uint8_t> row, gathered;
+    std::vector<int64_t> col_term;
 };
+
+// B's codes of one block, when they are not bytes read in place.
+uint8_t *block_codes(const U8Plan &plan, Workspace &w) {
+    return w.codes.reserve(static_cast<size_t>(plan.kc * plan.ncp * plan.NR));
+}
 
 // panel[(kq * MR + r) * 4 + t] = rows[r * stride + kq * 4 + t] for kq <
 // kq_n: MR rows' quads interleaved, by 4 x 4 transposes of 32-bit quads
@@ -322,13 +330,13 @@ int64_t pack_b_block(const KernelTable &kt, const U8Plan &plan, int64_t j0, int6
         rows_base = static_cast<const uint8_t *>(p.b.data) + (offsets ? 0 : k0 * p.b.row_stride) + j0;
         rows_stride = p.b.row_stride;
     } else {
+        uint8_t *codes = block_codes(plan, w);
         with_codes(p.b, plan.mask, [&](auto code) {
             for (int64_t k = 0; k < nk; ++k)
                 for (int64_t j = 0; j < nj; ++j)
-                    w.codes[static_cast<size_t>(k * nj + j)] =
-                        static_cast<uint8_t>(code(k0 + k, j0 + j));
+                    codes[k * nj + j] = static_cast<uint8_t>(code(k0 + k, j0 + j));
         });
-        rows_base = w.codes.data();
+        rows_base = codes;
         rows_stride = nj;
     }
     const int64_t panel_stride = kquads * plan.NR * 4;
@@ -360,6 +368,11 @@ void run_job(const KernelTable &kt, const U8Plan &plan, const CrossTerms &cross,
     const int64_t i0 = (pb0 + pi0) * MR, j0 = cj * plan.ncp * NR;
     const int64_t ni = std::min(ip_count * MR, p.rows - i0), nj = std::min(plan.ncp * NR, p.cols - j0);
     const int64_t jp_count = ceil_div(nj, NR);
+    const size_t b_size = static_cast<size_t>(plan.ncp * plan.kqb * NR * 4 + 64);
+    if (bpack == nullptr && w.b.size() < b_size)  // panel columns past nj read as 0
+        std::memset(w.b.reserve(b_size), 0, b_size);
+    w.c.reserve(static_cast<size_t>(plan.mcp * MR * ldc));
+    if (plan.wide) w.wide.reserve(static_cast<size_t>(plan.mcp * MR * ldc));
     for (int64_t kb = 0; kb < plan.k_blocks; ++kb) {
         const int64_t k0 = kb * plan.kc, nk = std::min(plan.kc, p.inner - k0);
         const int64_t kquads = ceil_div(nk * plan.rank, 4);
@@ -408,20 +421,13 @@ bool u8_gemm(const KernelTable &kt, const MatmulProblem &p0) {
     // of A, and a fresh allocation faults in every page on every call
     const Scratch<uint8_t> apack(static_cast<size_t>(packed_panels * plan.panel_bytes));
     std::vector<int64_t> row_corr(static_cast<size_t>(packed_panels * plan.MR));
-    std::vector<Workspace> workspaces(static_cast<size_t>(plan.threads));
-    for (Workspace &w : workspaces) {
-        w.b.assign(static_cast<size_t>(plan.ncp * plan.kqb * plan.NR * 4 + 64), 0);
-        w.c.resize(static_cast<size_t>(plan.mcp * plan.MR * plan.ldc));
-        if (plan.wide) w.wide.resize(static_cast<size_t>(plan.mcp * plan.MR * plan.ldc));
-        if (!plan.b_bytes) w.codes.resize(static_cast<size_t>(plan.kc * plan.ncp * plan.NR));
-    }
-    const Scratch<uint8_t> bpack = pack_shared(
+    const Scratch<uint8_t> bpack = pack_shared<Workspace>(
         plan.row_jobs, plan.col_jobs, plan.k_blocks, plan.b_block_bytes, plan.threads,
-        [&](int64_t block, int thread, uint8_t *dst) {
+        [&](int64_t block, Workspace &w, uint8_t *dst) {
             const int64_t cj = block / plan.k_blocks, kb = block % plan.k_blocks;
             const int64_t j0 = cj * plan.ncp * plan.NR, k0 = kb * plan.kc;
             pack_b_block(kt, plan, j0, std::min(plan.ncp * plan.NR, p.cols - j0), k0,
-                         std::min(plan.kc, p.inner - k0), workspaces[static_cast<size_t>(thread)], dst);
+                         std::min(plan.kc, p.inner - k0), w, dst);
         });
     for (int64_t pb0 = 0; pb0 < plan.mpanels; pb0 += plan.block_panels) {
         const int64_t pbn = std::min(plan.block_panels, plan.mpanels - pb0);
@@ -434,14 +440,13 @@ bool u8_gemm(const KernelTable &kt, const MatmulProblem &p0) {
         const int pack_threads = pbn * plan.panel_bytes * plan.rank < (int64_t{64} << 10)
                                      ? 1
                                      : std::min<int>(block_threads, static_cast<int>(pbn));
-        parallel_for(pbn, pack_threads, [&](int64_t pi, int thread) {
+        parallel_for_each<Workspace>(pbn, pack_threads, [&](int64_t pi, Workspace &w) {
             pack_a_panel(kt, plan, pb0 + pi, apack.data() + pi * plan.panel_bytes,
-                         row_corr.data() + pi * plan.MR, workspaces[static_cast<size_t>(thread)]);
+                         row_corr.data() + pi * plan.MR, w);
         });
-        parallel_for(block_jobs, block_threads, [&](int64_t job, int thread) {
+        parallel_for_each<Workspace>(block_jobs, block_threads, [&](int64_t job, Workspace &w) {
             run_job(kt, plan, cross, job, pb0, pbn, apack.data(), row_corr.data(),
-                    bpack.size() != 0 ? bpack.data() : nullptr,
-                    workspaces[static_cast<size_t>(thread)]);
+                    bpack.size() != 0 ? bpack.data() : nullptr, w);
         });
     }
     return true;
