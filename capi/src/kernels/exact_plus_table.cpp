@@ -27,7 +27,8 @@ namespace {
 // shape: rows in memory order, or columns where only the columns are
 // contiguous (conv2d's column-major pixel blocks: transposing them into
 // rows took a third of a batch-1 512->512 truncated layer; the table
-// GEMMs pack either order). Contiguous codes go through plain loops that
+// GEMMs pack either order), or the operand's own bytes where a table plan
+// masks them as it packs. Contiguous codes go through plain loops that
 // the compiler vectorises (the element-wise path cost a third of an 8-bit
 // truncated GEMM); other views take the generic loader.
 struct LowBits {
@@ -35,8 +36,17 @@ struct LowBits {
     MatrixView view;
 };
 
-LowBits low_bits(const MatrixView &v, uint32_t mask, int threads) {
+LowBits low_bits(const MatrixView &v, uint32_t mask, int threads, const Multiplier &error_model) {
     const bool by_columns = v.col_stride != 1 && v.row_stride == 1;
+    const bool bytes = v.dtype == APPROXMUL_UINT8 || v.dtype == APPROXMUL_INT8;
+    if (bytes && (v.col_stride == 1 || by_columns) && error_model.plan() == Plan::Table) {
+        // the table GEMMs mask the bytes as they pack them (pack_codes):
+        // the operand itself, without a copy that every thread writes and
+        // the other reads (a tenth of a 2-thread 256x2304x196 truncated GEMM)
+        MatrixView own = v;
+        own.dtype = APPROXMUL_UINT8;  // the same low bits
+        return LowBits{Scratch<uint8_t>(), own};
+    }
     LowBits out{Scratch<uint8_t>(static_cast<size_t>(v.rows * v.cols)), {}};
     out.view = MatrixView{v.name, APPROXMUL_UINT8, out.codes.data(), v.rows, v.cols,
                           by_columns ? 1 : v.cols, by_columns ? v.rows : 1};
@@ -57,7 +67,6 @@ LowBits low_bits(const MatrixView &v, uint32_t mask, int threads) {
             for (int64_t j = 0; j < n; ++j) line[j] = static_cast<uint8_t>(src[j] & bits);
         });
     };
-    const bool bytes = v.dtype == APPROXMUL_UINT8 || v.dtype == APPROXMUL_INT8;
     if (v.col_stride == 1 || by_columns) {
         if (bytes)
             contiguous(static_cast<const uint8_t *>(v.data));
@@ -93,8 +102,8 @@ bool exact_plus_table_gemm(const KernelTable &, const MatmulProblem &problem) {
     // int32 where its sums fit (half the memory to fault in and fold)
     const Multiplier &error_model = *m.low_bits_error();
     const uint32_t mask = error_model.operand_mask();
-    const LowBits a_lo = low_bits(problem.a, mask, threads);
-    const LowBits b_lo = low_bits(problem.b, mask, threads);
+    const LowBits a_lo = low_bits(problem.a, mask, threads, error_model);
+    const LowBits b_lo = low_bits(problem.b, mask, threads, error_model);
     const size_t count = static_cast<size_t>(rows * cols);
     const bool error32 =
         error_model.max_abs_product() <= std::numeric_limits<int32_t>::max() / std::max<int64_t>(inner, 1);

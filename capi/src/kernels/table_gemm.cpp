@@ -22,23 +22,34 @@ namespace {
 
 // dst[r * ld + c] = code of v[r0 + r, c0 + c], r < nr, c < nc: the order of
 // the two loops follows the view's shorter stride, and 8-bit rows that are
-// contiguous are copied whole.
+// contiguous are copied whole (masked: exact_plus_table hands its low-bits
+// model the operands' own bytes).
 void pack_codes(const MatrixView &v, uint32_t mask, int64_t r0, int64_t nr, int64_t c0,
                 int64_t nc, uint8_t *dst, int64_t ld) {
     const bool bytes = v.dtype == APPROXMUL_UINT8 || v.dtype == APPROXMUL_INT8;
-    if (bytes && mask == 0xff && v.col_stride == 1) {
+    const auto byte_mask = static_cast<uint8_t>(mask);
+    if (bytes && v.col_stride == 1) {
         const auto *base = static_cast<const uint8_t *>(v.data);
-        for (int64_t r = 0; r < nr; ++r)
-            std::memcpy(dst + r * ld, base + (r0 + r) * v.row_stride + c0, static_cast<size_t>(nc));
+        for (int64_t r = 0; r < nr; ++r) {
+            const uint8_t *src = base + (r0 + r) * v.row_stride + c0;
+            uint8_t *row = dst + r * ld;
+            if (byte_mask == 0xff) {
+                std::memcpy(row, src, static_cast<size_t>(nc));
+            } else {
+                const uint8_t bits = byte_mask;  // a local: the byte stores may alias anything else
+                for (int64_t c = 0; c < nc; ++c) row[c] = src[c] & bits;
+            }
+        }
         return;
     }
-    if (bytes && mask == 0xff && v.row_stride == 1) {
+    if (bytes && v.row_stride == 1) {
         // a transposed byte matrix (the flipped problem's operand): 8x8 byte
         // blocks, each source column's 8 bytes read as one word and the
         // block transposed in registers (the per-element path below ran a
         // 256x2304x196 table GEMM a third slower)
         const auto *base = static_cast<const uint8_t *>(v.data) + r0 + c0 * v.col_stride;
         const int64_t nr8 = nr / 8 * 8, nc8 = nc / 8 * 8;
+        const uint64_t words_mask = byte_mask * 0x0101010101010101ull;
         for (int64_t c = 0; c < nc8; c += 8)
             for (int64_t r = 0; r < nr8; r += 8) {
                 uint64_t x[8];
@@ -56,11 +67,14 @@ void pack_codes(const MatrixView &v, uint32_t mask, int64_t r0, int64_t nr, int6
                     const uint64_t d = ((x[t] >> 32) ^ x[t + 4]) & 0x00000000FFFFFFFFull;
                     x[t + 4] ^= d, x[t] ^= d << 32;
                 }
-                for (int t = 0; t < 8; ++t) std::memcpy(dst + (r + t) * ld + c, &x[t], 8);
+                for (int t = 0; t < 8; ++t) {
+                    x[t] &= words_mask;
+                    std::memcpy(dst + (r + t) * ld + c, &x[t], 8);
+                }
             }
         for (int64_t r = 0; r < nr; ++r)  // edges
             for (int64_t c = r < nr8 ? nc8 : 0; c < nc; ++c)
-                dst[r * ld + c] = base[c * v.col_stride + r];
+                dst[r * ld + c] = base[c * v.col_stride + r] & byte_mask;
         return;
     }
     with_codes(v, mask, [&](auto code) {
@@ -228,9 +242,8 @@ bool nibble_gemm(const KernelTable &kt, const MatmulProblem &p0) {
             largest = std::max(largest, v);
         }
     const int group = largest == 0 ? 256 : static_cast<int>(255 / largest);
-    // validated unsigned codes are their own raw patterns: no mask, so that
-    // contiguous bytes are copied whole
-    const uint32_t mask = m.is_signed() ? m.operand_mask() : 0xff;
+    // masked: exact_plus_table hands over its operands' whole bytes
+    const uint32_t mask = m.operand_mask();
     const int64_t R = kt.nibble_rows, W = kt.nibble_cols;
     constexpr int64_t KC = 256;                   // the kernel's 16-bit sums hold 256 steps
     constexpr int64_t FlushSteps = int64_t{1} << 24;  // uint32 sums of values <= 255
