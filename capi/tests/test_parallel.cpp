@@ -10,18 +10,9 @@
 #include <vector>
 
 #include "../src/kernels/parallel.hpp"
+#include "check.h"
 
 using namespace approxmul;
-
-static int failures = 0;
-
-#define EXPECT(cond)                                                \
-    do {                                                            \
-        if (!(cond)) {                                              \
-            std::printf("%s:%d: failed: %s\n", __FILE__, __LINE__, #cond); \
-            ++failures;                                             \
-        }                                                           \
-    } while (0)
 
 namespace {
 
@@ -58,20 +49,20 @@ int main() {
                 if (state.owner != std::this_thread::get_id()) elsewhere.fetch_add(1);
                 ++state.ran;
             });
-            for (const auto &r : runs) EXPECT(r.load() == 1);
-            EXPECT(elsewhere.load() == 0);
-            EXPECT(made.size() == destroyed.size() && made.size() <= static_cast<size_t>(threads));
+            for (const auto &r : runs) CHECK(r.load() == 1);
+            CHECK(elsewhere.load() == 0);
+            CHECK(made.size() == destroyed.size() && made.size() <= static_cast<size_t>(threads));
             for (const auto &id : made) {  // each made and destroyed on one thread
                 int count = 0;
                 for (const auto &d : destroyed) count += d == id;
-                EXPECT(count == 1);
+                CHECK(count == 1);
             }
             std::vector<std::atomic<int>> plain(static_cast<size_t>(n));
             kernels::parallel_for(n, threads, [&](int64_t i, int thread) {
-                EXPECT(thread >= 0 && thread < threads);
+                CHECK(thread >= 0 && thread < threads);
                 plain[static_cast<size_t>(i)].fetch_add(1);
             });
-            for (const auto &r : plain) EXPECT(r.load() == 1);
+            for (const auto &r : plain) CHECK(r.load() == 1);
         }
     bool caught = false;
     try {
@@ -81,7 +72,7 @@ int main() {
     } catch (const std::runtime_error &e) {
         caught = std::string(e.what()) == "index 37";
     }
-    EXPECT(caught);
+    CHECK(caught);
     caught = false;
     std::atomic<int> ran{0};
     try {
@@ -89,8 +80,8 @@ int main() {
     } catch (const std::runtime_error &e) {
         caught = std::string(e.what()) == "no state";
     }
-    EXPECT(caught);
-    EXPECT(ran.load() == 0);  // no body without its state
+    CHECK(caught);
+    CHECK(ran.load() == 0);  // no body without its state
     if (failures == 0) std::printf("parallel: ok\n");
     return failures == 0 ? 0 : 1;
 }
