@@ -30,7 +30,7 @@ BYTE_PATH = ("exact-u8", "exact-s8", "trunc4")
 # blocks of 16 with a partial one, streamed columns off its 4-column step,
 # inner off its 8-step block and past its 256-code packing, both orientations).
 TABLE_SHAPES = [(40, 300, 203), (203, 37, 21)]
-TABLE_PATH = ("table-u8", "table-s8", "table-u6")
+TABLE_PATH = ("table-u8", "table-s8", "table-u6", "table-max")
 # Only for the nibble kernel (4-bit tables, and the low-nibble errors of 8-bit
 # ones): column blocks of more than one 128-wide panel, several column jobs,
 # the flipped problem, inner steps past its 256-step block.
@@ -175,6 +175,9 @@ def multipliers():
     # cut 9 reaches the high bytes: the function plan (one call a product)
     yield ("trunc9-u16", am.multiplier("truncated:bits=16,cut=9"), False,
            lambda a, b: truncated_values(a, b, 9, 16))
+    # products at the top of uint16: the table kernel's 16-bit sums of 256
+    # steps reach their bound (65280 in a byte plane)
+    yield ("table-max", *from_table(65535 - rng.integers(0, 2, (256, 256))))
 
 
 def products():
