@@ -972,7 +972,7 @@ private:
         if (s.real_bytes == 0) {
             copy_bytes(out, codes, n, static_cast<int64_t>(dtype_size(s.code_dtype)));
         } else {
-            const double zero = s.zero_point;
+            const int32_t zero = s.zero_point;
             selected_kernels().dequantize(n, codes, s.code_dtype, &s.scale, &zero, 0,
                                           s.real_bytes == 8 ? 1 : 0, out);
         }

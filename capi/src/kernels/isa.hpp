@@ -125,13 +125,13 @@ struct KernelTable {
     // out[i] = clamp(sign(v) * floor(|v| + 0.5) + zero[i * step], lo, hi),
     // v = x[i] / scale[i * step], step 0 (one channel) or 1 (per element);
     // quant/affine.cpp states it. No NaN in x; lo, hi within the code type.
-    void (*quantize)(int64_t n, const void *x, int x64, const double *scale, const double *zero,
-                     int step, double lo, double hi, int out_code, void *out);
+    void (*quantize)(int64_t n, const void *x, int x64, const double *scale, const int32_t *zero,
+                     int step, int32_t lo, int32_t hi, int out_code, void *out);
     // out[i] = scale[i * step] * (codes[i] - zero[i * step]) in double, stored
     // as double if out64, else rounded to float; codes of type code (int8,
     // uint8, int16, uint16 or int32 as approxmul_dtype values).
     void (*dequantize)(int64_t n, const void *codes, int code, const double *scale,
-                       const double *zero, int step, int out64, void *out);
+                       const int32_t *zero, int step, int out64, void *out);
     // Whether any of n values (double if x64, else float) is NaN, or with
     // infinite_too NaN or +-infinity.
     int (*any_nan)(int64_t n, const void *x, int x64, int infinite_too);

@@ -31,7 +31,8 @@ constexpr int32_t kMaxZeroPoint = 1 << 24;
 struct Params {
     bool per_element = false;
     int64_t period = 0;
-    std::vector<double> scale, zero;
+    std::vector<double> scale;
+    std::vector<int32_t> zero;
 };
 
 Params expand(const AffineLayout &l) {
@@ -171,7 +172,7 @@ void quantize(const QuantizeProblem &p) {
     const int64_t in_item = static_cast<int64_t>(real_size(p.x_type));
     const int64_t out_item = static_cast<int64_t>(dtype_size(p.out_dtype));
     for_blocks(count, [&](int64_t begin, int64_t end) {
-        for_runs(l, params, begin, end, [&](int64_t i, int64_t n, const double *s, const double *z,
+        for_runs(l, params, begin, end, [&](int64_t i, int64_t n, const double *s, const int32_t *z,
                                             int step) {
             kt.quantize(n, x + i * in_item, x64, s, z, step, p.qmin, p.qmax, p.out_dtype,
                         out + i * out_item);
@@ -207,7 +208,7 @@ void dequantize(const DequantizeProblem &p) {
     const int64_t in_item = static_cast<int64_t>(dtype_size(p.codes_dtype));
     const int64_t out_item = static_cast<int64_t>(real_size(p.out_type));
     for_blocks(count, [&](int64_t begin, int64_t end) {
-        for_runs(l, params, begin, end, [&](int64_t i, int64_t n, const double *s, const double *z,
+        for_runs(l, params, begin, end, [&](int64_t i, int64_t n, const double *s, const int32_t *z,
                                             int step) {
             kt.dequantize(n, codes + i * in_item, p.codes_dtype, s, z, step, out64,
                           out + i * out_item);

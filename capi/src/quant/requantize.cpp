@@ -174,7 +174,7 @@ void requantize_dequantize(const RequantizeProblem &p, const RealOutput &real) {
     const int out64 = real.type == APPROXMUL_FLOAT64;
     auto *out = static_cast<char *>(real.out);
     const int64_t out_item = out64 ? 8 : 4;
-    const double zero = p.zero_point;
+    const int32_t zero = p.zero_point;
     for_chunks(p, [&](int64_t first, int64_t n, const void *acc, const int32_t *bias,
                       const int32_t *mantissa, const int32_t *shift, int step) {
         alignas(64) int16_t codes[kChunk];  // 8- or 16-bit codes of this chunk
