@@ -273,16 +273,16 @@ constexpr int kTableMaxChunks = 4;  // 64-column chunks per call: up to 16 accum
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 
 // Adds the 16-bit byte-plane sums of one 64-column chunk into acc[0..63] as
-// 32-bit column totals. sums[0]: the low plane's whole words summed (word
-// w: column 2w in its low byte, 2w + 1 in its high byte), sums[1]: the odd
-// columns' low-plane bytes alone; sums[2]/sums[3] the same for the high
+// 32-bit column totals. words_lo: the low plane's whole words summed (word
+// w: column 2w in its low byte, 2w + 1 in its high byte), odd_lo: the odd
+// columns' low-plane bytes alone; words_hi/odd_hi the same for the high
 // plane. Modulo 2^16 the words' sum is even + 256 odd, and the even
 // columns' sum (at most 256 steps of 255) fits 16 bits, so it is
 // words - (odd << 8). A column's total is low + 256 * high.
-inline void widen_chunk(const __m512i sums[4], uint32_t *acc) {
-    const __m512i even_lo = _mm512_sub_epi16(sums[0], _mm512_slli_epi16(sums[1], 8));
-    const __m512i even_hi = _mm512_sub_epi16(sums[2], _mm512_slli_epi16(sums[3], 8));
-    const __m512i odd_lo = sums[1], odd_hi = sums[3];
+inline void widen_chunk(__m512i words_lo, __m512i odd_lo, __m512i words_hi, __m512i odd_hi,
+                        uint32_t *acc) {
+    const __m512i even_lo = _mm512_sub_epi16(words_lo, _mm512_slli_epi16(odd_lo, 8));
+    const __m512i even_hi = _mm512_sub_epi16(words_hi, _mm512_slli_epi16(odd_hi, 8));
     // columns 2w (w < 32) and 2w + 1 as 32-bit values, words 0-15 then 16-31
     __m512i even[2], odd[2];
     for (int h = 0; h < 2; ++h) {
@@ -340,7 +340,8 @@ void table_chunks(int64_t inner, const uint8_t *s, const uint8_t *x, int64_t x_s
             acc[c][3] = _mm512_add_epi16(acc[c][3], _mm512_srli_epi16(hi, 8));
         }
     }
-    for (int c = 0; c < Chunks; ++c) widen_chunk(acc[c], acc32 + 64 * c);
+    for (int c = 0; c < Chunks; ++c)
+        widen_chunk(acc[c][0], acc[c][1], acc[c][2], acc[c][3], acc32 + 64 * c);
 }
 
 void table_block(int64_t inner, const uint8_t *s, const uint8_t *x, int64_t x_stride,
