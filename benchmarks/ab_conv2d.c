@@ -25,6 +25,23 @@ typedef approxmul_status (*conv_fn)(const approxmul_multiplier *, approxmul_dtyp
                                     int64_t, int64_t, approxmul_dtype, void *, const int64_t *,
                                     const int64_t *);
 
+struct Call {
+    conv_fn conv[2];
+    approxmul_multiplier *m[2];
+    const uint8_t *x, *w;
+    const int64_t *x_shape, *x_strides, *w_shape, *w_strides, *out_shape, *out_strides;
+    const int64_t *strides, *one;
+    int32_t *out[2];
+};
+
+/* zero points 3 (x) and 128 (w): the cross terms run too */
+static approxmul_status run_conv2d(int l, void *context) {
+    const struct Call *c = context;
+    return c->conv[l](c->m[l], APPROXMUL_UINT8, c->x, c->x_shape, c->x_strides, APPROXMUL_UINT8,
+                      c->w, c->w_shape, c->w_strides, c->strides, c->one, c->one, 1, 3, 128,
+                      APPROXMUL_INT32, c->out[l], c->out_shape, c->out_strides);
+}
+
 int main(int argc, char **argv) {
     if (argc != 8) {
         fprintf(stderr, "usage: %s OLD.so NEW.so CHANNELS SIZE SPEC THREADS ROUNDS\n", argv[0]);
@@ -53,24 +70,10 @@ int main(int argc, char **argv) {
     srand(1);
     for (size_t i = 0; i < x_size; ++i) x[i] = (uint8_t)rand();
     for (size_t i = 0; i < w_size; ++i) w[i] = (uint8_t)rand();
-    double best[2] = {1e9, 1e9};
-    for (int r = 0; r < rounds; ++r)
-        for (int l = 0; l < 2; ++l) {
-            usleep(50000);
-            for (int call = 0; call < 10; ++call) {
-                const double start = ab_now();
-                const approxmul_status status =
-                    conv[l](m[l], APPROXMUL_UINT8, x, x_shape, x_strides, APPROXMUL_UINT8, w,
-                            w_shape, w_strides, strides, one, one, 1, 3, 128, APPROXMUL_INT32,
-                            out[l], out_shape, out_strides);
-                const double t = ab_now() - start;
-                if (status != APPROXMUL_OK) {
-                    fprintf(stderr, "conv2d failed: status %d\n", (int)status);
-                    return 1;
-                }
-                if (t < best[l]) best[l] = t;
-            }
-        }
+    struct Call call = {{conv[0], conv[1]}, {m[0], m[1]}, x, w, x_shape, x_strides, w_shape,
+                        w_strides, out_shape, out_strides, strides, one, {out[0], out[1]}};
+    double best[2];
+    if (ab_alternate(rounds, run_conv2d, &call, "conv2d", best) != APPROXMUL_OK) return 1;
     const int same = memcmp(out[0], out[1], 4 * out_size) == 0;
     printf("%s %lld->%lld %lldx%lld stride %lld, %d threads: old %.3f ms, new %.3f ms, new/old %.3f%s\n",
            spec, (long long)C, (long long)C, (long long)S, (long long)S, (long long)stride, threads, best[0] * 1e3,

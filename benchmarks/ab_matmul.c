@@ -25,6 +25,21 @@ typedef approxmul_status (*spec_fn)(const char *, approxmul_multiplier **);
 typedef approxmul_status (*query_fn)(const approxmul_multiplier *, int *);
 typedef approxmul_status (*threads_fn)(int);
 
+struct Call {
+    matmul_fn matmul[2];
+    approxmul_multiplier *m[2];
+    int64_t M, N, K;
+    approxmul_dtype dtype;
+    const void *a, *b;
+    int64_t *out[2];
+};
+
+static approxmul_status run_matmul(int l, void *context) {
+    const struct Call *c = context;
+    return c->matmul[l](c->m[l], c->M, c->N, c->K, c->dtype, c->a, c->K, 1, c->dtype, c->b, c->N, 1,
+                        0, 0, APPROXMUL_INT64, c->out[l], c->N, 1);
+}
+
 int main(int argc, char **argv) {
     if (argc != 9) {
         fprintf(stderr, "usage: %s OLD.so NEW.so ROWS INNER COLS SPEC THREADS ROUNDS\n", argv[0]);
@@ -61,22 +76,9 @@ int main(int argc, char **argv) {
             *at = (uint8_t)code;
         }
     }
-    double best[2] = {1e9, 1e9};
-    for (int r = 0; r < rounds; ++r)
-        for (int l = 0; l < 2; ++l) {
-            usleep(50000);
-            for (int call = 0; call < 10; ++call) {
-                const double start = ab_now();
-                const approxmul_status status = matmul[l](m[l], M, N, K, dtype, a, K, 1, dtype, b, N, 1,
-                                                          0, 0, APPROXMUL_INT64, out[l], N, 1);
-                const double t = ab_now() - start;
-                if (status != APPROXMUL_OK) {
-                    fprintf(stderr, "matmul failed: status %d\n", (int)status);
-                    return 1;
-                }
-                if (t < best[l]) best[l] = t;
-            }
-        }
+    struct Call call = {{matmul[0], matmul[1]}, {m[0], m[1]}, M, N, K, dtype, a, b, {out[0], out[1]}};
+    double best[2];
+    if (ab_alternate(rounds, run_matmul, &call, "matmul", best) != APPROXMUL_OK) return 1;
     const int same = memcmp(out[0], out[1], 8 * (size_t)(M * N)) == 0;
     printf("%s %lldx%lldx%lld, %d threads: old %.3f ms, new %.3f ms, new/old %.3f%s\n", spec,
            (long long)M, (long long)K, (long long)N, threads, best[0] * 1e3, best[1] * 1e3,

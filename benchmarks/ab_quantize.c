@@ -20,6 +20,22 @@ typedef approxmul_status (*quantize_fn)(int64_t, int64_t, int64_t, approxmul_rea
                                         const void *, const double *, const int32_t *, int32_t,
                                         int32_t, approxmul_dtype, void *);
 
+struct Call {
+    quantize_fn quantize[2];
+    int64_t count;
+    const float *x;
+    uint8_t *out[2];
+};
+
+/* activations of about +-6 onto 0..255 around 128 */
+static approxmul_status run_quantize(int l, void *context) {
+    const struct Call *c = context;
+    const double scale = 6.0 / 255.0;
+    const int32_t zero = 128;
+    return c->quantize[l](1, 1, c->count, APPROXMUL_FLOAT32, c->x, &scale, &zero, 0, 255,
+                          APPROXMUL_UINT8, c->out[l]);
+}
+
 int main(int argc, char **argv) {
     if (argc != 6) {
         fprintf(stderr, "usage: %s OLD.so NEW.so COUNT THREADS ROUNDS\n", argv[0]);
@@ -39,24 +55,9 @@ int main(int argc, char **argv) {
     srand(1);
     for (int64_t i = 0; i < count; ++i)  /* roughly normal, as activations are */
         x[i] = (float)((rand() + rand() + rand() - 1.5 * RAND_MAX) / RAND_MAX * 2.0);
-    const double scale = 6.0 / 255.0;
-    const int32_t zero = 128;
-    double best[2] = {1e9, 1e9};
-    for (int r = 0; r < rounds; ++r)
-        for (int l = 0; l < 2; ++l) {
-            usleep(50000);
-            for (int call = 0; call < 10; ++call) {
-                const double start = ab_now();
-                const approxmul_status status = quantize[l](1, 1, count, APPROXMUL_FLOAT32, x, &scale,
-                                                            &zero, 0, 255, APPROXMUL_UINT8, out[l]);
-                const double t = ab_now() - start;
-                if (status != APPROXMUL_OK) {
-                    fprintf(stderr, "quantize failed: status %d\n", (int)status);
-                    return 1;
-                }
-                if (t < best[l]) best[l] = t;
-            }
-        }
+    struct Call call = {{quantize[0], quantize[1]}, count, x, {out[0], out[1]}};
+    double best[2];
+    if (ab_alternate(rounds, run_quantize, &call, "quantize", best) != APPROXMUL_OK) return 1;
     const int same = memcmp(out[0], out[1], (size_t)count) == 0;
     printf("quantize %lld float32 values, %d threads: old %.3f ms, new %.3f ms, new/old %.3f%s\n",
            (long long)count, threads, best[0] * 1e3, best[1] * 1e3, best[1] / best[0],

@@ -1,6 +1,7 @@
 """The benchmark runs (at a tiny size) so that it cannot rot; nothing is timed here."""
 
 import json
+import shutil
 import subprocess
 import sys
 
@@ -142,3 +143,46 @@ def test_bench_torch_small_runs(tmp_path):
     inter = rows["interleaving"]
     assert inter["alone_ms"] > 0 and inter["inside_ms"] > 0
     assert inter["ratio"] == pytest.approx(inter["alone_ms"] / inter["inside_ms"])
+
+
+def c_compiler():
+    compiler = shutil.which("cc") or shutil.which("gcc")
+    assert compiler, "a C compiler (CI installs gcc)"
+    return compiler
+
+
+@pytest.mark.parametrize("harness, args", [
+    ("ab_matmul", ["40", "70", "30", "drum:k=4", "2", "1"]),
+    ("ab_conv2d", ["4", "6", "exact", "1", "1"]),
+    ("ab_quantize", ["5000", "2", "1"]),
+])
+def test_ab_harness_builds_and_compares_a_library_with_itself(tmp_path, harness, args):
+    """The in-process A/B harnesses (docs/benchmarks.md's before/after tables)
+    compile, and timing this build against itself prints equal outputs."""
+    compiler = c_compiler()
+    exe = tmp_path / harness
+    built = subprocess.run([compiler, "-O2", "-Wall", "-Werror", f"-I{ROOT / 'capi' / 'include'}",
+                            str(ROOT / "benchmarks" / f"{harness}.c"), "-o", str(exe), "-ldl", "-lm"],
+                           capture_output=True, text=True)
+    assert built.returncode == 0, built.stderr
+    library = am.info()["library"]
+    result = subprocess.run([str(exe), library, library, *args], capture_output=True, text=True,
+                            timeout=120, env={"AB_BATCH": "2"})
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "new/old" in result.stdout and "DIFFER" not in result.stdout
+
+
+def test_core_probe_builds_and_counts_each_thread(tmp_path):
+    compiler = c_compiler()
+    exe = tmp_path / "core_probe"
+    built = subprocess.run([compiler, "-O2", "-fopenmp", "-Wall", "-Werror",
+                            str(ROOT / "benchmarks" / "core_probe.c"), "-o", str(exe)],
+                           capture_output=True, text=True)
+    assert built.returncode == 0, built.stderr
+    result = subprocess.run([str(exe), "2", "1"], capture_output=True, text=True, timeout=60)
+    if result.returncode == 1:  # a CPU without AVX-512 VNNI: it says so and stops
+        assert "needs AVX-512 VNNI" in result.stderr
+        return
+    assert result.returncode == 0, result.stderr
+    counts = [int(v) for v in result.stdout.split()]
+    assert len(counts) == 2 and all(c > 0 for c in counts)
