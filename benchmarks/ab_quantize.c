@@ -53,8 +53,8 @@ int main(int argc, char **argv) {
     float *x = malloc(sizeof(float) * (size_t)count);
     uint8_t *out[2] = {malloc((size_t)count), malloc((size_t)count)};
     srand(1);
-    for (int64_t i = 0; i < count; ++i)  /* roughly normal, as activations are */
-        x[i] = (float)((rand() + rand() + rand() - 1.5 * RAND_MAX) / RAND_MAX * 2.0);
+    for (int64_t i = 0; i < count; ++i)  /* roughly normal within +-3, as activations are */
+        x[i] = (float)(((double)rand() + rand() + rand() - 1.5 * RAND_MAX) / RAND_MAX * 2.0);
     struct Call call = {{quantize[0], quantize[1]}, count, x, {out[0], out[1]}};
     double best[2];
     if (ab_alternate(rounds, run_quantize, &call, "quantize", best) != APPROXMUL_OK) return 1;
