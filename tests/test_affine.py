@@ -85,6 +85,38 @@ def test_values_next_to_ties_round_as_the_division_does(scale, step):
     np.testing.assert_array_equal(got, want)
 
 
+@pytest.mark.parametrize("code, qmin, qmax, zero_point", [
+    ("uint8", 0, 255, 128), ("int8", -128, 127, 0), ("uint8", 0, 255, 3),
+    ("uint16", 0, 1023, 512),  # a 10-bit range: the widest the float32 lanes take
+    ("int16", -600, 600, -400)])
+def test_float32_values_next_to_ties_round_as_the_division_does(code, qmin, qmax, zero_point):
+    """float32 activations with one scale take float32 lanes (x * fl32(1/s))
+    and redo the blocks where a value lies close to a rounding point: values
+    at, and one or two float32 units in the last place around, (k + 1/2) s,
+    for scales of every kind, with a share of them per block of 32 that
+    leaves most blocks clean, must round as the division does."""
+    rng = np.random.default_rng(11)
+    differ = 0
+    for scale in np.concatenate([rng.uniform(0.5, 1, 12) * 2.0 ** rng.integers(-20, 20, 12),
+                                 [1 / 3, 0.1, 6 / 255, 2.0 ** -7, 3e-36]]):
+        k = rng.integers(-1100, 1100, size=4096).astype(np.float64)
+        ties = ((k + 0.5) * scale).astype(np.float32)
+        near = [ties]
+        for step in (1, 2):
+            near += [ties.view(np.int32) + step, ties.view(np.int32) - step]
+        near = np.concatenate([n.view(np.float32) if n.dtype == np.int32 else n for n in near])
+        x = rng.normal(0, 300 * scale, size=32 * len(near)).astype(np.float32)
+        x[::32] = near  # one per block of 32
+        with np.errstate(over="ignore"):
+            rcp = np.float32(1 / scale)
+            fast = np.trunc(np.minimum(np.abs(near) * rcp, np.float32(2e9)) + np.float32(0.5))
+        differ += int((fast != np.trunc(np.abs(near.astype(np.float64) / scale) + 0.5)).sum())
+        got = affine.quantize(x, scale, zero_point, qmin, qmax, dtype=code)
+        want = affine.quantize_reference(x, scale, zero_point, qmin, qmax, dtype=code)
+        np.testing.assert_array_equal(got, want)
+    assert differ > 1000  # the data bites: the float32 lanes alone would round these wrong
+
+
 @settings(max_examples=300, deadline=None)
 @given(problem=problems(), seed=st.integers(0, 2**32 - 1), wide=st.booleans())
 def test_dequantize_matches_the_reference(problem, seed, wide):
