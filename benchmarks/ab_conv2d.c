@@ -9,7 +9,9 @@
  *
  * Layer: batch 64 (or AB_BATCH from the environment), CHANNELS -> CHANNELS,
  * SIZE x SIZE, 3x3, padding 1, stride 1 (or AB_STRIDE), uint8 codes with
- * zero points 3 and 128 (as benchmarks/bench_conv.py). */
+ * zero points 3 and 128 (as benchmarks/bench_conv.py). With AB_STAGE set,
+ * approxmul_conv2d_requantize_dequantize to float32 instead (the output
+ * stage a framework adapter runs: uint8 codes around 100, scale 0.05). */
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -25,8 +27,17 @@ typedef approxmul_status (*conv_fn)(const approxmul_multiplier *, approxmul_dtyp
                                     int64_t, int64_t, approxmul_dtype, void *, const int64_t *,
                                     const int64_t *);
 
+typedef approxmul_status (*staged_fn)(
+    const approxmul_multiplier *, approxmul_dtype, const void *, const int64_t *, const int64_t *,
+    approxmul_dtype, const void *, const int64_t *, const int64_t *, const int64_t *,
+    const int64_t *, const int64_t *, int64_t, int64_t, int64_t, const int32_t *, const int32_t *,
+    const int32_t *, int32_t, int32_t, int32_t, approxmul_rounding, approxmul_dtype, double,
+    approxmul_real_type, void *, const int64_t *);
+
 struct Call {
     conv_fn conv[2];
+    staged_fn staged[2];
+    const int32_t *bias, *mantissa, *shift;
     approxmul_multiplier *m[2];
     const uint8_t *x, *w;
     const int64_t *x_shape, *x_strides, *w_shape, *w_strides, *out_shape, *out_strides;
@@ -37,6 +48,12 @@ struct Call {
 /* zero points 3 (x) and 128 (w): the cross terms run too */
 static approxmul_status run_conv2d(int l, void *context) {
     const struct Call *c = context;
+    if (c->staged[l] != NULL)
+        return c->staged[l](c->m[l], APPROXMUL_UINT8, c->x, c->x_shape, c->x_strides,
+                            APPROXMUL_UINT8, c->w, c->w_shape, c->w_strides, c->strides, c->one,
+                            c->one, 1, 3, 128, c->bias, c->mantissa, c->shift, 100, 0, 255,
+                            APPROXMUL_ROUND_DOUBLE, APPROXMUL_UINT8, 0.05, APPROXMUL_FLOAT32,
+                            c->out[l], c->out_shape);
     return c->conv[l](c->m[l], APPROXMUL_UINT8, c->x, c->x_shape, c->x_strides, APPROXMUL_UINT8,
                       c->w, c->w_shape, c->w_strides, c->strides, c->one, c->one, 1, 3, 128,
                       APPROXMUL_INT32, c->out[l], c->out_shape, c->out_strides);
@@ -53,11 +70,14 @@ int main(int argc, char **argv) {
     const char *spec = argv[5];
     const int threads = atoi(argv[6]), rounds = atoi(argv[7]);
     conv_fn conv[2];
+    staged_fn staged[2] = {NULL, NULL};
     approxmul_multiplier *m[2];
     for (int l = 0; l < 2; ++l) {
         void *lib = ab_open(argv[1 + l], threads, spec, &m[l]);
         if (lib == NULL) return 1;
         conv[l] = (conv_fn)dlsym(lib, "approxmul_conv2d");
+        if (getenv("AB_STAGE") != NULL)
+            staged[l] = (staged_fn)dlsym(lib, "approxmul_conv2d_requantize_dequantize");
     }
     const int64_t x_shape[4] = {N, C, S, S}, w_shape[4] = {C, C, 3, 3}, out_shape[4] = {N, C, OS, OS};
     const int64_t x_strides[4] = {C * S * S, S * S, S, 1}, w_strides[4] = {C * 9, 9, 3, 1};
@@ -70,13 +90,18 @@ int main(int argc, char **argv) {
     srand(1);
     for (size_t i = 0; i < x_size; ++i) x[i] = (uint8_t)rand();
     for (size_t i = 0; i < w_size; ++i) w[i] = (uint8_t)rand();
-    struct Call call = {{conv[0], conv[1]}, {m[0], m[1]}, x, w, x_shape, x_strides, w_shape,
+    int32_t *bias = malloc(4 * C), *mantissa = malloc(4 * C), *shift = malloc(4 * C);
+    for (int64_t o = 0; o < C; ++o)  /* factors of about 2^-12 to 2^-11 */
+        bias[o] = (int32_t)(o * 1000 - 5000), mantissa[o] = 1100000000 + (int32_t)o * 30000000,
+        shift[o] = -11;
+    struct Call call = {{conv[0], conv[1]}, {staged[0], staged[1]}, bias, mantissa, shift,
+                        {m[0], m[1]}, x, w, x_shape, x_strides, w_shape,
                         w_strides, out_shape, out_strides, strides, one, {out[0], out[1]}};
     double best[2];
     if (ab_alternate(rounds, run_conv2d, &call, "conv2d", best) != APPROXMUL_OK) return 1;
     const int same = memcmp(out[0], out[1], 4 * out_size) == 0;
-    printf("%s %lld->%lld %lldx%lld stride %lld, %d threads: old %.3f ms, new %.3f ms, new/old %.3f%s\n",
-           spec, (long long)C, (long long)C, (long long)S, (long long)S, (long long)stride, threads, best[0] * 1e3,
+    printf("%s%s %lld->%lld %lldx%lld stride %lld, %d threads: old %.3f ms, new %.3f ms, new/old %.3f%s\n",
+           staged[0] != NULL ? "staged " : "", spec, (long long)C, (long long)C, (long long)S, (long long)S, (long long)stride, threads, best[0] * 1e3,
            best[1] * 1e3, best[1] / best[0], same ? "" : "  OUTPUTS DIFFER");
     return same ? 0 : 1;
 }

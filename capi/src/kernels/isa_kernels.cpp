@@ -866,9 +866,12 @@ struct DoubleRoundingLanes {
           negative_at(_mm512_set1_epi64(-(int64_t{1} << 30))),
           negative_fix(_mm512_set1_epi64(shift < 0 ? int64_t{1} << 31 : 0)),
           zp(_mm512_set1_epi64(zero_point)), lo(_mm512_set1_epi64(qmin)),
-          hi(_mm512_set1_epi64(qmax)), left(_mm_cvtsi32_si128(shift > 0 ? shift : 0)),
+          hi(_mm512_set1_epi64(qmax)), d_lo(_mm512_set1_epi64(int64_t{qmin} - zero_point)),
+          d_hi(_mm512_set1_epi64(int64_t{qmax} - zero_point)),
+          left(_mm_cvtsi32_si128(shift > 0 ? shift : 0)),
           total(_mm_cvtsi32_si128(31 + (shift < 0 ? -shift : 0))) {}
-    Codes codes(__m256i a) const {
+    // the rounded value before the zero point and the clamp
+    __m512i rounded(__m256i a) const {
         __m512i x = _mm512_add_epi64(_mm512_cvtepi32_epi64(a), b);
         x = _mm512_min_epi64(_mm512_max_epi64(x, int32_min), int32_max);  // sat32(acc + bias)
         if constexpr (Left)  // sat32(t 2^left): |t| 2^30 fits int64
@@ -876,23 +879,29 @@ struct DoubleRoundingLanes {
         const __m512i p = _mm512_mul_epi32(x, m);
         __m512i sum = _mm512_add_epi64(p, offset);
         sum = _mm512_mask_sub_epi64(sum, _mm512_cmplt_epi64_mask(p, negative_at), sum, negative_fix);
-        const __m512i y = _mm512_add_epi64(_mm512_sra_epi64(sum, total), zp);
-        return _mm512_min_epi64(_mm512_max_epi64(y, lo), hi);
+        return _mm512_sra_epi64(sum, total);
+    }
+    Codes codes(__m256i a) const {
+        return _mm512_min_epi64(_mm512_max_epi64(_mm512_add_epi64(rounded(a), zp), lo), hi);
     }
     static void store(uint8_t *out, Codes c) {
         _mm_storel_epi64(reinterpret_cast<__m128i *>(out), _mm512_cvtepi64_epi8(c));
     }
-    // scale * (code - zero), in double as dequantize_loop computes it
-    static __m512d real(Codes c, __m512d zero, __m512d scale) {
-        return _mm512_mul_pd(scale, _mm512_sub_pd(_mm512_cvtepi64_pd(c), zero));
+    // scale * (code - zero), in double as dequantize_loop computes it; code -
+    // zero is clamp(y, qmin - zero, qmax - zero), exact in these lanes (two
+    // steps fewer than the code, then the difference in double)
+    __m512d real(__m256i a, double scale) const {
+        const __m512i d = _mm512_min_epi64(_mm512_max_epi64(rounded(a), d_lo), d_hi);
+        return _mm512_mul_pd(_mm512_set1_pd(scale), _mm512_cvtepi64_pd(d));
     }
-    static void store(float *out, Codes c, double zero, double scale) {
-        _mm256_storeu_ps(out, _mm512_cvtpd_ps(real(c, _mm512_set1_pd(zero), _mm512_set1_pd(scale))));
+    void store_real(float *out, __m256i a, double, double scale) const {
+        _mm256_storeu_ps(out, _mm512_cvtpd_ps(real(a, scale)));
     }
-    static void store(double *out, Codes c, double zero, double scale) {
-        _mm512_storeu_pd(out, real(c, _mm512_set1_pd(zero), _mm512_set1_pd(scale)));
+    void store_real(double *out, __m256i a, double, double scale) const {
+        _mm512_storeu_pd(out, real(a, scale));
     }
-    const __m512i b, m, int32_min, int32_max, offset, negative_at, negative_fix, zp, lo, hi;
+    const __m512i b, m, int32_min, int32_max, offset, negative_at, negative_fix, zp, lo, hi, d_lo,
+        d_hi;
     const __m128i left, total;
 };
 #pragma GCC diagnostic pop
@@ -981,6 +990,10 @@ struct DoubleRoundingLanes {
         _mm256_storeu_pd(out, real(_mm256_castsi256_si128(c), zero, scale));
         _mm256_storeu_pd(out + 4, real(_mm256_extracti128_si256(c, 1), zero, scale));
     }
+    template <typename Real>
+    void store_real(Real *out, __m256i a, double zero, double scale) const {
+        store(out, codes(a), zero, scale);
+    }
     const __m256i b, m;
     const __m128i left, right;
     const __m256i mask, half_mask, y_lo, y_hi, lo, hi, zp;
@@ -988,18 +1001,19 @@ struct DoubleRoundingLanes {
 #endif
 
 #if defined(__AVX2__)  // the AVX-512 set defines it too: either version above
-// The lanes over acc[0..n) (plus term[i] modulo 2^32 when Term, as conv2d
-// adds its x cross term), each step's codes to store(i, codes). Returns the
-// elements done, a multiple of the lanes' width.
-template <bool Term, typename Lanes, typename Store>
-int64_t double_rounding_lanes(const Lanes &lanes, int64_t n, const int32_t *acc,
-                              const int32_t *term, const Store &store) {
+// The lanes' steps over acc[0..n) (plus term[i] modulo 2^32 when Term, as
+// conv2d adds its x cross term): emit(i, sums) for each step's sums, which
+// it turns into codes or real values. Returns the elements done, a multiple
+// of the lanes' width.
+template <bool Term, typename Lanes, typename Emit>
+int64_t double_rounding_lanes(const Lanes &, int64_t n, const int32_t *acc, const int32_t *term,
+                              const Emit &emit) {
     int64_t i = 0;
     for (; i + Lanes::width <= n; i += Lanes::width) {
         __m256i a = _mm256_loadu_si256(reinterpret_cast<const __m256i *>(acc + i));
         if constexpr (Term)
             a = _mm256_add_epi32(a, _mm256_loadu_si256(reinterpret_cast<const __m256i *>(term + i)));
-        store(i, lanes.codes(a));
+        emit(i, a);
     }
     return i;
 }
@@ -1027,7 +1041,9 @@ void requantize_acc(int64_t n, const void *acc, const int32_t *bias, const int32
         int64_t done = 0;
         with_double_rounding_lanes(*bias, *mantissa, *shift, zero_point, qmin, qmax, [&](const auto &lanes) {
             done = double_rounding_lanes<false>(lanes, n, reinterpret_cast<const int32_t *>(a), nullptr,
-                                                [&](int64_t i, auto c) { lanes.store(codes + i, c); });
+                                                [&](int64_t i, __m256i sums) {
+                                                    lanes.store(codes + i, lanes.codes(sums));
+                                                });
         });
         a += done, out += done, n -= done;
     }
@@ -1235,25 +1251,32 @@ void requantize_rows_into(int64_t rows, int64_t cols, const int32_t *acc, const 
                 for (int64_t i = 0; i < k; ++i) o[c0 + i] = static_cast<Out>(codes[i]);
         }
     };
-    for (int64_t r = 0; r < rows; ++r) {
-        const int32_t *a = acc + r * acc_stride;
-        const int32_t *t = term == nullptr ? nullptr : term + r * acc_stride;
-        Out *o = out + r * out_stride;
-        int64_t done = 0;
 #if defined(__AVX2__)
-        if (!single && (kReal || sizeof(Out) == 1))
-            with_double_rounding_lanes(bias, mantissa, shift, zero_point, qmin, qmax, [&](const auto &lanes) {
-                auto store = [&](int64_t i, auto c) {
+    if (!single && (kReal || sizeof(Out) == 1)) {
+        // the lanes' constants once for all rows: rows are short (a 32x32
+        // image's are 32 sums), and setting them up per row cost a third
+        with_double_rounding_lanes(bias, mantissa, shift, zero_point, qmin, qmax, [&](const auto &lanes) {
+            for (int64_t r = 0; r < rows; ++r) {
+                const int32_t *a = acc + r * acc_stride;
+                const int32_t *t = term == nullptr ? nullptr : term + r * acc_stride;
+                Out *o = out + r * out_stride;
+                auto store = [&](int64_t i, __m256i sums) {
                     if constexpr (kReal)
-                        lanes.store(o + i, c, static_cast<double>(zero_point), scale);
+                        lanes.store_real(o + i, sums, static_cast<double>(zero_point), scale);
                     else
-                        lanes.store(reinterpret_cast<uint8_t *>(o + i), c);
+                        lanes.store(reinterpret_cast<uint8_t *>(o + i), lanes.codes(sums));
                 };
-                done = t == nullptr ? double_rounding_lanes<false>(lanes, cols, a, t, store)
-                                    : double_rounding_lanes<true>(lanes, cols, a, t, store);
-            });
+                const int64_t done = t == nullptr ? double_rounding_lanes<false>(lanes, cols, a, t, store)
+                                                  : double_rounding_lanes<true>(lanes, cols, a, t, store);
+                rest(cols - done, a + done, t == nullptr ? nullptr : t + done, o + done);
+            }
+        });
+        return;
+    }
 #endif
-        rest(cols - done, a + done, t == nullptr ? nullptr : t + done, o + done);
+    for (int64_t r = 0; r < rows; ++r) {
+        const int64_t skip = r * acc_stride;
+        rest(cols, acc + skip, term == nullptr ? nullptr : term + skip, out + r * out_stride);
     }
 }
 
