@@ -1123,8 +1123,8 @@ void quantize_loop(int64_t n, const In *__restrict x, const double *__restrict s
 // R + 3/4. So where t lies farther than thr = (R + 1) 2^-21 from an integer,
 // r = floor(u + 0.5), which is also what the double loop computes (it
 // differs from that only within (u + 1) 2^-52 of a tie). A block with any t
-// closer than that is redone by the double loop (fast_quantize_block's
-// caller): about 2 thr of the values, 0.1 % for 8-bit codes.
+// closer than that is redone by the double loop (fast_quantize's redo):
+// about 2 thr of the values, 0.1 % for 8-bit codes.
 struct FastQuantize {
     float rcp, cap, thr;
     static constexpr int64_t kBlock = 32;
@@ -1146,44 +1146,14 @@ struct FastQuantize {
 #pragma GCC diagnostic push  // the header false positive noted at the table kernel
 #pragma GCC diagnostic ignored "-Wuninitialized"
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-// One block of FastQuantize; returns 0 when every value was clear of a
-// rounding point, else 1 (the codes written must then be redone).
+// FastQuantize's steps on n values; returns 0 when every value was clear
+// of a rounding point, else 1 (the codes written must then be redone).
 template <typename Out>
-int fast_quantize_block(int64_t n, const float *__restrict x, const FastQuantize &f, int32_t zero,
-                        int32_t lo, int32_t hi, Out *__restrict out) {
+int fast_quantize_values(int64_t n, const float *__restrict x, const FastQuantize &f,
+                         int32_t zero, int32_t lo, int32_t hi, Out *__restrict out) {
     int near = 0;
     const float top = 1.0f - f.thr;
-    int64_t i = 0;
-#if defined(__AVX512BW__)
-    // GCC keeps the loop below in 256-bit lanes here, no faster than the
-    // double loop's 512-bit ones; the same steps in 16 float lanes
-    {
-        const __m512 rcp = _mm512_set1_ps(f.rcp), cap = _mm512_set1_ps(f.cap),
-                     half = _mm512_set1_ps(0.5f), thr = _mm512_set1_ps(f.thr),
-                     high = _mm512_set1_ps(top);
-        const __m512i zp = _mm512_set1_epi32(zero), qlo = _mm512_set1_epi32(lo),
-                      qhi = _mm512_set1_epi32(hi);
-        __mmask16 close = 0;
-        for (; i + 16 <= n; i += 16) {
-            const __m512 v = _mm512_loadu_ps(x + i);
-            const __m512 t = _mm512_add_ps(_mm512_min_ps(_mm512_mul_ps(_mm512_abs_ps(v), rcp), cap),
-                                           half);
-            const __m512i r = _mm512_cvttps_epi32(t);
-            const __m512 frac = _mm512_sub_ps(t, _mm512_cvtepi32_ps(r));
-            close |= _mm512_cmp_ps_mask(frac, thr, _CMP_LT_OQ) |
-                     _mm512_cmp_ps_mask(frac, high, _CMP_GT_OQ);
-            const __mmask16 negative = _mm512_cmp_ps_mask(v, _mm512_setzero_ps(), _CMP_LT_OQ);
-            __m512i q = _mm512_mask_sub_epi32(r, negative, _mm512_setzero_si512(), r);
-            q = _mm512_min_epi32(_mm512_max_epi32(_mm512_add_epi32(q, zp), qlo), qhi);
-            if constexpr (sizeof(Out) == 1)
-                _mm_storeu_si128(reinterpret_cast<__m128i *>(out + i), _mm512_cvtepi32_epi8(q));
-            else
-                _mm256_storeu_si256(reinterpret_cast<__m256i *>(out + i), _mm512_cvtepi32_epi16(q));
-        }
-        near = close != 0;
-    }
-#endif
-    for (; i < n; ++i) {
+    for (int64_t i = 0; i < n; ++i) {
         float a = __builtin_fabsf(x[i]) * f.rcp;
         a = a < f.cap ? a : f.cap;
         const float t = a + 0.5f;
@@ -1196,6 +1166,48 @@ int fast_quantize_block(int64_t n, const float *__restrict x, const FastQuantize
         out[i] = static_cast<Out>(q);
     }
     return near;
+}
+
+// FastQuantize over n values in blocks of kBlock, redo(i, k) for each block
+// [i, i + k) that came close to a rounding point.
+template <typename Out, typename Redo>
+void fast_quantize(int64_t n, const float *__restrict x, const FastQuantize &f, int32_t zero,
+                   int32_t lo, int32_t hi, Out *__restrict out, const Redo &redo) {
+    constexpr int64_t kBlock = FastQuantize::kBlock;
+    int64_t i = 0;
+#if defined(__AVX512BW__)
+    // GCC keeps fast_quantize_values in 256-bit lanes here, no faster than
+    // the double loop's 512-bit ones; the same steps in 16 float lanes
+    const __m512 rcp = _mm512_set1_ps(f.rcp), cap = _mm512_set1_ps(f.cap),
+                 half = _mm512_set1_ps(0.5f), thr = _mm512_set1_ps(f.thr),
+                 high = _mm512_set1_ps(1.0f - f.thr);
+    const __m512i zp = _mm512_set1_epi32(zero), qlo = _mm512_set1_epi32(lo),
+                  qhi = _mm512_set1_epi32(hi);
+    for (; i + kBlock <= n; i += kBlock) {
+        __mmask16 close = 0;
+        for (int64_t j = i; j < i + kBlock; j += 16) {
+            const __m512 v = _mm512_loadu_ps(x + j);
+            const __m512 t = _mm512_add_ps(_mm512_min_ps(_mm512_mul_ps(_mm512_abs_ps(v), rcp), cap),
+                                           half);
+            const __m512i r = _mm512_cvttps_epi32(t);
+            const __m512 frac = _mm512_sub_ps(t, _mm512_cvtepi32_ps(r));
+            close |= _mm512_cmp_ps_mask(frac, thr, _CMP_LT_OQ) |
+                     _mm512_cmp_ps_mask(frac, high, _CMP_GT_OQ);
+            const __mmask16 negative = _mm512_cmp_ps_mask(v, _mm512_setzero_ps(), _CMP_LT_OQ);
+            __m512i q = _mm512_mask_sub_epi32(r, negative, _mm512_setzero_si512(), r);
+            q = _mm512_min_epi32(_mm512_max_epi32(_mm512_add_epi32(q, zp), qlo), qhi);
+            if constexpr (sizeof(Out) == 1)
+                _mm_storeu_si128(reinterpret_cast<__m128i *>(out + j), _mm512_cvtepi32_epi8(q));
+            else
+                _mm256_storeu_si256(reinterpret_cast<__m256i *>(out + j), _mm512_cvtepi32_epi16(q));
+        }
+        if (close) redo(i, kBlock);
+    }
+#endif
+    for (; i < n; i += kBlock) {
+        const int64_t k = n - i < kBlock ? n - i : kBlock;
+        if (fast_quantize_values(k, x + i, f, zero, lo, hi, out + i)) redo(i, k);
+    }
 }
 #pragma GCC diagnostic pop
 
@@ -1326,11 +1338,9 @@ void quantize(int64_t n, const void *x, int x64, const double *scale, const int3
             FastQuantize f;
             if constexpr (std::is_same<In, float>::value) {
                 if (!step && FastQuantize::usable(*scale, *zero, lo, hi, &f)) {
-                    for (int64_t i = 0; i < n; i += FastQuantize::kBlock) {
-                        const int64_t k = n - i < FastQuantize::kBlock ? n - i : FastQuantize::kBlock;
-                        if (fast_quantize_block(k, in + i, f, *zero, lo, hi, codes + i))
-                            quantize_loop<0, In, Out>(k, in + i, scale, zero, lo, hi, codes + i);
-                    }
+                    fast_quantize(n, in, f, *zero, lo, hi, codes, [&](int64_t i, int64_t k) {
+                        quantize_loop<0, In, Out>(k, in + i, scale, zero, lo, hi, codes + i);
+                    });
                     return;
                 }
             }
