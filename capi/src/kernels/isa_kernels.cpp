@@ -1179,8 +1179,8 @@ void fast_quantize(int64_t n, const float *__restrict x, const FastQuantize &f, 
     // GCC keeps fast_quantize_values in 256-bit lanes here, no faster than
     // the double loop's 512-bit ones; the same steps in 16 float lanes
     const __m512 rcp = _mm512_set1_ps(f.rcp), cap = _mm512_set1_ps(f.cap),
-                 half = _mm512_set1_ps(0.5f), thr = _mm512_set1_ps(f.thr),
-                 high = _mm512_set1_ps(1.0f - f.thr);
+                 half = _mm512_set1_ps(0.5f), thr = _mm512_set1_ps(f.thr);
+    const __m512i sign = _mm512_set1_epi32(INT32_MIN);
     const __m512i zp = _mm512_set1_epi32(zero), qlo = _mm512_set1_epi32(lo),
                   qhi = _mm512_set1_epi32(hi);
     for (; i + kBlock <= n; i += kBlock) {
@@ -1189,13 +1189,14 @@ void fast_quantize(int64_t n, const float *__restrict x, const FastQuantize &f, 
             const __m512 v = _mm512_loadu_ps(x + j);
             const __m512 t = _mm512_add_ps(_mm512_min_ps(_mm512_mul_ps(_mm512_abs_ps(v), rcp), cap),
                                            half);
-            const __m512i r = _mm512_cvttps_epi32(t);
-            const __m512 frac = _mm512_sub_ps(t, _mm512_cvtepi32_ps(r));
-            close |= _mm512_cmp_ps_mask(frac, thr, _CMP_LT_OQ) |
-                     _mm512_cmp_ps_mask(frac, high, _CMP_GT_OQ);
-            const __mmask16 negative = _mm512_cmp_ps_mask(v, _mm512_setzero_ps(), _CMP_LT_OQ);
-            __m512i q = _mm512_mask_sub_epi32(r, negative, _mm512_setzero_si512(), r);
-            q = _mm512_min_epi32(_mm512_max_epi32(_mm512_add_epi32(q, zp), qlo), qhi);
+            // t - rint(t), exact: close to an integer where its size is below thr
+            const __m512 off = _mm512_reduce_ps(t, _MM_FROUND_TO_NEAREST_INT);
+            close |= _mm512_cmp_ps_mask(_mm512_abs_ps(off), thr, _CMP_LT_OQ);
+            // v's sign onto t, then truncation: -trunc(t) for negative v
+            const __m512 signed_t = _mm512_castsi512_ps(_mm512_ternarylogic_epi32(
+                _mm512_castps_si512(v), sign, _mm512_castps_si512(t), 0xea));  // (v & sign) | t
+            __m512i q = _mm512_add_epi32(_mm512_cvttps_epi32(signed_t), zp);
+            q = _mm512_min_epi32(_mm512_max_epi32(q, qlo), qhi);
             if constexpr (sizeof(Out) == 1)
                 _mm_storeu_si128(reinterpret_cast<__m128i *>(out + j), _mm512_cvtepi32_epi8(q));
             else
