@@ -133,6 +133,28 @@ def test_empty_batch_and_int32_saturation():
     assert (got[0, 0] == 255).all() and (got[0, 1] == 0).all()
 
 
+@pytest.mark.parametrize("width", [16, 21])  # whole vector lanes, and lanes plus a tail
+@pytest.mark.parametrize("real", [None, np.float32])
+def test_bias_that_overflows_int32_saturates_in_the_vector_lanes(width, real):
+    """Output rows long enough for the stage's vector lanes, which saturate
+    acc + bias only for channels whose bias the sums' bound says can leave
+    int32: biases at and near both ends of int32, and a small one."""
+    m = am.Multiplier.exact(8)
+    rng = np.random.default_rng(8)
+    x = rng.integers(200, 256, (2, 3, 4, width)).astype(np.uint8)
+    w = rng.integers(0, 256, (5, 3, 1, 1)).astype(np.uint8)
+    bias = np.array([2**31 - 1, -2**31, 2**31 - 1000, -2**31 + 1000, 5], np.int64)
+    mantissa, shift = quant.quantize_multiplier(np.full(5, 2.0 ** -22))
+    kwargs = dict(x_zero_point=7, w_zero_point=100, bits=8)
+    options = {} if real is None else dict(real=(0.5, real))
+    got = quant.conv2d_requantize(x, w, m, bias, mantissa, shift, 3, 0, 255, **kwargs, **options)
+    acc = am.conv2d(x, w, m, x_zero_point=7, w_zero_point=100)
+    codes = quant.requantize(acc, bias, mantissa, shift, 3, 0, 255, signed=False)
+    assert {0, 255} <= set(np.unique(codes[:, :4]))  # the ends saturate
+    want = codes if real is None else (0.5 * (codes.astype(np.float64) - 3)).astype(real)
+    np.testing.assert_array_equal(got, want)
+
+
 def test_bad_arguments_leave_out_untouched():
     m = am.Multiplier.exact(8)
     x = np.arange(2 * 9, dtype=np.uint8).reshape(1, 2, 3, 3)

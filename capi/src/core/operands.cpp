@@ -333,8 +333,8 @@ void check_tensor_output(const TensorView &out, const TensorView &a, const Tenso
     }
 }
 
-approxmul_dtype accumulator_dtype(const Multiplier &m, int64_t inner, int64_t a_zero_point,
-                                  int64_t b_zero_point) {
+int64_t accumulator_bound(const Multiplier &m, int64_t inner, int64_t a_zero_point,
+                          int64_t b_zero_point) {
     if (inner < 0)
         fail(APPROXMUL_ERR_SHAPE, "inner size %lld is negative", static_cast<long long>(inner));
     check_zero_point(a_zero_point, "a_zero_point", m);
@@ -349,7 +349,15 @@ approxmul_dtype accumulator_dtype(const Multiplier &m, int64_t inner, int64_t a_
         fail(APPROXMUL_ERR_OVERFLOW,
              "inner size %lld: sums of up to %lld-magnitude products can overflow int64",
              static_cast<long long>(inner), static_cast<long long>(term));
-    return bound <= std::numeric_limits<int32_t>::max() ? APPROXMUL_INT32 : APPROXMUL_INT64;
+    return bound;
+}
+
+approxmul_dtype accumulator_dtype(const Multiplier &m, int64_t inner, int64_t a_zero_point,
+                                  int64_t b_zero_point) {
+    return accumulator_bound(m, inner, a_zero_point, b_zero_point) <=
+                   std::numeric_limits<int32_t>::max()
+               ? APPROXMUL_INT32
+               : APPROXMUL_INT64;
 }
 
 void check_output_type(const char *name, approxmul_dtype dtype, const Multiplier &m,

@@ -48,6 +48,10 @@ void check_zero_point(int64_t zero_point, const char *name, const Multiplier &m)
 // An int32/int64 output that overlaps neither itself nor any input.
 void check_output(const MatrixView &out, const MatrixView &a, const MatrixView &b);
 
+// A bound on |sum| of inner (zero-point adjusted) products; Error where it
+// does not fit int64.
+int64_t accumulator_bound(const Multiplier &m, int64_t inner, int64_t a_zero_point,
+                          int64_t b_zero_point);
 // The accumulator type for inner-size sums of (zero-point adjusted) products.
 approxmul_dtype accumulator_dtype(const Multiplier &m, int64_t inner, int64_t a_zero_point,
                                   int64_t b_zero_point);

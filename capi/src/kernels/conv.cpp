@@ -292,7 +292,8 @@ public:
           // every channel sum and receptive-field sum of codes fits int32
           sums32_(wide_ && K < (int64_t{1} << 31) / (item_ == 1 ? 256 : 65536)),
           padded_rows_(!wide_ && Cg * plane_len_ * item_ <= kPaddedRowBytes),
-          out_dtype_(sum_dtype(p, m_, K, fold_x_sums_)) {}
+          out_dtype_(sum_dtype(p, m_, K, fold_x_sums_)),
+          sum_bound_(accumulator_bound(m_, K, p.x_zero_point, p.w_zero_point)) {}
 
     bool empty() const { return N == 0 || O == 0 || P == 0; }
 
@@ -1052,10 +1053,14 @@ private:
         for (int64_t o = 0; o < Og; ++o) {
             const int64_t oc = g * Og + o;
             const int32_t *row = reinterpret_cast<const int32_t *>(ws.out.data()) + o * block_;
+            const int32_t bias = s.bias != nullptr ? s.bias[oc] : 0;
+            // sums within the bound plus this bias cannot leave int32: no saturation
+            const int saturate = sum_bound_ + std::llabs(int64_t{bias}) >
+                                 std::numeric_limits<int32_t>::max();
             for (const auto &[q, n, pixel, rows, cols] : ws.spans) {
                 kt.requantize_rows(rows, cols, row + q, term == nullptr ? nullptr : term + q,
-                                   row_len_, s.bias != nullptr ? s.bias[oc] : 0, s.mantissa[oc],
-                                   s.shift[oc], s.zero_point, s.qmin, s.qmax, s.single, s.scale,
+                                   row_len_, bias, s.mantissa[oc], s.shift[oc], s.zero_point,
+                                   s.qmin, s.qmax, s.single, saturate, s.scale,
                                    static_cast<int>(item), s.real_bytes != 0 ? 1 : 0,
                                    static_cast<char *>(s.out) + ((n * O + oc) * P + pixel) * item,
                                    OW);
@@ -1076,6 +1081,7 @@ private:
     const bool sums32_;         // wide path: the x cross term's code sums in int32
     const bool padded_rows_;    // per-row path: taps copied from a padded image (gather_padded)
     const approxmul_dtype out_dtype_;  // of the GEMM's sums
+    const int64_t sum_bound_;          // on |final sum| (accumulator_bound)
     Scratch<char> weights_;               // the weights regrouped, where they must be
     const char *weight_codes_ = nullptr;  // the GEMMs' weights: p_.w's data or weights_
     char zero_code_[2] = {0, 0};

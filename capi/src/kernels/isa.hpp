@@ -113,11 +113,13 @@ struct KernelTable {
     // modulo 2^32 unless term is nullptr), out[r * out_stride + c] is
     // code(a) (out_bytes 1 or 2: its low bits, as requantize stores them) or
     // scale * (code(a) - zero_point) computed in double (real: out_bytes 4,
-    // rounded to float, or 8). The same bits as the two kernels.
+    // rounded to float, or 8). The same bits as the two kernels. saturate 0
+    // promises that a + bias fits int32 (the caller's bound on the sums),
+    // which spares the lanes saturating it.
     void (*requantize_rows)(int64_t rows, int64_t cols, const int32_t *acc, const int32_t *term,
                             int64_t acc_stride, int32_t bias, int32_t mantissa, int32_t shift,
                             int32_t zero_point, int32_t qmin, int32_t qmax, int single,
-                            double scale, int out_bytes, int real, void *out,
+                            int saturate, double scale, int out_bytes, int real, void *out,
                             int64_t out_stride);
 
     // Affine quantization of n values (double if x64, else float) into codes

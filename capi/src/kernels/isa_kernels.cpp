@@ -853,7 +853,7 @@ void requantize_loop(int64_t n, const Acc *__restrict acc, const int32_t *__rest
 //   floor((P + 2^30 + 2^(30+r) - 2^31 [P < -2^30]) / 2^(31+r))
 // ([h < 0] iff P < -2^30; r = 0 adds 2^30 alone). 0.35-0.40 ns per
 // element there (docs/benchmarks.md, "Requantization in one rounding").
-template <bool Left>
+template <bool Left, bool Saturate>
 struct DoubleRoundingLanes {
     static constexpr int width = 8;  // accumulators per step
     using Codes = __m512i;           // their clamped codes, in int64 lanes
@@ -873,7 +873,8 @@ struct DoubleRoundingLanes {
     // the rounded value before the zero point and the clamp
     __m512i rounded(__m256i a) const {
         __m512i x = _mm512_add_epi64(_mm512_cvtepi32_epi64(a), b);
-        x = _mm512_min_epi64(_mm512_max_epi64(x, int32_min), int32_max);  // sat32(acc + bias)
+        if constexpr (Saturate)
+            x = _mm512_min_epi64(_mm512_max_epi64(x, int32_min), int32_max);  // sat32(acc + bias)
         if constexpr (Left)  // sat32(t 2^left): |t| 2^30 fits int64
             x = _mm512_min_epi64(_mm512_max_epi64(_mm512_sll_epi64(x, left), int32_min), int32_max);
         const __m512i p = _mm512_mul_epi32(x, m);
@@ -921,7 +922,7 @@ inline int32_t rq_to32(int64_t v) {
     return static_cast<int32_t>(v < INT32_MIN ? INT32_MIN : v > INT32_MAX ? INT32_MAX : v);
 }
 
-template <bool Left>
+template <bool Left, bool Saturate>
 struct DoubleRoundingLanes {
     static constexpr int width = 8;  // accumulators per step
     using Codes = __m256i;           // their clamped codes, in int32 lanes
@@ -947,9 +948,11 @@ struct DoubleRoundingLanes {
         const __m256i zero = _mm256_setzero_si256(), int_max = _mm256_set1_epi32(0x7fffffff);
         // t = sat32(a + bias): overflow when both addends' signs differ from the sum's
         __m256i t = _mm256_add_epi32(a, b);
-        const __m256i over = _mm256_srai_epi32(  // a whole-lane mask, as blendv reads every byte
-            _mm256_and_si256(_mm256_xor_si256(a, t), _mm256_xor_si256(b, t)), 31);
-        t = _mm256_blendv_epi8(t, _mm256_xor_si256(_mm256_srai_epi32(a, 31), int_max), over);
+        if constexpr (Saturate) {
+            const __m256i over = _mm256_srai_epi32(  // a whole-lane mask, as blendv reads every byte
+                _mm256_and_si256(_mm256_xor_si256(a, t), _mm256_xor_si256(b, t)), 31);
+            t = _mm256_blendv_epi8(t, _mm256_xor_si256(_mm256_srai_epi32(a, 31), int_max), over);
+        }
         // x = sat32(t * 2^left)
         __m256i x = t;
         if constexpr (Left) {
@@ -1018,14 +1021,21 @@ int64_t double_rounding_lanes(const Lanes &, int64_t n, const int32_t *acc, cons
     return i;
 }
 
-// fn(lanes) with the lanes of one channel's factors (Left chosen by shift)
+// fn(lanes) with the lanes of one channel's factors (Left chosen by shift;
+// Saturate false where the caller knows acc + bias fits int32)
 template <typename Fn>
 void with_double_rounding_lanes(int32_t bias, int32_t mantissa, int32_t shift, int32_t zero_point,
-                                int32_t qmin, int32_t qmax, const Fn &fn) {
+                                int32_t qmin, int32_t qmax, bool saturate, const Fn &fn) {
+    auto make = [&](auto left, auto sat) {
+        fn(DoubleRoundingLanes<decltype(left)::value, decltype(sat)::value>(
+            bias, mantissa, shift, zero_point, qmin, qmax));
+    };
+    using Yes = std::true_type;
+    using No = std::false_type;
     if (shift > 0)
-        fn(DoubleRoundingLanes<true>(bias, mantissa, shift, zero_point, qmin, qmax));
+        saturate ? make(Yes{}, Yes{}) : make(Yes{}, No{});
     else
-        fn(DoubleRoundingLanes<false>(bias, mantissa, shift, zero_point, qmin, qmax));
+        saturate ? make(No{}, Yes{}) : make(No{}, No{});
 }
 #endif
 
@@ -1039,7 +1049,7 @@ void requantize_acc(int64_t n, const void *acc, const int32_t *bias, const int32
         step == 0) {
         auto *codes = reinterpret_cast<uint8_t *>(out);
         int64_t done = 0;
-        with_double_rounding_lanes(*bias, *mantissa, *shift, zero_point, qmin, qmax, [&](const auto &lanes) {
+        with_double_rounding_lanes(*bias, *mantissa, *shift, zero_point, qmin, qmax, true, [&](const auto &lanes) {
             done = double_rounding_lanes<false>(lanes, n, reinterpret_cast<const int32_t *>(a), nullptr,
                                                 [&](int64_t i, __m256i sums) {
                                                     lanes.store(codes + i, lanes.codes(sums));
@@ -1241,7 +1251,8 @@ template <typename Out>
 void requantize_rows_into(int64_t rows, int64_t cols, const int32_t *acc, const int32_t *term,
                           int64_t acc_stride, int32_t bias, int32_t mantissa, int32_t shift,
                           int32_t zero_point, int32_t qmin, int32_t qmax, int single,
-                          double scale, Out *out, int64_t out_stride) {
+                          [[maybe_unused]] int saturate, double scale, Out *out,
+                          int64_t out_stride) {
     constexpr bool kReal = std::is_floating_point<Out>::value;
     auto rest = [&](int64_t n, const int32_t *a, const int32_t *t, Out *o) {
         constexpr int64_t kChunk = 64;
@@ -1268,7 +1279,8 @@ void requantize_rows_into(int64_t rows, int64_t cols, const int32_t *acc, const 
     if (!single && (kReal || sizeof(Out) == 1)) {
         // the lanes' constants once for all rows: rows are short (a 32x32
         // image's are 32 sums), and setting them up per row cost a third
-        with_double_rounding_lanes(bias, mantissa, shift, zero_point, qmin, qmax, [&](const auto &lanes) {
+        with_double_rounding_lanes(bias, mantissa, shift, zero_point, qmin, qmax, saturate != 0,
+                                   [&](const auto &lanes) {
             for (int64_t r = 0; r < rows; ++r) {
                 const int32_t *a = acc + r * acc_stride;
                 const int32_t *t = term == nullptr ? nullptr : term + r * acc_stride;
@@ -1281,7 +1293,8 @@ void requantize_rows_into(int64_t rows, int64_t cols, const int32_t *acc, const 
                 };
                 const int64_t done = t == nullptr ? double_rounding_lanes<false>(lanes, cols, a, t, store)
                                                   : double_rounding_lanes<true>(lanes, cols, a, t, store);
-                rest(cols - done, a + done, t == nullptr ? nullptr : t + done, o + done);
+                if (done < cols)  // a call the loop would otherwise pay each row
+                    rest(cols - done, a + done, t == nullptr ? nullptr : t + done, o + done);
             }
         });
         return;
@@ -1295,11 +1308,11 @@ void requantize_rows_into(int64_t rows, int64_t cols, const int32_t *acc, const 
 
 void requantize_rows(int64_t rows, int64_t cols, const int32_t *acc, const int32_t *term,
                      int64_t acc_stride, int32_t bias, int32_t mantissa, int32_t shift,
-                     int32_t zero_point, int32_t qmin, int32_t qmax, int single, double scale,
-                     int out_bytes, int real, void *out, int64_t out_stride) {
+                     int32_t zero_point, int32_t qmin, int32_t qmax, int single, int saturate,
+                     double scale, int out_bytes, int real, void *out, int64_t out_stride) {
     auto run = [&](auto *typed) {
         requantize_rows_into(rows, cols, acc, term, acc_stride, bias, mantissa, shift, zero_point,
-                             qmin, qmax, single, scale, typed, out_stride);
+                             qmin, qmax, single, saturate, scale, typed, out_stride);
     };
     if (real)
         out_bytes == 8 ? run(static_cast<double *>(out)) : run(static_cast<float *>(out));
