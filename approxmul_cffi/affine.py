@@ -76,6 +76,14 @@ class CParams:
         x = np.asarray(x)
         if dtype_name(x.dtype) not in REAL_TYPES or not x.dtype.isnative:
             x = x.astype(np.float64)
+        if out is None and self.axis is None and not x.flags.c_contiguous:
+            # one scale for all: a dense layout in another axis order (a
+            # channels-last image) is quantized as it lies, into codes of
+            # the same layout, instead of copied first
+            order = _memory_order(x)
+            if order is not None:
+                codes = self.quantize(x.transpose(order), qmin, qmax, dtype, None, finite)
+                return codes.transpose(np.argsort(order))
         x = _contiguous(x)
         dtype = np.dtype(dtype if out is None else out.dtype)
         if dtype_name(dtype) not in CODE_TYPES:
@@ -128,6 +136,13 @@ def _check_out(out, shape):
                             or not out.flags.c_contiguous or not out.flags.writeable
                             or not out.dtype.isnative):
         raise ShapeError(f"out must be a writable C-contiguous array of shape {shape}")
+
+
+def _memory_order(a):
+    """The axes of ``a`` by decreasing stride when that order makes it
+    C-contiguous (a dense layout), else None."""
+    order = sorted(range(a.ndim), key=lambda axis: -a.strides[axis])
+    return order if a.transpose(order).flags.c_contiguous else None
 
 
 def _contiguous(a):

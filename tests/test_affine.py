@@ -117,6 +117,24 @@ def test_float32_values_next_to_ties_round_as_the_division_does(code, qmin, qmax
     assert differ > 1000  # the data bites: the float32 lanes alone would round these wrong
 
 
+@pytest.mark.parametrize("axes", [(0, 2, 3, 1), (3, 2, 1, 0), (0, 1, 3, 2)])
+def test_per_tensor_codes_of_a_dense_permuted_layout_keep_it(axes):
+    """A channels-last image (or any dense axis order) is quantized where it
+    lies: its codes come back in the same layout, equal to those of a
+    contiguous copy; a strided slice is still read correctly."""
+    rng = np.random.default_rng(2)
+    stored = rng.normal(0, 3, (2, 5, 6, 3)).astype(np.float32)
+    x = stored.transpose(np.argsort(axes))  # memory order `axes`, shape permuted
+    assert not x.flags.c_contiguous
+    qp = quant.QParams(0.05, 100, signed=False)
+    codes = qp.quantize(x)
+    assert codes.strides == tuple(np.array(x.strides) // 4)  # the layout kept
+    np.testing.assert_array_equal(codes, qp.quantize(np.ascontiguousarray(x)))
+    np.testing.assert_array_equal(codes, qp.quantize_reference(x))
+    sliced = x[:, ::2]
+    np.testing.assert_array_equal(qp.quantize(sliced), qp.quantize_reference(sliced))
+
+
 @settings(max_examples=300, deadline=None)
 @given(problem=problems(), seed=st.integers(0, 2**32 - 1), wide=st.booleans())
 def test_dequantize_matches_the_reference(problem, seed, wide):
