@@ -1128,9 +1128,9 @@ void quantize_loop(int64_t n, const In *__restrict x, const double *__restrict s
 // call) in float32 lanes, twice the width of the double ones: a =
 // |x| * fl32(1/s), t = a + 0.5, r = trunc(t). Against the exact u = |x|/s,
 // |t - (u + 0.5)| <= (R + 1) 2^-22.3 while a stays below the cap R + 1/4,
-// R = max(|qmin - zero|, |qmax - zero|) + 2 (three roundings of 2^-24 and
-// t's own); beyond it every code clamps alike, and capped a gives t =
-// R + 3/4. So where t lies farther than thr = (R + 1) 2^-21 from an integer,
+// R = max(|qmin - zero|, |qmax - zero|) + 2 (fl32(1/s) and the product
+// round by 2^-24 each, t by its own half ulp); beyond the cap every code
+// clamps alike, and capped a gives t = R + 3/4. So where t lies farther than thr = (R + 1) 2^-21 from an integer,
 // r = floor(u + 0.5), which is also what the double loop computes (it
 // differs from that only within (u + 1) 2^-52 of a tie). A block with any t
 // closer than that is redone by the double loop (fast_quantize's redo):
