@@ -293,7 +293,8 @@ public:
           sums32_(wide_ && K < (int64_t{1} << 31) / (item_ == 1 ? 256 : 65536)),
           padded_rows_(!wide_ && Cg * plane_len_ * item_ <= kPaddedRowBytes),
           out_dtype_(sum_dtype(p, m_, K, fold_x_sums_)),
-          sum_bound_(accumulator_bound(m_, K, p.x_zero_point, p.w_zero_point)) {}
+          sum_bound_(p.stage != nullptr
+                         ? accumulator_bound(m_, K, p.x_zero_point, p.w_zero_point) : 0) {}
 
     bool empty() const { return N == 0 || O == 0 || P == 0; }
 
@@ -1081,7 +1082,7 @@ private:
     const bool sums32_;         // wide path: the x cross term's code sums in int32
     const bool padded_rows_;    // per-row path: taps copied from a padded image (gather_padded)
     const approxmul_dtype out_dtype_;  // of the GEMM's sums
-    const int64_t sum_bound_;          // on |final sum| (accumulator_bound)
+    const int64_t sum_bound_;          // on |final sum| (accumulator_bound), for the stage
     Scratch<char> weights_;               // the weights regrouped, where they must be
     const char *weight_codes_ = nullptr;  // the GEMMs' weights: p_.w's data or weights_
     char zero_code_[2] = {0, 0};
