@@ -1187,26 +1187,27 @@ void fast_quantize(int64_t n, const float *__restrict x, const FastQuantize &f, 
     int64_t i = 0;
 #if defined(__AVX512BW__)
     // GCC keeps fast_quantize_values in 256-bit lanes here, no faster than
-    // the double loop's 512-bit ones; the same steps in 16 float lanes
-    const __m512 rcp = _mm512_set1_ps(f.rcp), cap = _mm512_set1_ps(f.cap),
-                 half = _mm512_set1_ps(0.5f), thr = _mm512_set1_ps(f.thr);
-    const __m512i sign = _mm512_set1_epi32(INT32_MIN);
-    const __m512i zp = _mm512_set1_epi32(zero), qlo = _mm512_set1_epi32(lo),
-                  qhi = _mm512_set1_epi32(hi);
+    // the double loop's 512-bit ones. In 16 float lanes, signed: u = x
+    // fl32(1/s) has the error bound of |u| + 1/2 above, and where it is at
+    // least thr from every half-integer, rint(u) is the code before the zero
+    // point whichever way ties go; rounding to nearest (ties to even) needs
+    // no sign, half or truncation steps. u is clamped to qmin - zero ..
+    // qmax - zero (integers, |.| < R): clamps and rounding commute there, so
+    // the sum with the zero point needs no clamp of its own.
+    const __m512 rcp = _mm512_set1_ps(f.rcp), edge = _mm512_set1_ps(0.5f - f.thr),
+                 u_lo = _mm512_set1_ps(static_cast<float>(lo - zero)),
+                 u_hi = _mm512_set1_ps(static_cast<float>(hi - zero));
+    const __m512i zp = _mm512_set1_epi32(zero);
     for (; i + kBlock <= n; i += kBlock) {
         __mmask16 close = 0;
         for (int64_t j = i; j < i + kBlock; j += 16) {
-            const __m512 v = _mm512_loadu_ps(x + j);
-            const __m512 t = _mm512_add_ps(_mm512_min_ps(_mm512_mul_ps(_mm512_abs_ps(v), rcp), cap),
-                                           half);
-            // t - rint(t), exact: close to an integer where its size is below thr
-            const __m512 off = _mm512_reduce_ps(t, _MM_FROUND_TO_NEAREST_INT);
-            close |= _mm512_cmp_ps_mask(_mm512_abs_ps(off), thr, _CMP_LT_OQ);
-            // v's sign onto t, then truncation: -trunc(t) for negative v
-            const __m512 signed_t = _mm512_castsi512_ps(_mm512_ternarylogic_epi32(
-                _mm512_castps_si512(v), sign, _mm512_castps_si512(t), 0xea));  // (v & sign) | t
-            __m512i q = _mm512_add_epi32(_mm512_cvttps_epi32(signed_t), zp);
-            q = _mm512_min_epi32(_mm512_max_epi32(q, qlo), qhi);
+            const __m512 u = _mm512_min_ps(
+                _mm512_max_ps(_mm512_mul_ps(_mm512_loadu_ps(x + j), rcp), u_lo), u_hi);
+            // u - rint(u), exact, in [-1/2, 1/2]: near a tie where its size passes 1/2 - thr
+            const __m512 off = _mm512_reduce_ps(u, _MM_FROUND_TO_NEAREST_INT);
+            close |= _mm512_cmp_ps_mask(_mm512_abs_ps(off), edge, _CMP_GT_OQ);
+            const __m512i q = _mm512_add_epi32(
+                _mm512_cvt_roundps_epi32(u, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC), zp);
             if constexpr (sizeof(Out) == 1)
                 _mm_storeu_si128(reinterpret_cast<__m128i *>(out + j), _mm512_cvtepi32_epi8(q));
             else
