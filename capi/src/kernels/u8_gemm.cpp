@@ -119,6 +119,9 @@ struct U8Plan {
     int64_t panel_bytes, block_panels;
     // B's quads per column job and inner block: b_block_bytes each
     int64_t row_jobs, b_block_bytes;
+    // B's blocks packed by each thread for itself (own_pack_fits), instead
+    // of once for all threads (pack_shared)
+    bool own_pack = false;
     bool a_bytes;  // byte rows, contiguous or strided (conv2d's column-major pixel views)
     bool b_bytes;  // contiguous byte rows: B's quads read the operand directly
     const int64_t *b_row_offsets = nullptr;  // B's row k at b.data + b_row_offsets[k]
@@ -222,6 +225,7 @@ void split_jobs(U8Plan &plan) {
 // One thread's buffers (parallel_for_each makes one per thread, on it).
 struct Workspace {
     Scratch<uint8_t> b, codes;
+    OwnBlocks own_b;  // B's blocks, where each thread packs its own (plan.own_pack)
     Scratch<int32_t> c;
     Scratch<int64_t> wide;
     std::vector<uint8_t> row, gathered;
@@ -369,17 +373,25 @@ void run_job(const KernelTable &kt, const U8Plan &plan, const CrossTerms &cross,
     const int64_t ni = std::min(ip_count * MR, p.rows - i0), nj = std::min(plan.ncp * NR, p.cols - j0);
     const int64_t jp_count = ceil_div(nj, NR);
     const size_t b_size = static_cast<size_t>(plan.ncp * plan.kqb * NR * 4 + 64);
-    if (bpack == nullptr && w.b.size() < b_size)  // panel columns past nj read as 0
+    if (bpack == nullptr && !plan.own_pack && w.b.size() < b_size)  // panel columns past nj read as 0
         std::memset(w.b.reserve(b_size), 0, b_size);
     w.c.reserve(static_cast<size_t>(plan.mcp * MR * ldc));
     if (plan.wide) w.wide.reserve(static_cast<size_t>(plan.mcp * MR * ldc));
     for (int64_t kb = 0; kb < plan.k_blocks; ++kb) {
         const int64_t k0 = kb * plan.kc, nk = std::min(plan.kc, p.inner - k0);
         const int64_t kquads = ceil_div(nk * plan.rank, 4);
-        const uint8_t *b = bpack != nullptr ? bpack + (cj * plan.k_blocks + kb) * plan.b_block_bytes
-                                            : w.b.data();
-        const int64_t panel_stride =
-            bpack != nullptr ? kquads * NR * 4 : pack_b_block(kt, plan, j0, nj, k0, nk, w, w.b.data());
+        const int64_t block = cj * plan.k_blocks + kb;
+        const uint8_t *b;
+        int64_t panel_stride = kquads * NR * 4;
+        if (bpack != nullptr) {
+            b = bpack + block * plan.b_block_bytes;
+        } else if (plan.own_pack) {
+            b = w.own_b.get(block, plan.col_jobs * plan.k_blocks, plan.b_block_bytes,
+                            [&](uint8_t *dst) { pack_b_block(kt, plan, j0, nj, k0, nk, w, dst); });
+        } else {
+            b = w.b.data();
+            panel_stride = pack_b_block(kt, plan, j0, nj, k0, nk, w, w.b.data());
+        }
         const bool accumulate = kb % plan.blocks_per_flush != 0;
         for (int64_t jp = 0; jp < jp_count; ++jp)
             for (int64_t ip = 0; ip < ip_count; ++ip)
@@ -421,7 +433,11 @@ bool u8_gemm(const KernelTable &kt, const MatmulProblem &p0) {
     // of A, and a fresh allocation faults in every page on every call
     const Scratch<uint8_t> apack(static_cast<size_t>(packed_panels * plan.panel_bytes));
     std::vector<int64_t> row_corr(static_cast<size_t>(packed_panels * plan.MR));
-    const Scratch<uint8_t> bpack = pack_shared<Workspace>(
+    // (one region of jobs: A in one row block)
+    plan.own_pack = plan.mpanels <= plan.block_panels &&
+                    own_pack_fits(plan.threads, plan.row_jobs, plan.col_jobs * plan.k_blocks,
+                                  plan.b_block_bytes);
+    const Scratch<uint8_t> bpack = plan.own_pack ? Scratch<uint8_t>() : pack_shared<Workspace>(
         plan.row_jobs, plan.col_jobs, plan.k_blocks, plan.b_block_bytes, plan.threads,
         [&](int64_t block, Workspace &w, uint8_t *dst) {
             const int64_t cj = block / plan.k_blocks, kb = block % plan.k_blocks;
