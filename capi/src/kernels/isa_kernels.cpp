@@ -411,10 +411,65 @@ void table_block(int64_t inner, const uint8_t *s, const uint8_t *x, int64_t x_st
 // models): a stationary code's 16 products are one 16-byte row, and vpshufb
 // looks 32 streamed codes up in it per instruction (each 128-bit lane
 // reads the row broadcast into it). Byte sums run `group` steps, then go
-// into 16-bit sums in L1, even and odd columns apart (mask and shift, no
-// shuffle port). The avx512 set runs the same ymm code: it was measured
-// on AVX2 only, and its bound is the shuffle port either way.
-#if defined(__AVX2__)
+// into 16-bit sums, even and odd columns apart (mask and shift, no shuffle
+// port).
+#if defined(__AVX512BW__)
+// zmm lookups, 64 per instruction, and the 16-bit sums held in registers:
+// the shuffle port's bound is that of the ymm code below, but the ymm
+// code's other work (twice the instructions, and its sums' loads and
+// stores in L1 every few steps) kept it at about half of that bound.
+constexpr const char *kNibbleKernel =
+    "16-byte product rows, vpshufb zmm lookups, byte sums widened every few steps in registers";
+constexpr int kNibbleRows = 2, kNibbleChunks = 2;  // 2 x 2 byte accumulators, 2 codes vectors
+constexpr int kNibbleCols = 64 * kNibbleChunks;
+
+#pragma GCC diagnostic push  // the header false positive noted at the table kernel
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+void nibble_block(int64_t inner, const uint8_t *s, int64_t s_stride, const uint8_t *x,
+                  const uint8_t *table, int group, uint32_t *acc, int64_t acc_stride) {
+    constexpr int R = kNibbleRows, C = kNibbleChunks;
+    const __m512i low_byte = _mm512_set1_epi16(0x00ff);
+    __m512i even[R][C], odd[R][C];  // 16-bit sums of the even and odd columns
+    for (int r = 0; r < R; ++r)
+        for (int c = 0; c < C; ++c) even[r][c] = odd[r][c] = _mm512_setzero_si512();
+    for (int64_t k0 = 0; k0 < inner; k0 += group) {
+        const int64_t k1 = k0 + group < inner ? k0 + group : inner;
+        __m512i bytes[R][C];
+        for (auto &row : bytes)
+            for (auto &v : row) v = _mm512_setzero_si512();
+        for (int64_t k = k0; k < k1; ++k) {
+            __m512i rows[R];
+            for (int r = 0; r < R; ++r)
+                rows[r] = _mm512_broadcast_i32x4(_mm_loadu_si128(reinterpret_cast<const __m128i *>(
+                    table + 16 * size_t{s[r * s_stride + k]})));
+            for (int c = 0; c < C; ++c) {
+                const __m512i codes = _mm512_loadu_si512(x + k * kNibbleCols + 64 * c);
+                for (int r = 0; r < R; ++r)
+                    bytes[r][c] = _mm512_add_epi8(bytes[r][c], _mm512_shuffle_epi8(rows[r], codes));
+            }
+        }
+        for (int r = 0; r < R; ++r)
+            for (int c = 0; c < C; ++c) {
+                even[r][c] = _mm512_add_epi16(even[r][c], _mm512_and_si512(bytes[r][c], low_byte));
+                odd[r][c] = _mm512_add_epi16(odd[r][c], _mm512_srli_epi16(bytes[r][c], 8));
+            }
+    }
+    alignas(64) uint16_t e[32], o[32];
+    for (int r = 0; r < R; ++r)
+        for (int c = 0; c < C; ++c) {
+            _mm512_store_si512(e, even[r][c]);
+            _mm512_store_si512(o, odd[r][c]);
+            uint32_t *row = acc + r * acc_stride + 64 * c;
+            for (int w = 0; w < 32; ++w) {
+                row[2 * w] += e[w];
+                row[2 * w + 1] += o[w];
+            }
+        }
+}
+#pragma GCC diagnostic pop
+constexpr auto kNibbleBlock = nibble_block;
+#elif defined(__AVX2__)
 constexpr const char *kNibbleKernel =
     "16-byte product rows, vpshufb ymm lookups, byte sums widened every few steps";
 constexpr int kNibbleRows = 2, kNibbleChunks = 4;  // 2 x 4 byte accumulators, 4 codes vectors
