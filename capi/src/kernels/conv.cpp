@@ -642,10 +642,29 @@ private:
             }
             const T *origin = reinterpret_cast<const T *>(ws.padded.data()) + oy * s0 * Wp + ox0 * s1;
             T *d = col + q;
-            for (int64_t c = 0; c < Cg; ++c)
-                for (int64_t i = 0; i < KH; ++i)
-                    for (int64_t j = 0; j < KW; ++j, d += block_)
-                        copy_run(d, origin + c * plane_len_ + i * d0 * Wp + j * d1, run, s1);
+            const auto bytes = static_cast<size_t>(run) * sizeof(T);
+            if (s1 == 1 && bytes >= 8 && bytes <= 16) {
+                // rows of small images (8 or 16 codes): copy_run's two
+                // overlapping words inline, not a call per tap (a call per
+                // 8 codes was a tenth of a 64->64 8x8 table layer)
+                for (int64_t c = 0; c < Cg; ++c)
+                    for (int64_t i = 0; i < KH; ++i)
+                        for (int64_t j = 0; j < KW; ++j, d += block_) {
+                            const auto *src = reinterpret_cast<const char *>(
+                                origin + c * plane_len_ + i * d0 * Wp + j * d1);
+                            auto *dst = reinterpret_cast<char *>(d);
+                            uint64_t head, tail;
+                            std::memcpy(&head, src, 8);
+                            std::memcpy(&tail, src + bytes - 8, 8);
+                            std::memcpy(dst, &head, 8);
+                            std::memcpy(dst + bytes - 8, &tail, 8);
+                        }
+            } else {
+                for (int64_t c = 0; c < Cg; ++c)
+                    for (int64_t i = 0; i < KH; ++i)
+                        for (int64_t j = 0; j < KW; ++j, d += block_)
+                            copy_run(d, origin + c * plane_len_ + i * d0 * Wp + j * d1, run, s1);
+            }
             q += run;
         }
     }
