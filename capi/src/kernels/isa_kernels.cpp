@@ -409,112 +409,100 @@ void table_block(int64_t inner, const uint8_t *s, const uint8_t *x, int64_t x_st
 // ------------------------------------------------------- nibble tables
 // Models of up to 4 bits (and the low-nibble error of exact-plus-table
 // models): a stationary code's 16 products are one 16-byte row, and vpshufb
-// looks 32 streamed codes up in it per instruction (each 128-bit lane
-// reads the row broadcast into it). Byte sums run `group` steps, then go
-// into 16-bit sums, even and odd columns apart (mask and shift, no shuffle
-// port).
+// looks a vector of streamed codes up in it per instruction (each 128-bit
+// lane reads the row broadcast into it). Byte sums run `group` steps, then
+// go into 16-bit sums, even and odd columns apart (mask and shift, no
+// shuffle port). One loop for both widths (NibbleLanes): on avx512, 64
+// lookups per instruction and the 16-bit sums in 8 of the 32 registers
+// (the ymm loop there ran at about half the shuffle port's bound, its sums
+// loaded and stored every few steps); on avx2 the compiler keeps the 16
+// ymm sums in L1, as the loop did by hand before.
 #if defined(__AVX512BW__)
-// zmm lookups, 64 per instruction, and the 16-bit sums held in registers:
-// the shuffle port's bound is that of the ymm code below, but the ymm
-// code's other work (twice the instructions, and its sums' loads and
-// stores in L1 every few steps) kept it at about half of that bound.
+struct NibbleLanes {
+    using Vec = __m512i;
+    static constexpr int rows = 2, chunks = 2, width = 64;  // 2 x 2 byte accumulators
+    static Vec zero() { return _mm512_setzero_si512(); }
+    static Vec row(const uint8_t *p) {
+        return _mm512_broadcast_i32x4(_mm_loadu_si128(reinterpret_cast<const __m128i *>(p)));
+    }
+    static Vec load(const uint8_t *p) { return _mm512_loadu_si512(p); }
+    static Vec lookup(Vec row, Vec codes) { return _mm512_shuffle_epi8(row, codes); }
+    static Vec add8(Vec a, Vec b) { return _mm512_add_epi8(a, b); }
+    static Vec add16(Vec a, Vec b) { return _mm512_add_epi16(a, b); }
+    static Vec even(Vec v) { return _mm512_and_si512(v, _mm512_set1_epi16(0x00ff)); }
+    static Vec odd(Vec v) { return _mm512_srli_epi16(v, 8); }
+    static void store(uint16_t *p, Vec v) { _mm512_storeu_si512(p, v); }
+};
 constexpr const char *kNibbleKernel =
     "16-byte product rows, vpshufb zmm lookups, byte sums widened every few steps in registers";
-constexpr int kNibbleRows = 2, kNibbleChunks = 2;  // 2 x 2 byte accumulators, 2 codes vectors
-constexpr int kNibbleCols = 64 * kNibbleChunks;
+#elif defined(__AVX2__)
+struct NibbleLanes {
+    using Vec = __m256i;
+    static constexpr int rows = 2, chunks = 4, width = 32;  // 2 x 4 byte accumulators
+    static Vec zero() { return _mm256_setzero_si256(); }
+    static Vec row(const uint8_t *p) {
+        return _mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i *>(p)));
+    }
+    static Vec load(const uint8_t *p) { return _mm256_loadu_si256(reinterpret_cast<const __m256i *>(p)); }
+    static Vec lookup(Vec row, Vec codes) { return _mm256_shuffle_epi8(row, codes); }
+    static Vec add8(Vec a, Vec b) { return _mm256_add_epi8(a, b); }
+    static Vec add16(Vec a, Vec b) { return _mm256_add_epi16(a, b); }
+    static Vec even(Vec v) { return _mm256_and_si256(v, _mm256_set1_epi16(0x00ff)); }
+    static Vec odd(Vec v) { return _mm256_srli_epi16(v, 8); }
+    static void store(uint16_t *p, Vec v) { _mm256_storeu_si256(reinterpret_cast<__m256i *>(p), v); }
+};
+constexpr const char *kNibbleKernel =
+    "16-byte product rows, vpshufb ymm lookups, byte sums widened every few steps";
+#endif
+
+#if defined(__AVX2__)  // the AVX-512 set defines it too: either lanes above
+constexpr int kNibbleRows = NibbleLanes::rows;
+constexpr int kNibbleCols = NibbleLanes::chunks * NibbleLanes::width;
 
 #pragma GCC diagnostic push  // the header false positive noted at the table kernel
 #pragma GCC diagnostic ignored "-Wuninitialized"
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 void nibble_block(int64_t inner, const uint8_t *s, int64_t s_stride, const uint8_t *x,
                   const uint8_t *table, int group, uint32_t *acc, int64_t acc_stride) {
-    constexpr int R = kNibbleRows, C = kNibbleChunks;
-    const __m512i low_byte = _mm512_set1_epi16(0x00ff);
-    __m512i even[R][C], odd[R][C];  // 16-bit sums of the even and odd columns
+    using L = NibbleLanes;
+    using Vec = L::Vec;
+    constexpr int R = L::rows, C = L::chunks, V = L::width;
+    Vec even[R][C], odd[R][C];  // 16-bit sums of the even and odd columns
     for (int r = 0; r < R; ++r)
-        for (int c = 0; c < C; ++c) even[r][c] = odd[r][c] = _mm512_setzero_si512();
+        for (int c = 0; c < C; ++c) even[r][c] = odd[r][c] = L::zero();
     for (int64_t k0 = 0; k0 < inner; k0 += group) {
         const int64_t k1 = k0 + group < inner ? k0 + group : inner;
-        __m512i bytes[R][C];
+        Vec bytes[R][C];
         for (auto &row : bytes)
-            for (auto &v : row) v = _mm512_setzero_si512();
+            for (auto &v : row) v = L::zero();
         for (int64_t k = k0; k < k1; ++k) {
-            __m512i rows[R];
-            for (int r = 0; r < R; ++r)
-                rows[r] = _mm512_broadcast_i32x4(_mm_loadu_si128(reinterpret_cast<const __m128i *>(
-                    table + 16 * size_t{s[r * s_stride + k]})));
+            Vec rows[R];
+            for (int r = 0; r < R; ++r) rows[r] = L::row(table + 16 * size_t{s[r * s_stride + k]});
+#pragma GCC unroll 4
             for (int c = 0; c < C; ++c) {
-                const __m512i codes = _mm512_loadu_si512(x + k * kNibbleCols + 64 * c);
-                for (int r = 0; r < R; ++r)
-                    bytes[r][c] = _mm512_add_epi8(bytes[r][c], _mm512_shuffle_epi8(rows[r], codes));
+                const Vec codes = L::load(x + k * kNibbleCols + V * c);
+                for (int r = 0; r < R; ++r) bytes[r][c] = L::add8(bytes[r][c], L::lookup(rows[r], codes));
             }
         }
         for (int r = 0; r < R; ++r)
             for (int c = 0; c < C; ++c) {
-                even[r][c] = _mm512_add_epi16(even[r][c], _mm512_and_si512(bytes[r][c], low_byte));
-                odd[r][c] = _mm512_add_epi16(odd[r][c], _mm512_srli_epi16(bytes[r][c], 8));
+                even[r][c] = L::add16(even[r][c], L::even(bytes[r][c]));
+                odd[r][c] = L::add16(odd[r][c], L::odd(bytes[r][c]));
             }
     }
-    alignas(64) uint16_t e[32], o[32];
+    uint16_t e[V / 2], o[V / 2];
     for (int r = 0; r < R; ++r)
         for (int c = 0; c < C; ++c) {
-            _mm512_store_si512(e, even[r][c]);
-            _mm512_store_si512(o, odd[r][c]);
-            uint32_t *row = acc + r * acc_stride + 64 * c;
-            for (int w = 0; w < 32; ++w) {
+            L::store(e, even[r][c]);
+            L::store(o, odd[r][c]);
+            uint32_t *row = acc + r * acc_stride + V * c;
+            for (int w = 0; w < V / 2; ++w) {
                 row[2 * w] += e[w];
                 row[2 * w + 1] += o[w];
             }
         }
 }
 #pragma GCC diagnostic pop
-constexpr auto kNibbleBlock = nibble_block;
-#elif defined(__AVX2__)
-constexpr const char *kNibbleKernel =
-    "16-byte product rows, vpshufb ymm lookups, byte sums widened every few steps";
-constexpr int kNibbleRows = 2, kNibbleChunks = 4;  // 2 x 4 byte accumulators, 4 codes vectors
-constexpr int kNibbleCols = 32 * kNibbleChunks;
-
-void nibble_block(int64_t inner, const uint8_t *s, int64_t s_stride, const uint8_t *x,
-                  const uint8_t *table, int group, uint32_t *acc, int64_t acc_stride) {
-    constexpr int R = kNibbleRows, C = kNibbleChunks;
-    alignas(32) uint16_t sums[R][2 * C][16] = {};  // [r][2c]: even columns, [2c + 1]: odd
-    const __m256i low_byte = _mm256_set1_epi16(0x00ff);
-    for (int64_t k0 = 0; k0 < inner; k0 += group) {
-        const int64_t k1 = k0 + group < inner ? k0 + group : inner;
-        __m256i bytes[R][C];
-        for (auto &row : bytes)
-            for (auto &v : row) v = _mm256_setzero_si256();
-        for (int64_t k = k0; k < k1; ++k) {
-            __m256i rows[R];
-            for (int r = 0; r < R; ++r)
-                rows[r] = _mm256_broadcastsi128_si256(_mm_loadu_si128(
-                    reinterpret_cast<const __m128i *>(table + 16 * s[r * s_stride + k])));
-#pragma GCC unroll 4
-            for (int c = 0; c < C; ++c) {
-                const __m256i codes = _mm256_loadu_si256(
-                    reinterpret_cast<const __m256i *>(x + k * kNibbleCols + 32 * c));
-                for (int r = 0; r < R; ++r)
-                    bytes[r][c] = _mm256_add_epi8(bytes[r][c], _mm256_shuffle_epi8(rows[r], codes));
-            }
-        }
-        for (int r = 0; r < R; ++r)
-            for (int c = 0; c < C; ++c) {
-                auto *even = reinterpret_cast<__m256i *>(sums[r][2 * c]);
-                auto *odd = reinterpret_cast<__m256i *>(sums[r][2 * c + 1]);
-                _mm256_store_si256(even, _mm256_add_epi16(_mm256_load_si256(even),
-                                                          _mm256_and_si256(bytes[r][c], low_byte)));
-                _mm256_store_si256(odd, _mm256_add_epi16(_mm256_load_si256(odd),
-                                                         _mm256_srli_epi16(bytes[r][c], 8)));
-            }
-    }
-    for (int r = 0; r < R; ++r)
-        for (int c = 0; c < C; ++c)
-            for (int w = 0; w < 16; ++w) {
-                acc[r * acc_stride + 32 * c + 2 * w] += sums[r][2 * c][w];
-                acc[r * acc_stride + 32 * c + 2 * w + 1] += sums[r][2 * c + 1][w];
-            }
-}
 constexpr auto kNibbleBlock = nibble_block;
 #else
 constexpr const char *kNibbleKernel = nullptr;
