@@ -52,15 +52,19 @@ bool needs_staging(const Multiplier &m) { return m.plan() == Plan::Function; }
 #define APPROXMUL_NO_LIBCALLS
 #endif
 
+// 8 to 16 bytes as two overlapping 8-byte moves (an 8x8 image's rows: one)
+inline void copy_short(void *dst, const void *src, size_t bytes) {
+    std::memcpy(dst, src, 8);
+    std::memcpy(static_cast<char *>(dst) + bytes - 8, static_cast<const char *>(src) + bytes - 8, 8);
+}
+
 template <typename T>
 APPROXMUL_NO_LIBCALLS void copy_run(T *dst, const T *src, int64_t count, int64_t step) {
     const auto bytes = static_cast<size_t>(count) * sizeof(T);
     if (step == 1 && count >= 64) {
         std::memcpy(dst, src, bytes);
     } else if (step == 1 && bytes >= 8 && bytes <= 16) {
-        // two overlapping 8-byte moves (an 8x8 image's rows: one)
-        std::memcpy(dst, src, 8);
-        std::memcpy(reinterpret_cast<char *>(dst) + bytes - 8, reinterpret_cast<const char *>(src) + bytes - 8, 8);
+        copy_short(dst, src, bytes);
     } else if (step == 1) {
         for (int64_t t = 0; t < count; ++t) dst[t] = src[t];
     } else {
@@ -642,29 +646,19 @@ private:
             }
             const T *origin = reinterpret_cast<const T *>(ws.padded.data()) + oy * s0 * Wp + ox0 * s1;
             T *d = col + q;
+            // rows of small images (8-16 bytes) copied inline, not by a call
+            // per tap (a call per 8 codes was a tenth of a 64->64 8x8 table layer)
             const auto bytes = static_cast<size_t>(run) * sizeof(T);
-            if (s1 == 1 && bytes >= 8 && bytes <= 16) {
-                // rows of small images (8 or 16 codes): copy_run's two
-                // overlapping words inline, not a call per tap (a call per
-                // 8 codes was a tenth of a 64->64 8x8 table layer)
-                for (int64_t c = 0; c < Cg; ++c)
-                    for (int64_t i = 0; i < KH; ++i)
-                        for (int64_t j = 0; j < KW; ++j, d += block_) {
-                            const auto *src = reinterpret_cast<const char *>(
-                                origin + c * plane_len_ + i * d0 * Wp + j * d1);
-                            auto *dst = reinterpret_cast<char *>(d);
-                            uint64_t head, tail;
-                            std::memcpy(&head, src, 8);
-                            std::memcpy(&tail, src + bytes - 8, 8);
-                            std::memcpy(dst, &head, 8);
-                            std::memcpy(dst + bytes - 8, &tail, 8);
-                        }
-            } else {
-                for (int64_t c = 0; c < Cg; ++c)
-                    for (int64_t i = 0; i < KH; ++i)
-                        for (int64_t j = 0; j < KW; ++j, d += block_)
-                            copy_run(d, origin + c * plane_len_ + i * d0 * Wp + j * d1, run, s1);
-            }
+            const bool short_rows = s1 == 1 && bytes >= 8 && bytes <= 16;
+            for (int64_t c = 0; c < Cg; ++c)
+                for (int64_t i = 0; i < KH; ++i)
+                    for (int64_t j = 0; j < KW; ++j, d += block_) {
+                        const T *src = origin + c * plane_len_ + i * d0 * Wp + j * d1;
+                        if (short_rows)
+                            copy_short(d, src, bytes);
+                        else
+                            copy_run(d, src, run, s1);
+                    }
             q += run;
         }
     }
