@@ -65,7 +65,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
             if (in.ConsumeIntegralInRange(0, 3) == 0) t->strides[0] = 0;  // one matrix for all
             allocate(*t);
             operands_valid &= operand_dtype_ok(t->dtype, *m);
-            operands_valid &= fill_tensor(*t, in, *m);
+            operands_valid &= fill_tensor(*t, *m, fuzzed_operand(in, *m));
             all_valid &= t->addressable;
         }
         all_valid &= operands_valid;

@@ -18,6 +18,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <memory>
+#include <random>
 #include <string>
 #include <vector>
 
@@ -145,6 +146,10 @@ struct Model {
     }
     bool in_range(int64_t v) const { return v >= min_operand() && v <= max_operand(); }
     int64_t product(int64_t a, int64_t b) const {
+        if (!memo.empty()) {
+            const uint64_t mask = (uint64_t{1} << bits) - 1;
+            return memo[(static_cast<uint64_t>(a) & mask) << bits | (static_cast<uint64_t>(b) & mask)];
+        }
         if (drum_k > 0) {  // signed: the magnitude rounded (|-2^(n-1)| too), the sign kept
             const auto side = [&](int64_t v) {
                 const int64_t r = drum_round(static_cast<uint64_t>(v < 0 ? -v : v), drum_k);
@@ -163,6 +168,18 @@ struct Model {
         return is_signed ? APPROXMUL_INT16 : APPROXMUL_UINT16;
     }
     int wide_dtype() const { return is_signed ? APPROXMUL_INT16 : APPROXMUL_UINT16; }
+    // Every product of an 8-bit (or narrower) model in a table, for references
+    // of a million products (the truncation's model walks its partial products).
+    void memoize() {
+        if (bits > 8 || !memo.empty()) return;
+        const int64_t side = int64_t{1} << bits;
+        std::vector<int64_t> all(static_cast<size_t>(side * side));
+        for (int64_t a = min_operand(); a <= max_operand(); ++a)
+            for (int64_t b = min_operand(); b <= max_operand(); ++b)
+                all[static_cast<size_t>((a & (side - 1)) << bits | (b & (side - 1)))] = product(a, b);
+        memo = std::move(all);
+    }
+    std::vector<int64_t> memo;  // memoize()'s table, by bit pattern
 
     ~Model() { approxmul_multiplier_destroy(handle); }
 };
@@ -291,20 +308,56 @@ inline void layout(View &v, FuzzedDataProvider &in, bool column_major_natural) {
     v.data = v.storage.data() + v.first * v.size();
 }
 
-// Operand values: in range for the model, and now and then one outside it
-// when the storage type is wider than the multiplier.
-inline bool fill_operands(View &v, FuzzedDataProvider &in, const Model &m) {
+// Operand values from the input: in range for the model, and now and then one
+// outside it when the storage type is wider than the multiplier.
+inline auto fuzzed_operand(FuzzedDataProvider &in, const Model &m) {
+    return [&in, &m] {
+        int64_t value = in.ConsumeIntegralInRange(m.min_operand(), m.max_operand());
+        if (in.ConsumeProbability<float>() < 0.002f) value = in.ConsumeIntegral<int16_t>();
+        return value;
+    };
+}
+
+// Sets every element of a view to next(); true when all read back in range.
+template <typename Next>
+bool fill_view(View &v, const Model &m, Next next) {
     bool all_in_range = true;
     for (int64_t i = 0; i < v.rows; ++i)
-        for (int64_t j = 0; j < v.cols; ++j) {
-            int64_t value = in.ConsumeIntegralInRange(m.min_operand(), m.max_operand());
-            if (in.ConsumeProbability<float>() < 0.002f) value = in.ConsumeIntegral<int16_t>();
-            v.set(i, j, value);
-            // what the library will read back, after a zero stride repeats elements
-        }
+        for (int64_t j = 0; j < v.cols; ++j) v.set(i, j, next());
+    // what the library will read back, after a zero stride repeats elements
     for (int64_t i = 0; i < v.rows; ++i)
         for (int64_t j = 0; j < v.cols; ++j) all_in_range &= m.in_range(v.get(i, j));
     return all_in_range;
+}
+
+inline bool fill_operands(View &v, FuzzedDataProvider &in, const Model &m) {
+    return fill_view(v, m, fuzzed_operand(in, m));
+}
+
+// Problems for the parallel paths. The small shapes the harnesses draw never
+// reach the library's threads (below 2^18 products a call runs on one, the
+// byte GEMM below 2^20), so now and then a harness draws a large problem
+// instead: its operands come from a generator seeded by the input (which is
+// far too short to spell a million of them), the model is memoized for the
+// reference, and the call runs on 2 to 4 threads.
+struct Large {
+    std::mt19937_64 rng;
+    // products to aim at: the byte GEMM's threshold and twice it (wider
+    // models' references walk their products, so a quarter of that)
+    int64_t low, high;
+};
+
+inline Large pick_large(FuzzedDataProvider &in, Model &m) {
+    const approxmul_status status = checked(approxmul_set_num_threads(in.ConsumeIntegralInRange(2, 4)));
+    expect(status == APPROXMUL_OK, "thread count refused", status);
+    m.memoize();
+    const int64_t low = m.bits <= 8 ? int64_t{1} << 20 : int64_t{1} << 18;
+    return Large{std::mt19937_64(in.ConsumeIntegral<uint64_t>()), low, 2 * low};
+}
+
+inline auto random_operand(Large &large, const Model &m) {
+    return [&large, dist = std::uniform_int_distribution<int64_t>(m.min_operand(), m.max_operand())]()
+        mutable { return dist(large.rng); };
 }
 
 // Which elements of an output view a call may write: everything else in the
@@ -441,20 +494,19 @@ inline void allocate(Tensor &t) {
     t.data = t.storage.data() + t.first * t.size();
 }
 
-// Operand values as fill_operands gives them; true when all are in range.
-// A view of more elements than kMaxWalkedElements (a huge dimension with a
-// zero stride over a small buffer) keeps its zeroed storage, in range for
-// every model: walking it would outlast the fuzzer's timeout. The harnesses
-// make such views only by breaking a shape, so the call must refuse them.
-inline bool fill_tensor(Tensor &t, FuzzedDataProvider &in, const Model &m) {
+// Operand values from next() (fuzzed_operand or random_operand); true when
+// all are in range, as the library reads them back (zero strides repeat
+// elements). A view of more elements than kMaxWalkedElements (a huge
+// dimension with a zero stride over a small buffer) keeps its zeroed
+// storage, in range for every model: walking it would outlast the fuzzer's
+// timeout. The harnesses make such views only by breaking a shape, so the
+// call must refuse them.
+template <typename Next>
+bool fill_tensor(Tensor &t, const Model &m, Next next) {
     if (!t.addressable || t.size() == 0) return true;
     if (t.elements > kMaxWalkedElements) return m.in_range(0);
-    t.for_each([&](const int64_t *index) {
-        int64_t value = in.ConsumeIntegralInRange(m.min_operand(), m.max_operand());
-        if (in.ConsumeProbability<float>() < 0.002f) value = in.ConsumeIntegral<int16_t>();
-        t.set(index, value);
-    });
-    bool all_in_range = true;  // read back: zero strides repeat elements
+    t.for_each([&](const int64_t *index) { t.set(index, next()); });
+    bool all_in_range = true;
     t.for_each([&](const int64_t *index) { all_in_range &= m.in_range(t.get(index)); });
     return all_in_range;
 }

@@ -8,6 +8,7 @@
 // failures must leave the output untouched. Then the same convolution
 // with an output stage, against approxmul_requantize of its output.
 #include <cmath>
+#include <optional>
 
 #include "fuzz_common.hpp"
 
@@ -46,12 +47,23 @@ bool consistent(const Geometry &g) {
     return g.out_shape[0] == g.x_shape[0] && g.out_shape[1] == O;
 }
 
-// A small geometry, valid more often than not, then now and then broken.
-Geometry pick_geometry(FuzzedDataProvider &in) {
+// A small geometry, valid more often than not, then now and then broken; or
+// rarely a large one, for the parallel paths (pick_large): jobs on several
+// threads, or one GEMM at a time on all of them.
+Geometry pick_geometry(FuzzedDataProvider &in, Model &m, std::optional<Large> &large) {
     Geometry g{};
-    const int64_t G = in.ConsumeIntegralInRange(1, 3), Cg = in.ConsumeIntegralInRange(0, 3),
-                  Og = in.ConsumeIntegralInRange(0, 3);
-    int64_t N = in.ConsumeIntegralInRange(0, 3);
+    int64_t G = in.ConsumeIntegralInRange(1, 3), Cg = in.ConsumeIntegralInRange(0, 3),
+            Og = in.ConsumeIntegralInRange(0, 3);
+    // one byte: N is its value mod 4, 255 asks for a large problem (seed
+    // inputs keep their cases)
+    const int n_byte = in.ConsumeIntegralInRange(0, 255);
+    int64_t N = n_byte % 4;
+    if (n_byte == 255) {
+        large = pick_large(in, m);
+        G = in.ConsumeIntegralInRange(1, 2);
+        Cg = in.ConsumeIntegralInRange(4, 24);
+        Og = in.ConsumeIntegralInRange(2, 24);
+    }
     int64_t K[2], H[2];
     for (int d = 0; d < 2; ++d) {
         K[d] = in.ConsumeIntegralInRange(0, 31) == 0 ? 0 : in.ConsumeIntegralInRange(1, 3);
@@ -62,12 +74,24 @@ Geometry pick_geometry(FuzzedDataProvider &in) {
     }
     g.groups = G;
     i128 out[2];
+    if (large) {  // images of 8 to 22 pixels a side, as many as make the work
+        for (int d = 0; d < 2; ++d) {
+            H[d] += 8 + in.ConsumeIntegralInRange(0, 5);
+            out[d] = output_size(H[d], K[d], g.stride[d], g.padding[d], g.dilation[d]);
+        }
+        const i128 per_image = G * Og * std::max<i128>(out[0], 0) * std::max<i128>(out[1], 0) *
+                               Cg * K[0] * K[1];
+        // a quarter to half the GEMM's: conv2d runs jobs in parallel from 256
+        // output pixels on, and smaller buffers stay within kMaxBufferBytes
+        const int64_t work = in.ConsumeIntegralInRange(large->low / 4, large->high / 4);
+        N = static_cast<int64_t>(std::clamp<i128>(work / std::max<i128>(per_image, 1), 1, 64));
+    }
     for (;;) {  // keep the work (and so the reference) small
         for (int d = 0; d < 2; ++d)
             out[d] = output_size(H[d], K[d], g.stride[d], g.padding[d], g.dilation[d]);
         const i128 work = N * G * Og * std::max<i128>(out[0], 0) * std::max<i128>(out[1], 0) *
                           Cg * K[0] * K[1];
-        if (work <= 20000) break;
+        if (work <= (large ? large->high / 4 : 20000)) break;
         H[0] /= 2, H[1] /= 2, N = std::min<int64_t>(N, 1);
     }
     const int64_t xs[4] = {N, G * Cg, H[0], H[1]}, ws[4] = {G * Og, Cg, K[0], K[1]},
@@ -171,7 +195,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     FuzzedDataProvider in(data, size);
     pick_threads(in);
     auto m = make_model(in);
-    const Geometry g = pick_geometry(in);
+    std::optional<Large> large;
+    const Geometry g = pick_geometry(in, *m, large);
     const bool geometry_ok = consistent(g);
     const int64_t K = geometry_ok ? g.w_shape[1] * g.w_shape[2] * g.w_shape[3] : 0;
 
@@ -202,7 +227,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         pick_strides(*t, in);
         allocate(*t);
         operands_valid &= operand_dtype_ok(t->dtype, *m);
-        operands_valid &= fill_tensor(*t, in, *m);
+        operands_valid &= large ? fill_tensor(*t, *m, random_operand(*large, *m))
+                                    : fill_tensor(*t, *m, fuzzed_operand(in, *m));
         all_valid &= t->addressable;
     }
     all_valid &= operands_valid;
