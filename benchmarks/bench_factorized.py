@@ -1,7 +1,10 @@
 """Factorized GEMMs against the table kernels, by rank: where the plan's threshold comes from.
 
 An 8-bit table with an exact factorization of rank r runs either as r int16
-GEMMs or through the table kernel; where its error is a function of the low
+GEMMs or through the table kernel (truncation and DRUM, whose factors the
+plan reads off bit patterns, and an exact product plus errors of rank 1-5
+that only the general lattice search finds: the factorized child forces
+its plan up to rank 6, where the library takes it to rank 2); where its error is a function of the low
 nibbles (truncation with cut <= 4) and the kernel set has a nibble kernel,
 also as the exact GEMM plus a nibble-table GEMM of the error. This runs
 truncated multipliers (rank 1 + cut) and DRUM (rank 1) every way, in child
@@ -28,6 +31,7 @@ import numpy as np
 import approxmul_cffi as am
 sys.path.insert(0, {bench!r})
 from bench_gemm import best_rate, drum_table, truncated_table
+from bench_factorized import exact_plus_error_table
 threads, repeat = {threads}, {repeat}
 am.set_num_threads(threads)
 rng = np.random.default_rng(0)
@@ -53,7 +57,19 @@ print(json.dumps(out))
 
 SHAPES = [(512, 512, 512), (64, 576, 3136), (256, 2304, 196)]
 TABLES = [("DRUM(4), rank 1", "drum_table(4)")] + [
-    (f"truncated(cut={cut}), rank {1 + cut}", f"truncated_table({cut})") for cut in (1, 2, 3, 4)]
+    (f"truncated(cut={cut}), rank {1 + cut}", f"truncated_table({cut})") for cut in (1, 2, 3, 4)] + [
+    (f"exact + error, rank {1 + e}", f"exact_plus_error_table({e})") for e in (1, 2, 3, 4, 5)]
+
+
+def exact_plus_error_table(rank):
+    """a*b plus an error of integer rank ``rank`` that no bit pattern explains:
+    sum over k of small residues of a times small residues of b (the shape of
+    an approximate circuit's error; only the general lattice search finds it)."""
+    import numpy as np
+    a, b = np.arange(256)[:, None], np.arange(256)[None, :]
+    error = sum((((a * (2 * k + 3)) % (2 * k + 5)) - 2) * (((b * (k + 2)) % (k + 7)) - 3)
+                for k in range(rank))
+    return a * b + error
 
 
 def run_child(limit, nibble, threads, repeat, shapes):

@@ -122,6 +122,14 @@ def multipliers():
     t = exact_table(8, signed=True)
     t[:, 1::2] += 3 * (np.arange(256)[:, None] % 2)
     yield ("linear-s8", *from_table(t, signed=True))
+    # exact plus errors of small integer rank that no bit pattern explains:
+    # the general lattice search finds them (rank 2: factorized on every
+    # set; rank 4: where the set runs GEMMs of rank 4, else the table kernel)
+    v8 = np.arange(256)
+    yield ("lattice-u8", *from_table(v8[:, None] * v8 + (v8 % 5 - 2)[:, None] * (v8 % 7 - 3)))
+    yield ("lattice-s8", *from_table(
+        signed8_values()[:, None] * signed8_values() + (v8 * 3 % 11 - 5)[:, None] * (v8 >> 5)
+        - (v8 % 6)[:, None] * (v8 * 5 % 9) + 2 * (v8 >> 4)[:, None] * (v8 % 3), signed=True))
     yield ("table-u8", *from_table(rng.integers(0, 65536, (256, 256))))
     yield ("table-s8", *from_table(rng.integers(-20000, 20000, (256, 256)), signed=True))
     yield ("table-u6", *from_table(rng.integers(-9, 60000, (64, 64)), bits=6))
@@ -133,7 +141,7 @@ def multipliers():
     yield ("table-u3", *from_table(rng.integers(0, 256, (8, 8)), bits=3))
     # exact plus an arbitrary error of the low nibbles: exact-plus-table on
     # sets with a nibble kernel (a 7-bit one, whose high part is 3 bits)
-    signed8 = np.arange(256) - 256 * (np.arange(256) >= 128)
+    signed8 = signed8_values()
     nibble_error = rng.integers(-70, 71, (16, 16))
     yield ("nibble-error-s8", *from_table(
         signed8[:, None] * signed8 + nibble_error[(signed8 & 15)[:, None], signed8 & 15],
@@ -181,6 +189,11 @@ def multipliers():
     top = 65535 - rng.integers(0, 2, (256, 256))
     top[0, 0] = 0
     yield ("table-max", *from_table(top))
+
+
+def signed8_values():
+    """Signed 8-bit values by raw bit pattern (0..127, then -128..-1)."""
+    return np.arange(256) - 256 * (np.arange(256) >= 128)
 
 
 def products():

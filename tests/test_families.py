@@ -1,6 +1,7 @@
 """Built-in families: worked examples from the papers/notes, exhaustive
 comparison with independent Python definitions, and exhaustive properties."""
 
+import os
 import random
 
 import numpy as np
@@ -312,6 +313,49 @@ def test_factorized_plans():
     assert am.multiplier("bam:bits=16,hbl=1,vbl=6").plan == "function"
     assert am.multiplier("mitchell").plan == "table"
     assert am.multiplier("mitchell:bits=12").plan == "function"
+
+
+def _all_products(m):
+    """Every product of an 8-bit multiplier through matmul's kernels: C = A B
+    with A the 256 codes as a column and B as a row (inner size 1)."""
+    low, high = m.operand_range
+    dtype = np.int8 if m.signed else np.uint8
+    v = np.arange(low, high + 1)
+    return am.matmul(v.astype(dtype)[:, None], v.astype(dtype)[None, :], m), v
+
+
+def check_small_rank_tables(signed, longest):
+    """Products a*b plus errors sum_k p_k(a) q_k(b) of residues, linear in
+    neither operand's bits and with no rank-1 form, and products P Q of
+    small random integer matrices: only the general lattice search
+    factorizes them, up to rank ``longest``. Rows of such a table alone span
+    no integer basis (rows 2 and 3 of a*b are 2b and 3b), and the residues'
+    rows bring denominators the search must fold away."""
+    rng = np.random.default_rng(11)
+    bits = np.arange(256)
+    a = bits - 256 * (bits >= 128) if signed else bits
+    for rank in range(2, 8):  # (rank 1 here is the exact table: exact-gemm)
+        error = sum((((bits * (2 * k + 3)) % (2 * k + 5)) - 2)[:, None]
+                    * (((bits * (k + 2)) % (k + 7)) - 3) for k in range(rank - 1))
+        small = rng.integers(-20, 20, (256, rank)) @ rng.integers(-20, 20, (rank, 256))
+        for name, table in (("exact plus error", a[:, None] * a + error), ("P Q", small)):
+            m = am.Multiplier.from_table(table, signed=signed)
+            expected = "factorized-gemm" if rank <= longest else "table"
+            assert m.plan == expected, (name, rank, m.plan)
+            got, v = _all_products(m)
+            assert np.array_equal(got, table[v[:, None] & 255, v[None, :] & 255]), (name, rank)
+
+
+@pytest.mark.parametrize("signed", [False, True])
+def test_tables_of_small_integer_rank_run_as_gemms(signed, python_runner):
+    # int16 GEMMs of the search's factors beat the table kernel up to rank 2
+    # (structure.hpp, kMaxLatticeRank); forced further, ranks 3-6 stay exact
+    check_small_rank_tables(signed, 2)
+    code = (f"import sys; sys.path.insert(0, {os.path.dirname(__file__)!r}); "
+            f"from test_families import check_small_rank_tables; "
+            f"check_small_rank_tables({signed}, 6); print('ok')")
+    result = python_runner(code, env={"APPROXMUL_MAX_FACTORIZED_RANK": "6"})
+    assert result.stdout.strip() == "ok", result.stderr
 
 
 def test_wide_families_work_in_matmul():

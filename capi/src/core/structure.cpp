@@ -1,8 +1,11 @@
 #include "structure.hpp"
 
 #include <algorithm>
+#include <cmath>
 #include <cstdlib>
 #include <numeric>
+#include <tuple>
+#include <utility>
 
 namespace approxmul {
 
@@ -104,15 +107,267 @@ Factorization bit_linear(const std::vector<int32_t> &t, int bits, bool transpose
     return f;
 }
 
+// Small integer rank, whatever its structure (an exact multiplier plus an
+// approximate circuit's error of small rank, for one): M(a,b) = sum_k
+// c_k(a) h_k(b) with h_1..h_r a basis of the lattice the rows M(a, .)
+// span over the integers and the c_k(a) integers. Rows of M alone rarely
+// make such a basis (the exact table's rows 2 and 3 span 2b and 3b, not
+// b), so the basis grows row by row, shortest rows first: a row outside
+// the basis's span joins it; a row inside it with fractional coordinates
+// t = sum (n_k / d) h_k gives the integer relation d t - sum n_k h_k = 0,
+// and Euclid steps on that relation's coefficients turn the r + 1 vectors
+// into r that span all of them (the step rho_j -= m rho_i, g_i += m g_j
+// keeps sum rho g = 0, and once one coefficient is +-1 and the others 0
+// its vector is 0). Pairwise size reduction keeps the basis short. Gives
+// up past max_rank vectors or when an entry passes 2^40.
+namespace lattice {
+
+using i128 = __int128;
+constexpr int64_t kLimit = int64_t{1} << 40;
+constexpr uint64_t kPrime = (uint64_t{1} << 61) - 1;
+
+bool small(i128 x) { return x <= kLimit && x >= -kLimit; }
+
+// out = x p + y q, entry by entry; false past kLimit (out may alias p or q)
+bool combine(int64_t x, const Vector &p, int64_t y, const Vector &q, Vector &out) {
+    for (size_t i = 0; i < p.size(); ++i) {
+        const i128 value = i128{x} * p[i] + i128{y} * q[i];
+        if (!small(value)) return false;
+        out[i] = static_cast<int64_t>(value);
+    }
+    return true;
+}
+
+uint64_t mod_prime(int64_t x) {
+    const int64_t r = x % static_cast<int64_t>(kPrime);
+    return static_cast<uint64_t>(r < 0 ? r + static_cast<int64_t>(kPrime) : r);
+}
+
+uint64_t mul_mod(uint64_t a, uint64_t b) {
+    return static_cast<uint64_t>(static_cast<unsigned __int128>(a) * b % kPrime);
+}
+
+uint64_t inverse_mod(uint64_t a) {  // a^(p-2)
+    uint64_t result = 1, power = a;
+    for (uint64_t e = kPrime - 2; e != 0; e >>= 1, power = mul_mod(power, power))
+        if (e & 1) result = mul_mod(result, power);
+    return result;
+}
+
+// One column per basis vector on which the basis is invertible, chosen by
+// elimination modulo a prime (a basis independent there is independent
+// over the rationals); false if none is found.
+bool pivot_columns(const std::vector<Vector> &basis, std::vector<size_t> &columns) {
+    const size_t side = basis.empty() ? 0 : basis[0].size();
+    std::vector<std::vector<uint64_t>> rows;
+    columns.clear();
+    for (const Vector &h : basis) {
+        std::vector<uint64_t> row(side);
+        for (size_t i = 0; i < side; ++i) row[i] = mod_prime(h[i]);
+        for (size_t k = 0; k < rows.size(); ++k) {
+            const uint64_t factor = row[columns[k]];
+            if (factor == 0) continue;
+            for (size_t i = 0; i < side; ++i)
+                row[i] = (row[i] + kPrime - mul_mod(factor, rows[k][i])) % kPrime;
+        }
+        size_t c = 0;
+        while (c < side && row[c] == 0) ++c;
+        if (c == side) return false;
+        const uint64_t scale = inverse_mod(row[c]);
+        for (uint64_t &x : row) x = mul_mod(x, scale);
+        columns.push_back(c);
+        rows.push_back(std::move(row));
+    }
+    return true;
+}
+
+// Coordinates of t in the basis as integers n over a common d > 0
+// (sum n_k h_k == d t checked on every entry): Bareiss elimination of the
+// basis restricted to the pivot columns. 0: t is outside the span; -1: the
+// numbers outgrew 128 bits.
+int coordinates(const std::vector<Vector> &basis, const std::vector<size_t> &columns,
+                const Vector &t, std::vector<i128> &n, i128 &d) {
+    const size_t k = basis.size();
+    // a[i][j] = h_j[c_i], a[i][k] = t[c_i]: sum_j n_j h_j[c_i] = d t[c_i]
+    std::vector<std::vector<i128>> a(k, std::vector<i128>(k + 1));
+    for (size_t i = 0; i < k; ++i) {
+        for (size_t j = 0; j < k; ++j) a[i][j] = basis[j][columns[i]];
+        a[i][k] = t[columns[i]];
+    }
+    constexpr i128 kRoom = i128{1} << 100;
+    auto fits = [&](i128 x) { return x < kRoom && x > -kRoom; };
+    i128 previous = 1;
+    for (size_t p = 0; p < k; ++p) {
+        size_t pivot = p;
+        while (pivot < k && a[pivot][p] == 0) ++pivot;
+        if (pivot == k) return -1;  // singular: the columns were chosen badly
+        std::swap(a[p], a[pivot]);
+        for (size_t i = p + 1; i < k; ++i) {
+            for (size_t j = p + 1; j <= k; ++j) {
+                if (!fits(a[p][p]) || !fits(a[i][j]) || !fits(a[i][p]) || !fits(a[p][j]))
+                    return -1;
+                a[i][j] = (a[p][p] * a[i][j] - a[i][p] * a[p][j]) / previous;
+            }
+            a[i][p] = 0;
+        }
+        previous = a[p][p];
+    }
+    d = a[k - 1][k - 1];  // the determinant
+    n.assign(k, 0);
+    for (size_t i = k; i-- > 0;) {  // Cramer numerators, exactly divisible
+        i128 sum = d * a[i][k];
+        for (size_t j = i + 1; j < k; ++j) {
+            if (!fits(a[i][j]) || !fits(n[j])) return -1;
+            sum -= a[i][j] * n[j];
+        }
+        n[i] = sum / a[i][i];
+    }
+    if (d < 0) {
+        d = -d;
+        for (i128 &x : n) x = -x;
+    }
+    i128 common = d;  // the coordinates in lowest terms
+    for (i128 x : n)
+        for (i128 y = x < 0 ? -x : x; y != 0;) std::tie(common, y) = std::pair{y, common % y};
+    d /= common;
+    for (i128 &x : n) x /= common;
+    for (size_t c = 0; c < t.size(); ++c) {
+        i128 sum = 0;
+        for (size_t j = 0; j < k; ++j) {
+            if (!fits(n[j])) return -1;
+            sum += n[j] * basis[j][c];
+        }
+        if (!fits(d) || sum != d * t[c]) return 0;
+    }
+    return 1;
+}
+
+// h_j -= m h_k while that shortens h_j, over all pairs, until none does
+bool size_reduce(std::vector<Vector> &basis) {
+    auto dot = [](const Vector &x, const Vector &y) {
+        i128 sum = 0;
+        for (size_t i = 0; i < x.size(); ++i) sum += i128{x[i]} * y[i];
+        return sum;
+    };
+    for (bool shorter = true; shorter;) {
+        shorter = false;
+        for (size_t j = 0; j < basis.size(); ++j)
+            for (size_t k = 0; k < basis.size(); ++k) {
+                if (j == k) continue;
+                const i128 jk = dot(basis[j], basis[k]), kk = dot(basis[k], basis[k]);
+                const auto m = static_cast<int64_t>(std::llround(
+                    static_cast<long double>(jk) / static_cast<long double>(kk)));
+                // |h_j - m h_k|^2 = |h_j|^2 - 2 m jk + m^2 kk
+                if (m == 0 || i128{m} * (i128{m} * kk - 2 * jk) >= 0) continue;
+                if (!combine(1, basis[j], -m, basis[k], basis[j])) return false;
+                shorter = true;
+            }
+    }
+    return true;
+}
+
+// Folds t into the basis by its relation d t = sum n_k h_k (d > 1).
+bool fold(std::vector<Vector> &basis, Vector t, const std::vector<i128> &n, i128 d) {
+    std::vector<Vector> g = basis;
+    g.push_back(std::move(t));
+    std::vector<i128> rho(n.begin(), n.end());
+    rho.push_back(-d);
+    for (;;) {  // Euclid: the smallest non-zero coefficient reduces the others
+        size_t i = rho.size();
+        for (size_t j = 0; j < rho.size(); ++j)
+            if (rho[j] != 0 && (i == rho.size() || (rho[j] < 0 ? -rho[j] : rho[j]) <
+                                                       (rho[i] < 0 ? -rho[i] : rho[i])))
+                i = j;
+        bool reduced = false;
+        for (size_t j = 0; j < rho.size(); ++j) {
+            if (j == i || rho[j] == 0) continue;
+            const i128 m = rho[j] / rho[i];
+            if (m == 0) continue;
+            if (!small(m)) return false;
+            rho[j] -= m * rho[i];
+            if (!combine(1, g[i], static_cast<int64_t>(m), g[j], g[i])) return false;
+            reduced = true;
+        }
+        if (!reduced) {  // rho is +-e_i (the relation was primitive): g_i is 0
+            g.erase(g.begin() + static_cast<std::ptrdiff_t>(i));
+            basis = std::move(g);
+            return true;
+        }
+    }
+}
+
+Factorization rank_factorization(const std::vector<int32_t> &table, size_t side, int max_rank,
+                                 bool transposed) {
+    if (max_rank < 1) return {};
+    auto row_of = [&](size_t a) {
+        Vector row(side);
+        for (size_t b = 0; b < side; ++b)
+            row[b] = transposed ? table[b * side + a] : table[a * side + b];
+        return row;
+    };
+    std::vector<std::pair<i128, size_t>> order(side);  // (|row|^2, row), shortest first
+    for (size_t a = 0; a < side; ++a) order[a].second = a;
+    for (size_t a = 0; a < side; ++a)  // in memory order, either way round
+        for (size_t b = 0; b < side; ++b) {
+            const int64_t x = table[a * side + b];
+            order[transposed ? b : a].first += i128{x} * x;
+        }
+    std::sort(order.begin(), order.end());
+    std::vector<Vector> basis;
+    std::vector<size_t> columns;
+    std::vector<i128> n;
+    i128 d = 0;
+    for (const auto &[norm, a] : order) {
+        if (norm == 0) continue;
+        Vector row = row_of(a);
+        const int found = basis.empty() ? 0 : coordinates(basis, columns, row, n, d);
+        if (found < 0) return {};
+        if (found == 1 && d == 1) continue;  // an integer combination already
+        if (found == 0) {
+            if (static_cast<int>(basis.size()) == max_rank) return {};
+            basis.push_back(std::move(row));
+        } else if (!fold(basis, std::move(row), n, d)) {
+            return {};
+        }
+        if (!size_reduce(basis) || !pivot_columns(basis, columns)) return {};
+    }
+    if (basis.empty()) return {};
+    Factorization f;
+    f.rank = static_cast<int>(basis.size());
+    f.u.assign(basis.size() * side, 0);
+    for (size_t a = 0; a < side; ++a) {  // every row's integer coordinates
+        if (coordinates(basis, columns, row_of(a), n, d) != 1 || d != 1) return {};
+        for (size_t k = 0; k < basis.size(); ++k) {
+            if (!small(n[k])) return {};
+            f.u[k * side + a] = static_cast<int64_t>(n[k]);
+        }
+    }
+    for (const Vector &h : basis) f.v.insert(f.v.end(), h.begin(), h.end());
+    if (transposed) std::swap(f.u, f.v);
+    return f;
+}
+
+}  // namespace lattice
+
 }  // namespace
 
-Factorization find_factorization(const std::vector<int32_t> &table, int bits, int max_rank) {
+Factorization find_factorization(const std::vector<int32_t> &table, int bits, int max_rank,
+                                 int lattice_rank) {
     const size_t side = size_t{1} << bits;
     Factorization best = separable(table, side);
     if (best.rank == 1) return best;
     for (bool transposed : {false, true}) {
         Factorization f = bit_linear(table, bits, transposed);
         if (f.rank > 0 && (best.rank == 0 || f.rank < best.rank)) best = std::move(f);
+    }
+    // structure of no such form: any small rank, if its factors fit the
+    // int16 GEMMs in one orientation or the other
+    for (bool transposed : {false, true}) {
+        if (best.rank > 0 && best.rank <= max_rank && fits_int16_kernels(best)) break;
+        Factorization f =
+            lattice::rank_factorization(table, side, std::min(max_rank, lattice_rank), transposed);
+        if (f.rank > 0 && (best.rank == 0 || best.rank > max_rank || fits_int16_kernels(f)))
+            best = std::move(f);
     }
     if (best.rank > max_rank) return {};
     return best;

@@ -17,13 +17,25 @@ namespace approxmul {
 // sets with slow int16 GEMMs lower it (kernels::max_factorized_rank).
 constexpr int kMaxFactorizedRank = 6;
 
+// Largest rank taken from the general search below. Its factors seldom
+// fit bytes (an exact product plus a residue error: 0..300), so they run as
+// int16 GEMMs: against the table kernel, rank 2 measured 1.1-1.5x faster,
+// rank 3 0.76-1.04x, rank 4 0.57-0.79x (AVX-512 VNNI, 2 threads,
+// docs/benchmarks.md). kernels::max_lattice_rank applies it.
+constexpr int kMaxLatticeRank = 2;
+
 // A factorization of the 2^bits x 2^bits table (raw bit patterns) with rank
-// <= max_rank, or rank 0 when none is found. Cheap checks, O(4^bits * bits):
+// <= max_rank, or rank 0 when none is found:
 //  - separable: M(a,b) = f(a) g(b) (DRUM and other operand-rounding designs);
 //  - linear in the bits of one operand: M(a,b) = M(0,b) + sum_i a_i d_i(b)
 //    (AND-array multipliers with removed partial products, e.g. truncation),
-//    with terms whose d_i are integer multiples of one vector merged.
-Factorization find_factorization(const std::vector<int32_t> &table, int bits, int max_rank);
+//    with terms whose d_i are integer multiples of one vector merged;
+//  (both O(4^bits * bits)) and else
+//  - any integer rank up to lattice_rank (<= max_rank): a basis of the
+//    integer lattice the rows span (an exact product plus an error of rank
+//    1, whatever the error's form), O(4^bits * rank^2).
+Factorization find_factorization(const std::vector<int32_t> &table, int bits, int max_rank,
+                                 int lattice_rank);
 
 // True when every u and v fits int16 and sum_r |u_r v_r| <= 2^31 - 1: the
 // int16 GEMM kernels compute it exactly.

@@ -158,22 +158,36 @@ const char *active_isa() {
     return c.table ? c.table->name : "unavailable";
 }
 
-int max_factorized_rank(int bits) {
-    // APPROXMUL_MAX_FACTORIZED_RANK=0..6 overrides the set's choice (tests
-    // and benchmarks reach both plans with it on every machine; tables whose
-    // error lives in the low nibbles also need APPROXMUL_NIBBLE_ERRORS=0 to
-    // keep their factorization on AVX2)
+namespace {
+
+// APPROXMUL_MAX_FACTORIZED_RANK=0..6 overrides the set's choice (tests and
+// benchmarks reach both plans with it on every machine; tables whose error
+// lives in the low nibbles also need APPROXMUL_NIBBLE_ERRORS=0 to keep their
+// factorization on AVX2); -1 when unset or invalid.
+int forced_rank() {
     static const int forced = [] {
         const char *text = std::getenv("APPROXMUL_MAX_FACTORIZED_RANK");
         const bool valid = text != nullptr && text[0] >= '0' && text[0] <= '0' + kMaxFactorizedRank &&
                            text[1] == '\0';
         return valid ? text[0] - '0' : -1;
     }();
+    return forced;
+}
+
+}  // namespace
+
+int max_factorized_rank(int bits) {
     const Choice &c = choice();
     // an unavailable forced set fails at the first kernel call, not here
     if (bits > kMaxTabulatedBits || c.table == nullptr) return kMaxFactorizedRank;
-    if (forced >= 0) return forced;
+    if (forced_rank() >= 0) return forced_rank();
     return std::min(kMaxFactorizedRank, c.table->max_factorized_rank);
+}
+
+int max_lattice_rank(int bits) {
+    const int longest = max_factorized_rank(bits);
+    if (bits > kMaxTabulatedBits || forced_rank() >= 0) return longest;
+    return std::min(longest, kMaxLatticeRank);
 }
 
 bool plans_nibble_errors() {

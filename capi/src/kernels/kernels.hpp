@@ -109,6 +109,12 @@ const char *active_isa();
 // instruction set; wider models have no table kernel, so any short sum wins.
 int max_factorized_rank(int bits);
 
+// The same for a factorization of no known form (find_factorization's
+// general search), whose factors run as int16 GEMMs:
+// min(max_factorized_rank, kMaxLatticeRank) up to 8 bits, unless
+// APPROXMUL_MAX_FACTORIZED_RANK forces both.
+int max_lattice_rank(int bits);
+
 // Whether 5..8-bit tables whose error lives in the low nibbles take the
 // exact-plus-table plan: this process's instruction set has a nibble table
 // kernel, and APPROXMUL_NIBBLE_ERRORS is not 0 (tests and benchmarks reach
