@@ -2,11 +2,16 @@
 // own products exactly, M(a, b) = sum_r u[r][a] v[r][b], over all 8-bit
 // operand pairs (and a few other widths), signed and unsigned. And the
 // error part of an 8-bit exact-plus-table plan: the nibble kernel's table
-// plan, although truncation's error has a short factorization.
+// plan, although truncation's error has a short factorization. And the
+// general search of find_factorization on tables of known integer rank,
+// small and huge entries (the sanitizer build runs this: no overflow).
+#include <climits>
 #include <cstdio>
+#include <random>
 #include <string>
 
 #include "../src/core/error.hpp"
+#include "../src/core/structure.hpp"
 #include "../src/multipliers/library.hpp"
 
 using namespace approxmul;
@@ -53,7 +58,59 @@ static void check_nibble_error(int cut) {
     }
 }
 
+// find_factorization on sum_r p_r(a) q_r(b) (entries from next): what it
+// finds must reproduce the table; with found_rank > 0 it must find that rank.
+template <typename Next>
+static void check_search(const char *what, int rank, int found_rank, Next next) {
+    constexpr size_t side = 256;
+    std::vector<int64_t> p(rank * side), q(rank * side);
+    for (auto &x : p) x = next();
+    for (auto &x : q) x = next();
+    std::vector<int32_t> table(side * side);
+    for (size_t a = 0; a < side; ++a)
+        for (size_t b = 0; b < side; ++b) {
+            __int128 sum = 0;
+            for (int r = 0; r < rank; ++r) sum += __int128{p[r * side + a]} * q[r * side + b];
+            table[a * side + b] = static_cast<int32_t>(std::max<__int128>(INT32_MIN, std::min<__int128>(INT32_MAX, sum)));
+        }
+    const Factorization f = find_factorization(table, 8, 6, 6);
+    if (found_rank > 0 && f.rank != found_rank) {
+        std::printf("%s: rank %d found, %d expected\n", what, f.rank, found_rank);
+        ++failures;
+        return;
+    }
+    for (size_t a = 0; a < side && f.rank > 0; ++a)
+        for (size_t b = 0; b < side; ++b) {
+            __int128 sum = 0;
+            for (int r = 0; r < f.rank; ++r) sum += __int128{f.u[r * side + a]} * f.v[r * side + b];
+            if (sum != table[a * side + b]) {
+                std::printf("%s: the factorization misses entry (%zu, %zu)\n", what, a, b);
+                ++failures;
+                return;
+            }
+        }
+    std::printf("%s: rank %d\n", what, f.rank);
+}
+
 int main() {
+    std::mt19937_64 rng(5);
+    auto in = [&](int64_t lo, int64_t hi) {
+        return [&rng, lo, hi] { return std::uniform_int_distribution<int64_t>(lo, hi)(rng); };
+    };
+    for (int rank = 1; rank <= 6; ++rank)
+        check_search(("small entries, rank " + std::to_string(rank)).c_str(), rank, rank, in(-20, 20));
+    check_search("full rank", 40, -1, in(-300, 300));
+    // large entries (products up to 1.8e9: the numbers of the search grow
+    // toward its limits), and entries near the int32 ends (clamped):
+    // whatever is found is exact
+    check_search("large entries, rank 2", 2, -1, in(-30000, 30000));
+    for (int rank = 1; rank <= 3; ++rank) {
+        check_search("huge entries", rank, -1, in(-60000, 60000));
+        check_search("extremes", rank, -1, [&] {
+            const int64_t pick[] = {0, 1, -1, 46340, -46341, INT32_MAX, INT32_MIN};
+            return pick[std::uniform_int_distribution<int>(0, 6)(rng)];
+        });
+    }
     for (int cut : {1, 2, 3, 4}) check_nibble_error(cut);
     for (const char *bits : {"4", "8"}) {
         const std::string b = std::string("bits=") + bits;

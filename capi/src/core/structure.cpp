@@ -194,7 +194,8 @@ int coordinates(const std::vector<Vector> &basis, const std::vector<size_t> &col
         for (size_t j = 0; j < k; ++j) a[i][j] = basis[j][columns[i]];
         a[i][k] = t[columns[i]];
     }
-    constexpr i128 kRoom = i128{1} << 100;
+    // factors below 2^60: products below 2^120, sums of seven below 2^123
+    constexpr i128 kRoom = i128{1} << 60;
     auto fits = [&](i128 x) { return x < kRoom && x > -kRoom; };
     i128 previous = 1;
     for (size_t p = 0; p < k; ++p) {
@@ -214,7 +215,9 @@ int coordinates(const std::vector<Vector> &basis, const std::vector<size_t> &col
     }
     d = a[k - 1][k - 1];  // the determinant
     n.assign(k, 0);
+    if (!fits(d)) return -1;
     for (size_t i = k; i-- > 0;) {  // Cramer numerators, exactly divisible
+        if (!fits(a[i][k])) return -1;
         i128 sum = d * a[i][k];
         for (size_t j = i + 1; j < k; ++j) {
             if (!fits(a[i][j]) || !fits(n[j])) return -1;
@@ -243,27 +246,29 @@ int coordinates(const std::vector<Vector> &basis, const std::vector<size_t> &col
 }
 
 // h_j -= m h_k while that shortens h_j, over all pairs, until none does
-bool size_reduce(std::vector<Vector> &basis) {
+// (entries below 2^40: squared lengths below 2^92, exact)
+void size_reduce(std::vector<Vector> &basis) {
     auto dot = [](const Vector &x, const Vector &y) {
         i128 sum = 0;
         for (size_t i = 0; i < x.size(); ++i) sum += i128{x[i]} * y[i];
         return sum;
     };
+    Vector candidate(basis.empty() ? 0 : basis[0].size());
     for (bool shorter = true; shorter;) {
         shorter = false;
         for (size_t j = 0; j < basis.size(); ++j)
             for (size_t k = 0; k < basis.size(); ++k) {
                 if (j == k) continue;
-                const i128 jk = dot(basis[j], basis[k]), kk = dot(basis[k], basis[k]);
-                const auto m = static_cast<int64_t>(std::llround(
-                    static_cast<long double>(jk) / static_cast<long double>(kk)));
-                // |h_j - m h_k|^2 = |h_j|^2 - 2 m jk + m^2 kk
-                if (m == 0 || i128{m} * (i128{m} * kk - 2 * jk) >= 0) continue;
-                if (!combine(1, basis[j], -m, basis[k], basis[j])) return false;
+                const long double m = std::round(static_cast<long double>(dot(basis[j], basis[k])) /
+                                                 static_cast<long double>(dot(basis[k], basis[k])));
+                if (m == 0 || std::fabs(m) > static_cast<long double>(kLimit)) continue;
+                if (!combine(1, basis[j], -static_cast<int64_t>(m), basis[k], candidate) ||
+                    dot(candidate, candidate) >= dot(basis[j], basis[j]))
+                    continue;
+                basis[j].swap(candidate);
                 shorter = true;
             }
     }
-    return true;
 }
 
 // Folds t into the basis by its relation d t = sum n_k h_k (d > 1).
@@ -329,7 +334,8 @@ Factorization rank_factorization(const std::vector<int32_t> &table, size_t side,
         } else if (!fold(basis, std::move(row), n, d)) {
             return {};
         }
-        if (!size_reduce(basis) || !pivot_columns(basis, columns)) return {};
+        size_reduce(basis);
+        if (!pivot_columns(basis, columns)) return {};
     }
     if (basis.empty()) return {};
     Factorization f;
