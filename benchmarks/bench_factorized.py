@@ -4,7 +4,8 @@ An 8-bit table with an exact factorization of rank r runs either as r int16
 GEMMs or through the table kernel (truncation and DRUM, whose factors the
 plan reads off bit patterns, and an exact product plus errors of rank 1-5
 that only the general lattice search finds: the factorized child forces
-its plan up to rank 6, where the library takes it to rank 2); where its error is a function of the low
+its plan up to rank 6, where the library takes it to rank 2); where its
+error is a function of the low
 nibbles (truncation with cut <= 4) and the kernel set has a nibble kernel,
 also as the exact GEMM plus a nibble-table GEMM of the error. This runs
 truncated multipliers (rank 1 + cut) and DRUM (rank 1) every way, in child

@@ -124,7 +124,8 @@ def multipliers():
     yield ("linear-s8", *from_table(t, signed=True))
     # exact plus errors of small integer rank that no bit pattern explains:
     # the general lattice search finds them (rank 2: factorized on every
-    # set; rank 4: where the set runs GEMMs of rank 4, else the table kernel)
+    # set; rank 4: only where APPROXMUL_MAX_FACTORIZED_RANK forces it, else
+    # the table kernel)
     v8 = np.arange(256)
     yield ("lattice-u8", *from_table(v8[:, None] * v8 + (v8 % 5 - 2)[:, None] * (v8 % 7 - 3)))
     yield ("lattice-s8", *from_table(

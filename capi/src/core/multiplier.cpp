@@ -303,8 +303,7 @@ void Multiplier::finish() {
     if (!known_exact_ && has_table() &&
         !(factorization_.rank > 0 && factorization_.rank <= max_rank &&
           fits_int16_kernels(factorization_))) {
-        found = find_factorization(table_, bits_, max_rank,
-                                   table_plan_only_ ? 0 : kernels::max_lattice_rank(bits_));
+        found = find_factorization(table_, bits_, max_rank, kernels::max_lattice_rank(bits_));
         if (found.rank > 0) factors = &found;
     }
     // wide models (no table kernel to lose to) whose factors exceed int16,
