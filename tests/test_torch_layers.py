@@ -41,9 +41,10 @@ def reference_codes(module, x):
     # exact multipliers by arithmetic (no 2^24-entry table at 12 bits)
     table = None if m.plan == "exact-gemm" else np.asarray(m.table(), np.int64)
     geometry = None
-    if module.q_conv:
-        geometry = dict(stride=module.q_stride, padding=module.q_padding,
-                        dilation=module.q_dilation, groups=module.q_groups)
+    if module.q_conv:  # torch's own attributes, not the layer's translation of them
+        along_w = (lambda v, h: (h, v[0])) if module.q_conv1d else (lambda v, h: tuple(v))
+        geometry = dict(stride=along_w(module.stride, 1), padding=along_w(module.padding, 0),
+                        dilation=along_w(module.dilation, 1), groups=module.groups)
     out = ref.layer_codes(table, x_codes, q["w_codes"].numpy(), module.q_node.bias, q["s_x"],
                           q["z_x"], q["s_w"].numpy(), q["z_w"], float(out_qp.scale),
                           int(out_qp.zero_point), lo, hi, geometry)
@@ -90,6 +91,26 @@ def test_linear_and_conv1d_match_reference(spec):
     f = approx[1](h)
     np.testing.assert_array_equal(codes_of_output(approx[2], approx[2](f))[0],
                                   reference_codes(approx[2], f))
+
+
+@pytest.mark.parametrize("kwargs", [dict(padding=2), dict(padding=1, stride=2, dilation=2),
+                                    dict(groups=2, bias=False)])
+def test_conv1d_follows_torch(kwargs):
+    # the exact multiplier stays within quantization error of torch's float conv1d,
+    # forward and backward (a padded height once made every output the bias)
+    torch.manual_seed(5)
+    net = torch.nn.Sequential(torch.nn.Conv1d(4, 6, 5, **kwargs))
+    x = torch.randn(8, 4, 32)
+    approx = approximate(net, "exact", calibration=[x])
+    xg = x.clone().requires_grad_()
+    y = approx(xg)
+    expected = net(x)
+    assert y.shape == expected.shape
+    assert (y - expected).abs().max() < 0.05 * expected.abs().max()
+    y.sum().backward()
+    xf = x.clone().requires_grad_()
+    net(xf).sum().backward()
+    assert (xg.grad - xf.grad).abs().max() < 0.05 * xf.grad.abs().max()
 
 
 @pytest.mark.parametrize("dtype", [torch.float64, torch.bfloat16])

@@ -52,11 +52,13 @@ def _node_for(module, name, in_range, out_range, config):
         layer = nn.Linear(module.in_features, module.out_features, has_bias)
     else:
         one = isinstance(module, torch.nn.Conv1d)
-        pair = (lambda v: (1, v[0])) if one else (lambda v: tuple(v))
+        # a Conv1d is a Conv2d over a height of 1: kernel, stride and dilation 1
+        # along it, and no padding (a padded row would be all zero points)
+        pair = (lambda v, h=1: (h, v[0])) if one else (lambda v, h=None: tuple(v))
         if one:
             weight = weight[:, :, None, :]
         layer = nn.Conv2d(module.in_channels, module.out_channels, pair(module.kernel_size),
-                          pair(module.stride), pair(module.padding), pair(module.dilation),
+                          pair(module.stride), pair(module.padding, 0), pair(module.dilation),
                           module.groups, has_bias)
     bias = module.bias.detach().to(torch.float32).numpy() if has_bias else np.zeros(weight.shape[0])
     qps = [quant.choose_qparams(lo, hi, signed=False, symmetric=config.activation_symmetric,
