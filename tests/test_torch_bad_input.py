@@ -74,3 +74,39 @@ def test_shape_change_after_calibration():
 def test_no_approximable_layer():
     with pytest.raises(ApproximationError, match="no Conv1d, Conv2d or Linear"):
         approximate(torch.nn.Sequential(torch.nn.ReLU()), "exact", calibration=CAL)
+
+
+class _ScaledLinear(torch.nn.Linear):
+    def forward(self, x):
+        return super().forward(x) * 3 + 1
+
+
+class _StandardizedConv(torch.nn.Conv2d):
+    def _conv_forward(self, x, weight, bias):
+        w = (weight - weight.mean()) / weight.std()
+        return super()._conv_forward(x, w, bias)
+
+
+class _NamedConv(torch.nn.Conv2d):
+    """A subclass that changes no computation: approximated as its base."""
+
+
+def test_subclasses_that_compute_otherwise_are_refused():
+    x = torch.rand(4, 1, 6, 6)
+    net = torch.nn.Sequential(_StandardizedConv(1, 2, 3), torch.nn.Flatten(), _ScaledLinear(32, 3))
+    with pytest.raises(ApproximationError, match=r"layer '0' \(_StandardizedConv\) overrides "
+                                                 r"Conv2d._conv_forward"):
+        approximate(net, "exact", calibration=[x])
+    with pytest.raises(ApproximationError, match=r"layer '2' \(_ScaledLinear\) overrides "
+                                                 r"Linear.forward.*leave the layer out"):
+        approximate(net, {"2": "exact"}, calibration=[x])
+    net[0] = _NamedConv(1, 2, 3)
+    approx = approximate(net, {"0": "exact"}, calibration=[x])
+    assert isinstance(approx[0], _NamedConv) and type(approx[0]).__name__ == "Approx_NamedConv"
+    assert type(approx[2]) is _ScaledLinear  # left float, as mapped
+
+
+def test_an_approximated_model_is_refused_clearly():
+    approx = approximate(_net(), "exact", calibration=CAL)
+    with pytest.raises(ApproximationError, match="already has approximate layers.*float model"):
+        approximate(approx, "drum:k=3", calibration=CAL)

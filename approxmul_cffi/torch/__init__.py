@@ -100,6 +100,16 @@ def _assign(model, multipliers):
 
 
 def _check_layer(name, module):
+    # a subclass that computes something else than its torch base (a weight
+    # standardization, a scaled output) would be silently replaced by the base's layer
+    base = next(kind for kind in _KINDS if isinstance(module, kind))
+    for method in ("forward", "_conv_forward"):
+        mine = getattr(type(module), method, None)
+        if mine is not getattr(base, method, None):
+            raise ApproximationError(
+                f"layer {name!r} ({type(module).__name__}) overrides {base.__name__}.{method}; "
+                f"the approximate layer computes {base.__name__}'s own function, so it cannot "
+                "stand in for it: leave the layer out of the multiplier mapping")
     if isinstance(module, (torch.nn.Conv2d, torch.nn.Conv1d)):
         if module.padding_mode != "zeros":
             raise ApproximationError(
@@ -184,6 +194,12 @@ def approximate(model, multipliers, *, calibration, scheme=None, gradient="ste",
     check_gradient(gradient)
     if not isinstance(model, torch.nn.Module):
         raise ApproximationError(f"model must be a torch.nn.Module, got {type(model).__name__}")
+    done = [name for name, m in model.named_modules() if isinstance(m, ApproxLayer)]
+    if done:
+        raise ApproximationError(
+            f"the model already has approximate layers ({', '.join(done[:4])}"
+            f"{', ...' if len(done) > 4 else ''}): approximate the float model (approximate() "
+            "returns a copy and leaves its argument float unless inplace=True)")
     assignment = _assign(model, multipliers)
     config = with_width(_config(scheme), assignment, gradient)
     modules = dict(model.named_modules())
