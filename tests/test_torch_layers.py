@@ -113,6 +113,25 @@ def test_conv1d_follows_torch(kwargs):
     assert (xg.grad - xf.grad).abs().max() < 0.05 * xf.grad.abs().max()
 
 
+@pytest.mark.parametrize("dtype", [torch.float64, torch.bfloat16, torch.float16])
+def test_models_with_other_parameter_types(dtype):
+    # calibration through the graph ran a float32 sample through the model,
+    # which a float64 or half model refuses
+    torch.manual_seed(6)
+    net = torch.nn.Sequential(torch.nn.Conv2d(2, 4, 3), torch.nn.ReLU(), torch.nn.Flatten(),
+                              torch.nn.Linear(4 * 4 * 4, 3)).to(dtype)
+    x = torch.randn(16, 2, 6, 6).to(dtype)
+    approx = approximate(net, "exact", calibration=[x])
+    assert approx.approxmul_plan["calibration"] == "graph"
+    xg = x.clone().requires_grad_()
+    y = approx(xg)
+    assert y.dtype == dtype
+    expected = net(x).float()
+    assert (y.float() - expected).abs().max() < 0.05 * expected.abs().max()
+    y.float().sum().backward()
+    assert xg.grad is not None and xg.grad.dtype == dtype
+
+
 @pytest.mark.parametrize("dtype", [torch.float64, torch.bfloat16])
 def test_input_dtypes_and_layouts(dtype):
     torch.manual_seed(3)

@@ -135,11 +135,16 @@ def translate(model, sample):
         gm = fx.GraphModule(model, _Tracer().trace(model))
     except Exception as e:  # torch raises many kinds for untraceable control flow
         raise Untranslatable(f"torch.fx cannot trace the model: {e}") from None
+    # the sample in the model's own floating type (a float64 or bfloat16 model
+    # refuses float32 inputs); the graph itself takes float32 weights and data
+    dtype = next((p.dtype for p in model.parameters() if p.is_floating_point()), sample.dtype)
     was_training = gm.training
     gm.eval()
     try:
         with torch.no_grad():
-            ShapeProp(gm).propagate(sample)
+            ShapeProp(gm).propagate(sample.to(dtype))
+    except Exception as e:  # whatever the model's own forward raises on the sample
+        raise Untranslatable(f"torch.fx cannot run the traced model: {e}") from None
     finally:
         gm.train(was_training)
     names, nodes, flat = {}, [], set()
