@@ -110,3 +110,22 @@ def test_an_approximated_model_is_refused_clearly():
     approx = approximate(_net(), "exact", calibration=CAL)
     with pytest.raises(ApproximationError, match="already has approximate layers.*float model"):
         approximate(approx, "drum:k=3", calibration=CAL)
+
+
+def test_linear_takes_any_leading_sizes():
+    # a sequence model: calibrated on length 7, used on 9 and trained on 3-D inputs
+    torch.manual_seed(0)
+    net = torch.nn.Sequential(torch.nn.Linear(8, 4))
+    approx = approximate(net, "exact", calibration=[torch.randn(5, 7, 8)])
+    x = torch.randn(5, 9, 8, requires_grad=True)
+    y = approx(x)
+    assert y.shape == (5, 9, 4)
+    (y * torch.arange(4.0)).sum().backward()
+    xf = x.detach().clone().requires_grad_()
+    (net(xf) * torch.arange(4.0)).sum().backward()
+    assert (x.grad - xf.grad).abs().max() < 0.05 * xf.grad.abs().max()
+    bias_grad = approx[0].bias.grad
+    np_expected = torch.arange(4.0) * 5 * 9  # every (batch, position) adds the output weight
+    assert torch.allclose(bias_grad, np_expected)
+    with pytest.raises(ApproximationError, match=r"layer '0' takes 8 input features.*\(5, 9, 6\)"):
+        approx(torch.randn(5, 9, 6))

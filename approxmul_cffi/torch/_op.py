@@ -104,6 +104,8 @@ def layer_backward(module, gradient, codes, grad_y, x_shape):
     g = grad_y.to(dtype)
     if module.q_conv:
         g = g.reshape(module.conv_out_shape(g.shape))
+    else:  # a Linear on (..., features): every leading index is a sample
+        g = g.reshape(-1, g.shape[-1])
     s_x, z_x, s_w, z_w = q["s_x"], q["z_x"], q["s_w"].to(dtype), q["z_w"]
     grad_b = g.sum(dim=(0, 2, 3) if module.q_conv else 0)
     w_codes = q["w_codes"]
@@ -126,7 +128,7 @@ def layer_backward(module, gradient, codes, grad_y, x_shape):
                                     module.conv_in_shape(codes.shape), w_shape, pad,
                                     _geometry(module))
         else:
-            gx, gw = g @ w_map, g.t() @ x_map.reshape(-1, x_map.shape[-1])
+            gx, gw = g @ w_map, g.t() @ x_map.reshape(-1, x_map.shape[-1])  # gx: reshaped below
     return gx.reshape(x_shape), gw, grad_b
 
 

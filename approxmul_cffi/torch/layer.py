@@ -139,7 +139,12 @@ class ApproxLayer:
         without ``with_codes``) of the integer layer for float ``x``."""
         what = f"input of layer {self.q_name!r}"
         check_input(x, what, values=False)  # NaN and infinity: refused by quantize below
-        if tuple(x.shape[1:]) != self.q_sample_shape:
+        if not self.q_conv:  # any leading sizes (a sequence of any length), as torch's Linear
+            if x.dim() == 0 or x.shape[-1] != self.q_sample_shape[-1]:
+                raise ApproximationError(
+                    f"layer {self.q_name!r} takes {self.q_sample_shape[-1]} input features, "
+                    f"got an input of shape {tuple(x.shape)}")
+        elif tuple(x.shape[1:]) != self.q_sample_shape:
             raise ApproximationError(
                 f"layer {self.q_name!r} was calibrated on per-sample inputs of shape "
                 f"{self.q_sample_shape}, got {tuple(x.shape[1:])}: calibrate again with "
