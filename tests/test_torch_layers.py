@@ -207,9 +207,12 @@ def test_per_layer_mapping_and_graph_twin():
     assert kinds["conv1"] == "ApproxConv2d" and kinds["fc2"] == "ApproxLinear"
     assert kinds["fc1"] == "Linear" and kinds["bn1"] == "FoldedBatchNorm2d"
     assert type(net.conv1) is torch.nn.Conv2d   # not in place: the original is untouched
-    info = layers(net, x_train[:1])
+    net.train()
+    stats = net.bn1.running_mean.clone()
+    info = layers(net, x_train[:1] + 3)
     assert [(i.name, i.macs) for i in info] == [("conv1", 16 * 9 * 64), ("conv2", 32 * 16 * 9 * 16),
                                                 ("fc1", 128 * 64), ("fc2", 640)]
+    assert net.training and torch.equal(net.bn1.running_mean, stats)  # listing changes nothing
 
 
 def test_exact_multiplier_is_close_to_float():

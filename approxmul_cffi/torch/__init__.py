@@ -83,10 +83,13 @@ def layers(model, example=None):
 
     for name, m in _approximable(model):
         handles.append(m.register_forward_hook(hook(name)))
+    was_training = model.training
+    model.eval()  # a listing must not move batch norms' running statistics
     try:
         with torch.no_grad():
             model(example)
     finally:
+        model.train(was_training)
         for h in handles:
             h.remove()
     return infos
