@@ -1,5 +1,7 @@
 """approxmul_cffi.torch backward: ste, table and table2d against independent formulas."""
 
+import copy
+
 import numpy as np
 import pytest
 import torch
@@ -163,6 +165,33 @@ def test_torch_compile_and_export():
     assert sum(1 for op in ops if "approxmul" in str(op)) == 2
     with torch.no_grad():
         torch.testing.assert_close(exported.module()(x), expected.detach(), rtol=0, atol=0)
+    # a batch dimension left dynamic (the conv's output shape once fixed it)
+    batch = torch.export.Dim("batch")
+    dynamic = torch.export.export(approx, (x,), dynamic_shapes=({0: batch},))
+    with torch.no_grad():
+        for n in (3, 17):
+            xi = torch.rand(n, 1, 8, 8)
+            torch.testing.assert_close(dynamic.module()(xi), approx(xi), rtol=0, atol=0)
+
+
+@pytest.mark.parametrize("gradient", ["ste", "table"])
+def test_compiled_training_step_equals_eager(gradient):
+    # AOT autograd traces the backward too: it must stay one opaque operator
+    # (it read the layer's real parameters under fake tensors before)
+    torch.manual_seed(0)
+    net = torch.nn.Sequential(torch.nn.Conv2d(1, 4, 3), torch.nn.ReLU(), torch.nn.Flatten(),
+                              torch.nn.Linear(4 * 6 * 6, 3))
+    x = torch.rand(8, 1, 8, 8)
+    approx = approximate(net, "drum:k=4", calibration=[x], gradient=gradient)
+    twin = copy.deepcopy(approx)
+    xe = x.clone().requires_grad_()
+    twin(xe).pow(2).sum().backward()
+    compiled = torch.compile(approx, backend="aot_eager", fullgraph=True)
+    xc = x.clone().requires_grad_()
+    compiled(xc).pow(2).sum().backward()
+    torch.testing.assert_close(xc.grad, xe.grad, rtol=0, atol=0)
+    for (name, p), q in zip(approx.named_parameters(), twin.parameters()):
+        torch.testing.assert_close(p.grad, q.grad, rtol=0, atol=0, msg=name)
 
 
 def test_state_dict_round_trip():

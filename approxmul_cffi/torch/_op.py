@@ -52,21 +52,43 @@ def _(x, weight, bias, key, gradient):
 def _setup(ctx, inputs, output):
     x, weight, bias, key, gradient = inputs
     ctx.key, ctx.gradient = key, gradient
-    ctx.x_shape, ctx.x_dtype = tuple(x.shape), x.dtype
-    ctx.save_for_backward(output[1])
+    ctx.x_shape, ctx.x_dtype = list(x.shape), x.dtype
+    ctx.save_for_backward(output[1], weight, bias)
 
 
 def _backward(ctx, grad_y, grad_codes):
     if ctx.gradient == "none":
         raise RuntimeError("this approximate layer was built with gradient='none' "
                            "(inference only); approximate(..., gradient='ste') to train")
-    (codes,) = ctx.saved_tensors
-    module = layer_of(ctx.key)
-    gx, gw, gb = layer_backward(module, ctx.gradient, codes, grad_y, ctx.x_shape)
+    codes, weight, bias = ctx.saved_tensors
+    gx, gw, gb = approx_layer_backward(codes, grad_y, weight, bias, ctx.key, ctx.gradient,
+                                       ctx.x_shape)
     return gx.to(ctx.x_dtype), gw, gb, None, None
 
 
+# The backward is an operator of its own, opaque as the forward is: it reads
+# the layer's cached integer weights and gradient tables, which AOT autograd
+# (torch.compile of a training step) must not trace with fake tensors.
+@torch.library.custom_op("approxmul::layer_backward", mutates_args=())
+def approx_layer_backward(codes: torch.Tensor, grad_y: torch.Tensor, weight: torch.Tensor,
+                          bias: torch.Tensor, key: int, gradient: str,
+                          x_shape: list[int]) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    return layer_backward(layer_of(key), gradient, codes, grad_y, tuple(x_shape))
+
+
+@approx_layer_backward.register_fake
+def _(codes, grad_y, weight, bias, key, gradient, x_shape):
+    dtype = _grad_dtype(grad_y)
+    return (grad_y.new_empty(x_shape, dtype=dtype), weight.new_empty(weight.shape, dtype=dtype),
+            bias.new_empty(bias.shape, dtype=dtype))
+
+
 approx_layer.register_autograd(_backward, setup_context=_setup)
+
+
+def _grad_dtype(grad_y):
+    """The type the backward computes in: float32 or float64."""
+    return grad_y.dtype if grad_y.dtype in (torch.float32, torch.float64) else torch.float32
 
 
 # --------------------------------------------------------------------------
@@ -100,7 +122,7 @@ def _conv_backward(x_like, w_like, grad, x_shape, w_shape, pad_value, geom):
 def layer_backward(module, gradient, codes, grad_y, x_shape):
     """(grad_x, grad_w, grad_b) in the layer's (4-D for convs) shapes."""
     q = module.quantized(bool(module.q_multiplier.signed))
-    dtype = grad_y.dtype if grad_y.dtype in (torch.float32, torch.float64) else torch.float32
+    dtype = _grad_dtype(grad_y)
     g = grad_y.to(dtype)
     if module.q_conv:
         g = g.reshape(module.conv_out_shape(g.shape))

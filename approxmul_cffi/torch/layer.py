@@ -74,9 +74,9 @@ class ApproxLayer:
         if not self.q_conv:
             return (*x_shape[:-1], self.q_node.layer.out_features)
         n, _, h, w = self.conv_in_shape(x_shape)
-        kh, kw = self.q_node.layer.kernel_size
         layer = self.q_node.layer
-        _, o, oh, ow = conv2d_output_shape((n, layer.in_channels, h, w), layer.weight_shape,
+        # the batch passes through untouched: under torch.export it may be symbolic
+        _, o, oh, ow = conv2d_output_shape((1, layer.in_channels, h, w), layer.weight_shape,
                                            **layer.geometry)
         return (n, o, ow) if self.q_conv1d else (n, o, oh, ow)
 
