@@ -185,7 +185,8 @@ def approximate(model, multipliers, *, calibration, scheme=None, gradient="ste",
     Linear, BatchNorm2d, ReLU/ReLU6, pools, flatten, add), calibration runs
     through that graph and every decision (BN folding, ReLU fusion, scales
     kept through pools) is the evaluator's: the outputs are bit-exact with
-    ``approxmul evaluate``. Otherwise each layer is calibrated on its own
+    ``approxmul evaluate``, except where an average pool's float mean falls
+    on a tie between two codes (docs/torch.md). Otherwise each layer is calibrated on its own
     input and output (``model.approxmul_plan`` says which, and why).
 
     >>> import torch
