@@ -89,6 +89,9 @@ def test_own_model_and_data_files(tmp_path):
     (["--model", "missing.json"], ["model file not found", "missing.json"]),
     (["--data", "missing.npz"], ["data file not found"]),
     (["--limit", "0"], ["--limit must be at least 1"]),
+    # checked before the evaluation runs
+    (["--json", "no-such-folder/r.json"], ["--json no-such-folder/r.json", "does not exist"]),
+    (["--json", "r.txt", "--csv", "r.txt"], ["--json and --csv both write r.txt"]),
     (["--threads", "0"], ["--threads must be 1..1024", "got 0"]),
     # beyond the limit OpenMP would abort or crash the process
     (["--threads", "40000"], ["--threads must be 1..1024", "got 40000"]),
@@ -108,3 +111,9 @@ def test_truncated_model_and_wrong_data(tmp_path):
                       "shape (5, 8, 8)", "(N, 1, 8, 8)")
     np.savez(tmp_path / "nolabels.npz", x=np.zeros((5, 1, 8, 8), np.float32))
     assert_user_error(approxmul("evaluate", "--data", "nolabels.npz", cwd=tmp_path), "lacks", "y")
+
+
+def test_a_single_array_is_not_a_data_file(tmp_path):
+    np.save(tmp_path / "images.npy", np.zeros((2, 1, 8, 8), np.float32))
+    assert_user_error(approxmul("evaluate", "--data", "images.npy", cwd=tmp_path),
+                      "holds a single array", ".npz", "x, y")

@@ -70,6 +70,11 @@ def test_per_layer_multipliers(tmp_path):
     (["--epochs", "0"], "--epochs must be at least 1"),
     (["--model", "nope.json"], "nope.json"),
     (["-m", "nosuch:k=1"], "unknown multiplier family"),
+    # output paths are checked before the training, not after it
+    (["--out", "tuned", "--json", "tuned.json"], "--out and --json both write tuned.json"),
+    (["--out", "no-such-folder/tuned"], "--out no-such-folder/tuned.json: folder no-such-folder "
+                                        "does not exist"),
+    (["--json", "no-such-folder/acc.json"], "folder no-such-folder does not exist"),
 ])
 def test_cli_mistakes(argv, message, capsys):
     spec = [] if "-m" in argv else ["-m", "drum:k=3"]

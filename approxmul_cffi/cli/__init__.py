@@ -15,6 +15,7 @@ exact:bits=8,signed=0    0     0    0     0      0    0     0    0     0    0
 
 import argparse
 import importlib
+import os
 import re
 import sys
 
@@ -57,6 +58,31 @@ def missing_extra(error):
         return None
     shown = {"numpy": "NumPy", "sklearn": "scikit-learn"}.get(top, top)
     return f"needs {shown}, which is not installed: pip install 'approxmul[{EXTRAS[top]}]'"
+
+
+def check_outputs(outputs):
+    """Refuses, before any work, output files that could not be written or that
+    would overwrite each other: ``outputs`` maps each option to its path (or None).
+
+    >>> check_outputs({"--out": "run.json", "--json": "run.json"})
+    Traceback (most recent call last):
+    ...
+    approxmul_cffi.cli.UsageError: --out and --json both write run.json
+    """
+    seen = {}
+    for option, path in outputs.items():
+        if not path:
+            continue
+        real = os.path.realpath(path)
+        if real in seen:
+            raise UsageError(f"{seen[real]} and {option} both write {path}")
+        seen[real] = option
+        folder = os.path.dirname(real)
+        if not os.path.isdir(folder):
+            raise UsageError(f"{option} {path}: folder {os.path.dirname(path) or folder} "
+                             "does not exist")
+        if os.path.isdir(real):
+            raise UsageError(f"{option} {path} is a folder; give a file name")
 
 
 def add_table_options(parser):

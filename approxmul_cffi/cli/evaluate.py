@@ -9,7 +9,7 @@ import os
 import sys
 
 from ..errors import ApproxmulError
-from . import UsageError, add_table_options, load_multiplier, missing_extra
+from . import UsageError, add_table_options, check_outputs, load_multiplier, missing_extra
 
 HELP = "evaluate a quantized network with approximate multipliers"
 
@@ -75,19 +75,32 @@ def _multipliers(specs, args):
     return {spec: load_multiplier(spec, args)[0] for spec in specs}
 
 
-def _load_data(path):
+def data_arrays(path, needed):
+    """The arrays of an .npz data file, which must hold the ``needed`` names."""
     import numpy as np
 
     try:
-        with np.load(path, allow_pickle=False) as f:
-            arrays = {k: f[k] for k in f.files}
+        loaded = np.load(path, allow_pickle=False)
     except FileNotFoundError:
         raise UsageError(f"data file not found: {path}") from None
     except Exception as e:  # numpy raises several types for bad files
         raise UsageError(f"cannot read data file {path}: {e}") from None
-    missing = {"x", "y"} - set(arrays)
+    if isinstance(loaded, np.ndarray):  # a .npy: one array, no names
+        raise UsageError(f"data file {path} holds a single array; data files are .npz archives "
+                         f"of named arrays ({', '.join(needed)}: np.savez)")
+    try:
+        with loaded as f:
+            arrays = {k: f[k] for k in f.files}
+    except Exception as e:
+        raise UsageError(f"cannot read data file {path}: {e}") from None
+    missing = set(needed) - set(arrays)
     if missing:
         raise UsageError(f"data file {path} lacks array(s) {', '.join(sorted(missing))}")
+    return arrays
+
+
+def _load_data(path):
+    arrays = data_arrays(path, ("x", "y"))
     return (arrays["x"], arrays["y"]), arrays.get("calibration", arrays["x"])
 
 
@@ -106,6 +119,7 @@ def _evaluate(args):
                              f"got {value}")
     if args.bits is not None and not 2 <= args.bits <= 16:
         raise UsageError(f"--bits must be 2..16, got {args.bits}")
+    check_outputs({"--json": args.json, "--csv": args.csv, "--plot": args.plot})
     if args.plot:  # fail before the run, not after it
         try:
             import matplotlib  # noqa: F401

@@ -11,8 +11,8 @@ import argparse
 import json
 import sys
 
-from . import UsageError, add_table_options, load_multiplier
-from .evaluate import _layer_overrides
+from . import UsageError, add_table_options, check_outputs, load_multiplier
+from .evaluate import _layer_overrides, data_arrays
 
 HELP = "retrain a network through approximate multipliers (needs torch)"
 GRADIENT_MODES = ("ste", "table", "table2d")  # approxmul_cffi.torch gradient= values
@@ -52,15 +52,7 @@ def add_parser(subparsers):
 def _data(args):
     from approxmul_cffi import datasets
     if args.data:
-        import numpy as np
-        try:
-            with np.load(args.data, allow_pickle=False) as f:
-                arrays = {k: f[k] for k in f.files}
-        except (OSError, ValueError) as e:
-            raise UsageError(f"cannot read data file {args.data}: {e}") from None
-        missing = {"x", "y", "train_x", "train_y"} - set(arrays)
-        if missing:
-            raise UsageError(f"data file {args.data} lacks array(s) {', '.join(sorted(missing))}")
+        arrays = data_arrays(args.data, ("train_x", "train_y", "x", "y"))
         return (arrays["train_x"], arrays["train_y"]), (arrays["x"], arrays["y"])
     from approxmul_cffi.evaluation import BUNDLED_MODELS
     if args.model not in BUNDLED_MODELS:
@@ -86,6 +78,9 @@ def _retrain(args):
             raise UsageError(f"--{name.replace('_', '-')} must be at least 1, got {value}")
     if args.lr <= 0:
         raise UsageError(f"--lr must be positive, got {args.lr}")
+    # checked before the training: --out writes PATH.json (and PATH.npz beside it)
+    stem = args.out[:-5] if args.out and args.out.endswith(".json") else args.out
+    check_outputs({"--out": stem and stem + ".json", "--json": args.json})
     if args.threads:
         am.set_num_threads(args.threads)
         torch.set_num_threads(args.threads)
