@@ -276,9 +276,9 @@ std::vector<int32_t> parse_table(const unsigned char *data, size_t size, int for
     const int found = width_of_count(e.values.size());
     if (bits == 0 && found == 0)
         fail(APPROXMUL_ERR_FORMAT,
-             "%zu entries is not a full table of 4^n entries for n in 1..8 (65536 for 8 bits; "
+             "%zu entries is not a full table of 4^n entries for n in 1..%d (65536 for 8 bits; "
              "truncated file?)",
-             e.values.size());
+             e.values.size(), kMaxTableBits);
     if (bits != 0 && found != bits)
         fail(APPROXMUL_ERR_FORMAT, "%zu entries, a %d-bit table has 4^%d = %zu (%s)",
              e.values.size(), bits, bits, size_t{1} << (2 * bits),
