@@ -215,6 +215,68 @@ def test_per_layer_mapping_and_graph_twin():
     assert net.training and torch.equal(net.bn1.running_mean, stats)  # listing changes nothing
 
 
+class _PooledNet(torch.nn.Module):
+    """conv -> ReLU -> module average pool (padded, strided) -> residual conv ->
+    global average pool module -> Linear."""
+
+    def __init__(self):
+        super().__init__()
+        self.c1 = torch.nn.Conv2d(3, 8, 3, padding=1)
+        self.pool = torch.nn.AvgPool2d(3, 2, 1)
+        self.c2 = torch.nn.Conv2d(8, 8, 3, padding=1)
+        self.gap = torch.nn.AdaptiveAvgPool2d(1)
+        self.fc = torch.nn.Linear(8, 10)
+
+    def forward(self, x):
+        x = self.pool(torch.relu(self.c1(x)))
+        x = torch.relu(self.c2(x) + x)
+        return self.fc(self.gap(x).flatten(1))
+
+
+def _evaluator_codes(net, x_cal, x, spec):
+    from approxmul_cffi.torch._translate import translate
+    m = am.multiplier(spec)
+    qmodel = nn.quantize(translate(net, x_cal), x_cal.numpy(), quant.QuantConfig(bits=m.bits))
+    return qmodel.run_codes(x.numpy(), m)
+
+
+@pytest.mark.parametrize("spec", ["exact", "drum:k=4", "drum:k=4,signed=1"])
+def test_average_pool_modules_take_the_evaluators_integer_mean(spec):
+    # torch's float mean of a tie between two codes rounds either way; the pools
+    # between approximate layers take the evaluator's integer mean instead
+    torch.manual_seed(7)
+    net = _PooledNet().eval()
+    x_cal, x = torch.randn(256, 3, 8, 8), torch.randn(200, 3, 8, 8)
+    approx = approximate(net, spec, calibration=[x_cal])
+    assert type(approx.pool).__name__ == "GridAvgPool2d"
+    assert type(approx.gap).__name__ == "GridAdaptiveAvgPool2d"
+    expected = _evaluator_codes(net, x_cal, x, spec)
+    qp = expected.qparams
+    with torch.no_grad():
+        out = approx(x).numpy()
+    np.testing.assert_array_equal(
+        ref.quantize(out, float(qp.scale), int(qp.zero_point), qp.qmin, qp.qmax), expected.codes)
+    # the gradient is torch's pool's (straight through the rounding), compiled too
+    xg = x[:8].clone().requires_grad_()
+    approx(xg).sum().backward()
+    compiled = torch.compile(approx, backend="aot_eager", fullgraph=True)
+    xc = x[:8].clone().requires_grad_()
+    compiled(xc).sum().backward()
+    torch.testing.assert_close(xc.grad, xg.grad, rtol=0, atol=0)
+    recalibrate(approx, [x_cal * 2])
+    assert approx.approxmul_plan["calibration"] == "graph" and approx.gap.q_grid is not None
+    with torch.no_grad():
+        torch.testing.assert_close(compiled(x[:8]), approx(x[:8]), rtol=0, atol=0)
+
+
+def test_average_pools_stay_float_beside_float_layers():
+    # with a layer left float the pool's input is on no grid of the evaluator's
+    torch.manual_seed(7)
+    net = _PooledNet().eval()
+    approx = approximate(net, {"c*": "exact"}, calibration=[torch.randn(64, 3, 8, 8)])
+    assert type(approx.pool) is torch.nn.AvgPool2d and type(approx.fc) is torch.nn.Linear
+
+
 def test_exact_multiplier_is_close_to_float():
     torch.manual_seed(5)
     net = torch.nn.Sequential(torch.nn.Conv2d(3, 8, 3), torch.nn.ReLU(), torch.nn.Flatten(),

@@ -38,7 +38,7 @@ from ..adapters import LayerInfo, assign as _assign_names, check_gradient, with_
 from . import _op
 from ._common import ApproximationError, batches as _batches, config_of as _config
 from .calibration import plan as _plan
-from .layer import ApproxLayer, _FoldedBatchNorm, swap_class as _swap_class
+from .layer import ApproxLayer, GridAveragePool, _FoldedBatchNorm, swap_class as _swap_class
 
 __all__ = ["ApproxLayer", "ApproximationError", "GRADIENTS", "LayerInfo", "approximate", "layers",
            "recalibrate"]
@@ -147,12 +147,15 @@ def recalibrate(model, calibration):
     layers_ = {name: m for name, m in model.named_modules() if isinstance(m, ApproxLayer)}
     correct = ({name: m.q_multiplier for name, m in layers_.items()}
                if plan_info.get("bias_correction") else None)
-    plan, how, why = _plan(model, _batches(calibration), plan_info["config"], list(layers_),
-                           correct)
+    plan, how, why, pools = _plan(model, _batches(calibration), plan_info["config"],
+                                  list(layers_), correct)
     for name, module in layers_.items():
         entry = plan[name]
         module._setup(name, module.q_multiplier, entry["node"], module._q_bn, module.q_gradient,
                       tuple(entry["sample_shape"]))
+    for name, module in model.named_modules():
+        if isinstance(module, GridAveragePool):
+            module._setup_grid(name, pools.get(name))
     plan_info.update(calibration=how, reason=why)
     return model
 
@@ -185,8 +188,9 @@ def approximate(model, multipliers, *, calibration, scheme=None, gradient="ste",
     Linear, BatchNorm2d, ReLU/ReLU6, pools, flatten, add), calibration runs
     through that graph and every decision (BN folding, ReLU fusion, scales
     kept through pools) is the evaluator's: the outputs are bit-exact with
-    ``approxmul evaluate``, except where an average pool's float mean falls
-    on a tie between two codes (docs/torch.md). Otherwise each layer is calibrated on its own
+    ``approxmul evaluate`` where the float operations between the layers keep
+    the codes' grid (ReLU, max pooling, flatten, average pooling modules; not
+    residual additions or functional average pools: docs/torch.md). Otherwise each layer is calibrated on its own
     input and output (``model.approxmul_plan`` says which, and why).
 
     >>> import torch
@@ -213,8 +217,8 @@ def approximate(model, multipliers, *, calibration, scheme=None, gradient="ste",
     if not inplace:
         model = copy.deepcopy(model)
         modules = dict(model.named_modules())
-    plan, how, why = _plan(model, batches, config, list(assignment),
-                           assignment if bias_correction else None)
+    plan, how, why, pools = _plan(model, batches, config, list(assignment),
+                                  assignment if bias_correction else None)
     for name, m in assignment.items():
         entry, module = plan[name], modules[name]
         bn = modules[entry["bn"]] if entry["bn"] else None
@@ -222,6 +226,12 @@ def approximate(model, multipliers, *, calibration, scheme=None, gradient="ste",
             _swap_class(bn, _FoldedBatchNorm, "Folded")
         _swap_class(module, ApproxLayer, "Approx")
         module._setup(name, m, entry["node"], bn, gradient, tuple(entry["sample_shape"]))
+    if len(assignment) == len(_approximable(model)):
+        # every layer integer, as in the evaluator: average pools take its integer mean
+        # (with float layers left, a pool's input is not on a grid of the evaluator's)
+        for name, qparams in pools.items():
+            _swap_class(modules[name], GridAveragePool, "Grid")
+            modules[name]._setup_grid(name, qparams)
     model.approxmul_plan = {"calibration": how, "reason": why, "config": config,
                             "bias_correction": bool(bias_correction),
                             "layers": {name: getattr(m, "spec", None) for name, m in assignment.items()}}

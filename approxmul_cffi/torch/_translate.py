@@ -79,21 +79,21 @@ def _module_layer(m):
         return _linear(m)
     if isinstance(m, torch.nn.BatchNorm2d):
         return _batchnorm(m)
-    if type(m) is torch.nn.ReLU:
+    if _kind(m) is torch.nn.ReLU:
         return nn.ReLU()
-    if type(m) is torch.nn.ReLU6:
+    if _kind(m) is torch.nn.ReLU6:
         return nn.ReLU6()
-    if type(m) is torch.nn.MaxPool2d:
+    if _kind(m) is torch.nn.MaxPool2d:
         return _pool(nn.MaxPool2d, m.kernel_size, m.stride, m.padding, m.dilation, m.ceil_mode,
                      return_indices=m.return_indices)
-    if type(m) is torch.nn.AvgPool2d:
+    if _kind(m) is torch.nn.AvgPool2d:
         return _pool(nn.AvgPool2d, m.kernel_size, m.stride, m.padding, 1, m.ceil_mode,
                      count_include_pad=m.count_include_pad, divisor_override=m.divisor_override)
-    if type(m) is torch.nn.AdaptiveAvgPool2d and m.output_size in (1, (1, 1)):
+    if _kind(m) is torch.nn.AdaptiveAvgPool2d and m.output_size in (1, (1, 1)):
         return nn.GlobalAvgPool()
-    if type(m) is torch.nn.Softmax and m.dim in (1, -1):
+    if _kind(m) is torch.nn.Softmax and m.dim in (1, -1):
         return nn.Softmax()
-    if type(m) is torch.nn.Flatten and m.start_dim == 1 and m.end_dim == -1:
+    if _kind(m) is torch.nn.Flatten and m.start_dim == 1 and m.end_dim == -1:
         return nn.Flatten()
     raise Untranslatable(f"module {type(m).__name__}")
 

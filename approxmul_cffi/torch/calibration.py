@@ -8,7 +8,7 @@ follows a layer becomes its output clamp, as in ``approxmul evaluate``.
 >>> import torch
 >>> net = torch.nn.Sequential(torch.nn.Conv2d(1, 2, 3), torch.nn.ReLU(), torch.nn.Flatten(),
 ...                           torch.nn.Linear(8, 2))
->>> plans, how, why = plan(net, [torch.rand(4, 1, 4, 4)], quant.QuantConfig(), ["0", "3"])
+>>> plans, how, why, pools = plan(net, [torch.rand(4, 1, 4, 4)], quant.QuantConfig(), ["0", "3"])
 >>> how, sorted(plans), plans["0"]["sample_shape"], plans["0"]["node"].activation
 ('graph', ['0', '3'], (1, 4, 4), 'relu')
 """
@@ -21,7 +21,10 @@ import torch
 from .. import nn, quant
 from ._common import ApproximationError
 from ._translate import Untranslatable, translate
-from .layer import ApproxLayer
+from .layer import ApproxLayer, GridAveragePool
+
+# the modules the graph's average pools come from (AdaptiveAvgPool2d only to 1x1)
+_AVERAGE_POOLS = (torch.nn.AvgPool2d, torch.nn.AdaptiveAvgPool2d)
 
 def _plan_from_graph(model, batches, config, correct):
     sample = batches[0]
@@ -42,7 +45,20 @@ def _plan_from_graph(model, batches, config, correct):
             fused_bn = readers[0].name
         plan[node.name] = dict(node=node.layer, bn=fused_bn,
                                sample_shape=graph.shapes[float_nodes[node.name].inputs[0]])
-    return plan
+    return plan, _average_pools(model, qmodel)
+
+
+def _average_pools(model, qmodel):
+    """{module name: its input grid} of the average-pooling modules in the
+    evaluator's graph (functional pools have no module to carry the grid)."""
+    modules = dict(model.named_modules())
+    pools = {}
+    for node in qmodel.nodes:
+        layer = getattr(node.layer, "layer", None)
+        if isinstance(node.layer, nn.CodeOp) and isinstance(layer, (nn.AvgPool2d, nn.GlobalAvgPool)) \
+                and not layer.requantize and isinstance(modules.get(node.name), _AVERAGE_POOLS):
+            pools[node.name] = node.layer.out_qparams
+    return pools
 
 
 def _node_for(module, name, in_range, out_range, config):
@@ -103,20 +119,22 @@ def _plan_by_layer(model, batches, config, selected):
 
 
 def plan(model, batches, config, selected, correct=None):
-    """{layer: its integer node, folded BN, input shape}, how, why; ``correct``: the
-    multipliers ({layer: Multiplier}) to apply bias correction for, or None."""
-    float_layers = [m for m in model.modules() if isinstance(m, ApproxLayer)]
+    """{layer: its integer node, folded BN, input shape}, how, why, {average pool:
+    its input grid}; ``correct``: the multipliers ({layer: Multiplier}) to apply
+    bias correction for, or None."""
+    float_layers = [m for m in model.modules() if isinstance(m, (ApproxLayer, GridAveragePool))]
     for m in float_layers:
         m._q_float = True
     try:
         try:
-            return _plan_from_graph(model, batches, config, correct), "graph", None
+            layers, pools = _plan_from_graph(model, batches, config, correct)
+            return layers, "graph", None, pools
         except Untranslatable as e:
             if correct is not None:
                 raise ApproximationError(
                     f"bias correction runs the evaluator's graph, and torch.fx cannot translate "
                     f"this model ({e}); approximate it without bias_correction") from None
-            return _plan_by_layer(model, batches, config, selected), "per-layer", str(e)
+            return _plan_by_layer(model, batches, config, selected), "per-layer", str(e), {}
     finally:
         for m in float_layers:
             m._q_float = False

@@ -208,6 +208,64 @@ class ApproxLayer:
         return f"{super().extra_repr()}, multiplier={spec!r}, gradient={self.q_gradient!r}"
 
 
+class GridAveragePool:
+    """Mixed into an ``AvgPool2d`` or ``AdaptiveAvgPool2d(1)`` between approximate
+    layers: the evaluator's integer mean of its input's codes.
+
+    torch's mean of dequantized values lands a rounding error to either side
+    of a tie between two codes, where ``approxmul evaluate`` rounds the
+    integer mean half away from zero. So the pool quantizes its input with
+    its grid (the evaluator's: the scale its input carries), averages the
+    codes as the evaluator's ``nn.AvgPool2d``/``nn.GlobalAvgPool`` do (exact
+    integers in float64), and returns their real values; the gradient is
+    torch's own pool's (straight through the rounding). In torch operations,
+    so ``torch.compile`` traces it.
+    """
+
+    def _setup_grid(self, name, qparams):
+        self.q_name = name
+        self.q_grid = None if qparams is None else (
+            float(qparams.scale), int(qparams.zero_point), int(qparams.qmin), int(qparams.qmax))
+        self._q_float = False
+
+    def forward(self, x):
+        y = super().forward(x)
+        if self._q_float or self.q_grid is None:
+            return y
+        return _SnapToGrid.apply(y, self._grid_mean(x).reshape(y.shape))
+
+    def _grid_mean(self, x):
+        scale, zero, lo, hi = self.q_grid
+        with torch.no_grad():
+            # codes by QParams.quantize's rule, round half away from zero in float64
+            v = x.detach().to(torch.float64) / scale
+            codes = (torch.sign(v) * torch.floor(v.abs() + 0.5) + zero).clamp(lo, hi)
+            centered = codes - zero  # the mean of q - z is the same in both code domains
+            if isinstance(self, torch.nn.AdaptiveAvgPool2d):
+                total, count = centered.sum(dim=(-2, -1)), x.shape[-2] * x.shape[-1]
+            else:  # padded taps hold the zero point: centered 0
+                total = torch.nn.functional.avg_pool2d(
+                    centered, self.kernel_size, self.stride, self.padding, divisor_override=1)
+                kh, kw = (self.kernel_size,) * 2 if isinstance(self.kernel_size, int) \
+                    else self.kernel_size
+                count = kh * kw
+            # nn.windows.rounded_mean: sign(t) floor((2|t| + n) / 2n), exact in float64
+            mean = torch.sign(total) * torch.floor((2 * total.abs() + count) / (2 * count))
+            return (scale * mean).to(x.dtype)
+
+
+class _SnapToGrid(torch.autograd.Function):
+    """``exact``'s values with ``y``'s gradient."""
+
+    @staticmethod
+    def forward(ctx, y, exact):
+        return exact.clone()
+
+    @staticmethod
+    def backward(ctx, grad):
+        return grad, None
+
+
 class _FoldedBatchNorm:
     """A batch norm folded into the approximate layer before it: identity here,
     its parameters stay in place (state_dict unchanged)."""
