@@ -58,6 +58,9 @@ def assign(names, multipliers, kinds="Conv1d, Conv2d or Linear"):
     if not isinstance(multipliers, Mapping):
         m = _resolve(multipliers)
         return {name: m for name in names}
+    if not multipliers:
+        raise ApproximationError(f"the multiplier mapping is empty: it selects no layer; the "
+                                 f"model's layers: {', '.join(names)}")
     out, unmatched = {}, []
     resolved = {pattern: _resolve(m) for pattern, m in multipliers.items()}
     for pattern in multipliers:  # exact names first, then patterns in the given order

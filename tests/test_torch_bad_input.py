@@ -129,3 +129,32 @@ def test_linear_takes_any_leading_sizes():
     assert torch.allclose(bias_grad, np_expected)
     with pytest.raises(ApproximationError, match=r"layer '0' takes 8 input features.*\(5, 9, 6\)"):
         approx(torch.randn(5, 9, 6))
+
+
+def test_calibration_and_mapping_mistakes_are_explained():
+    x = torch.rand(4, 1, 6, 6)
+    with pytest.raises(ApproximationError, match=r"mapping is empty.*layers: 0, 2"):
+        approximate(_net(), {}, calibration=CAL)
+    with pytest.raises(ApproximationError, match=r"batches are dicts \(keys 'image'\)"):
+        approximate(_net(), "exact", calibration=[{"image": x}])
+    with pytest.raises(ApproximationError, match=r"different shapes \(1, 6, 6\), \(1, 7, 7\)"):
+        approximate(_net(), "exact", calibration=[x, torch.rand(4, 1, 7, 7)])
+    # a list of unbatched samples: the model's own error, named as calibration's
+    with pytest.raises(ApproximationError, match=r"fails on the calibration data.*\(6, 6\).*"
+                                                 r"RuntimeError"):
+        approximate(_net(), "exact", calibration=[[x[0], x[1]]])
+
+
+def test_pickling_an_approximated_model_says_what_to_do():
+    import io
+    approx = approximate(_net(), "exact", calibration=CAL)
+    with pytest.raises(ApproximationError, match="cannot be pickled.*state_dict"):
+        torch.save(approx, io.BytesIO())
+    buffer = io.BytesIO()
+    torch.save(approx.state_dict(), buffer)  # what it says works
+    buffer.seek(0)
+    float_net = _net()
+    float_net.load_state_dict(torch.load(buffer))  # the float model's keys
+    fresh = approximate(float_net, "exact", calibration=CAL)
+    with torch.no_grad():
+        assert torch.equal(fresh(CAL[0]), approx(CAL[0]))

@@ -25,11 +25,24 @@ def batches(calibration):
     for batch in items:
         if isinstance(batch, (tuple, list)):
             batch = batch[0]  # (inputs, labels) from a DataLoader
-        batch = torch.as_tensor(batch)
+        if isinstance(batch, dict):
+            raise ApproximationError(
+                f"calibration batches are dicts (keys {', '.join(map(repr, batch))}); pass the "
+                "model's input tensors, e.g. [b['image'] for b in loader]")
+        try:
+            batch = torch.as_tensor(batch)
+        except (TypeError, ValueError, RuntimeError) as e:
+            raise ApproximationError(f"a calibration batch of type {type(batch).__name__} is "
+                                     f"not a tensor: {e}") from None
         check_input(batch, "calibration batch")
         out.append(batch)
     if not out:
         raise ApproximationError("calibration data is empty")
+    shapes = sorted({tuple(b.shape[1:]) for b in out})
+    if len(shapes) > 1:  # the ranges are one set per layer, over samples of one shape
+        raise ApproximationError(f"calibration batches have samples of different shapes "
+                                 f"{', '.join(map(str, shapes))}; calibrate on inputs shaped "
+                                 "as in use")
     return out
 
 

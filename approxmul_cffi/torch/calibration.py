@@ -118,6 +118,22 @@ def _plan_by_layer(model, batches, config, selected):
     return plan
 
 
+def _check_runs(model, batch):
+    """The model's own error on a calibration sample, as the adapter's."""
+    was_training = model.training
+    model.eval()
+    try:
+        with torch.no_grad():
+            model(batch[:1])
+    except Exception as e:  # whatever the model's forward raises
+        raise ApproximationError(
+            f"the model fails on the calibration data (samples of shape "
+            f"{tuple(batch.shape[1:])}, batches of {batch.shape[0]}): {type(e).__name__}: {e}"
+        ) from None
+    finally:
+        model.train(was_training)
+
+
 def plan(model, batches, config, selected, correct=None):
     """{layer: its integer node, folded BN, input shape}, how, why, {average pool:
     its input grid}; ``correct``: the multipliers ({layer: Multiplier}) to apply
@@ -126,6 +142,7 @@ def plan(model, batches, config, selected, correct=None):
     for m in float_layers:
         m._q_float = True
     try:
+        _check_runs(model, batches[0])
         try:
             layers, pools = _plan_from_graph(model, batches, config, correct)
             return layers, "graph", None, pools

@@ -63,6 +63,12 @@ class ApproxLayer:
         new.q_key = _op.register(new)
         return new
 
+    def __getstate__(self):
+        # the multiplier is a handle into the C library: nothing to pickle
+        raise ApproximationError(
+            f"layer {self.q_name!r}: an approximated model cannot be pickled (torch.save of "
+            "the whole module); save its state_dict and approximate the float model again")
+
     # ---- shapes
     def conv_in_shape(self, shape):
         return (shape[0], shape[1], 1, shape[2]) if self.q_conv1d else tuple(shape)
