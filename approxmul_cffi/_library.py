@@ -1,8 +1,9 @@
 """Find, open and check the approxmul shared library (cffi ABI mode).
 
 Lookup order: the APPROXMUL_LIBRARY environment variable, then the copy
-installed inside this package. The first that opens wins; if none does, one
-error lists every path tried and why it failed. Nothing is compiled here.
+installed inside this package. The first that opens and is approxmul's wins;
+if none does, one error lists every path tried and why it failed (the
+approxmul command prints it as one line). Nothing is compiled here.
 """
 
 import importlib.resources
@@ -53,24 +54,56 @@ def _open():
         except OSError as error:
             tried.append(f"  {path} ({origin}): {error}")
             continue
+        try:
+            library.approxmul_abi_version  # another library that merely opens is no use
+        except AttributeError:
+            ffi.dlclose(library)
+            tried.append(f"  {path} ({origin}): not an approxmul library (it has no "
+                         "approxmul_abi_version function)")
+            continue
         if tried:  # an explicit APPROXMUL_LIBRARY failed: say so rather than hide it
             warnings.warn("approxmul: using " + path + " after failing to open:\n" +
                           "\n".join(tried), RuntimeWarning, stacklevel=3)
         return library, path
-    raise LibraryNotFoundError(
-        "cannot open the approxmul library; tried:\n" + "\n".join(tried) +
-        "\nInstall the package with 'pip install .' or point APPROXMUL_LIBRARY at a built "
-        + LIBRARY_FILE
-    )
+    _fail("cannot open the approxmul library; tried:\n" + "\n".join(tried) +
+          "\nInstall the package with 'pip install .' or point APPROXMUL_LIBRARY at a built "
+          + LIBRARY_FILE)
+
+
+def _command_line():
+    """Whether this process is the approxmul command starting: its console script, or
+    ``python -m approxmul_cffi`` (or ``approxmul_cffi.cli``), whose promise is one line per
+    error and no traceback. Their import of this package is where the library is opened."""
+    if sys.argv[:1] == ["-m"]:  # python -m, while the module is being found
+        argv = getattr(sys, "orig_argv", None)  # Python >= 3.10
+        if argv is None and os.path.isfile("/proc/self/cmdline"):  # 3.9 on Linux
+            with open("/proc/self/cmdline", "rb") as handle:
+                argv = os.fsdecode(handle.read()).split("\0")[:-1]
+        if not argv or len(argv) < len(sys.argv):
+            return False
+        module = argv[-len(sys.argv)]  # what follows -m, then the module's own arguments
+        module = module[2:] if module.startswith("-m") else module
+        return module in ("approxmul_cffi", "approxmul_cffi.cli")
+    # the console script, as pip writes it (named so until its main() runs)
+    return bool(sys.argv) and os.path.basename(sys.argv[0]) in (
+        "approxmul", "approxmul.exe", "approxmul-script.py", "approxmul-script.pyw")
+
+
+def _fail(message):
+    """Raise LibraryNotFoundError; the approxmul command prints it as one line and exits 2."""
+    if _command_line():
+        head, *rest = [part.strip() for part in message.splitlines()]
+        line = f"{head} {'; '.join(rest)}" if rest else head
+        print(f"approxmul: error: {line}", file=sys.stderr)
+        raise SystemExit(2)
+    raise LibraryNotFoundError(message)
 
 
 raw_lib, LIBRARY_PATH = _open()
 
 if raw_lib.approxmul_abi_version() != ABI_VERSION:
-    raise LibraryNotFoundError(
-        f"{LIBRARY_PATH} has ABI version {raw_lib.approxmul_abi_version()}, "
-        f"but this approxmul_cffi was written for ABI version {ABI_VERSION}"
-    )
+    _fail(f"{LIBRARY_PATH} has ABI version {raw_lib.approxmul_abi_version()}, "
+          f"but this approxmul_cffi was written for ABI version {ABI_VERSION}")
 
 
 # approxmul_status value -> exception class, the values read from the library

@@ -38,11 +38,14 @@ import os
 import re
 import shutil
 import subprocess
+import sys
 import tempfile
+import warnings
 
 from ._library import c_string, check, ffi, lib
 from . import multipliers
-from .errors import ApproxmulError, FormatError, InvalidArgumentError, UnsupportedError
+from .errors import (ApproxmulError, FormatError, InvalidArgumentError, OperandRangeError,
+                     UnsupportedError)
 
 #: the ports a netlist is read with unless told otherwise
 DEFAULT_PORTS = {"a": "A", "b": "B", "out": "O"}
@@ -50,6 +53,25 @@ DEFAULT_PORTS = {"a": "A", "b": "B", "out": "O"}
 _YOSYS_SECONDS = 600  # a flattened design far beyond any multiplier
 _YOSYS_SCRIPT = ("read_verilog {source}; hierarchy {top}; proc; flatten; opt; techmap; opt; "
                  "abc -g AND,NAND,OR,NOR,XOR,XNOR,MUX; opt_clean; write_verilog -noattr {target}")
+
+
+class NetlistSignednessWarning(UserWarning):
+    """A netlist read unsigned (or signed) that looks written the other way.
+
+    Its header says so (approxmul writes ``// spec = FAMILY:...,signed=1,...``),
+    or, without such a header and up to 8 bits, its products are far from
+    the exact product as read and much nearer read the other way. Read in
+    the wrong signedness a good multiplier looks like noise (networks then
+    run at chance). ``where`` names the netlist, ``signed`` is the reading
+    and ``reason`` says why the other one looks right.
+    """
+
+    def __init__(self, where, signed, reason):
+        other = "unsigned" if signed else "signed"
+        super().__init__(f"{where}: read {'signed' if signed else 'unsigned'}, but {reason}: "
+                         f"probably {other} (pass signed={not signed}, or "
+                         f"?signed={int(not signed)} in a verilog: spec)")
+        self.where, self.signed, self.reason = where, bool(signed), reason
 
 
 class NetlistError(FormatError):
@@ -137,18 +159,13 @@ class Netlist:
                 data, len(data), *names, cells if cells is not None else ffi.NULL,
                 len(cells) if cells is not None else 0, handle), self.path)
         except UnsupportedError as unsupported:
-            try:
-                lowered = _lower_with_yosys(data, module, self.path)
-            except FormatError as error:  # both reasons: this reader's and Yosys's
-                raise FormatError(f"{unsupported}; {error}") from None
-            if lowered is None:
-                raise
+            lowered = _lower_with_yosys(data, module, self.path, unsupported)
             try:
                 _check_netlist(lib.approxmul_netlist_parse(
                     lowered, len(lowered), *names, cells if cells is not None else ffi.NULL,
                     len(cells) if cells is not None else 0, handle), None)
-            except ApproxmulError as error:  # Yosys kept something this reader cannot take
-                raise type(error)(f"{unsupported}; and after lowering by Yosys: {error}") from None
+            except ApproxmulError as error:  # what Yosys's output still has: said once
+                raise _after_lowering(error, unsupported, self.path) from None
         self._handle = ffi.gc(handle[0], lib.approxmul_netlist_destroy)
         self.metadata = _metadata(self.info())
 
@@ -195,10 +212,29 @@ def _check_netlist(status, path):
         match = re.match(r"line (\d+):", message)
         prefix = f"{path}: " if path else ""
         raise NetlistError(prefix + message, int(match.group(1)) if match else None) from None
-    except UnsupportedError as error:
+    except (UnsupportedError, InvalidArgumentError) as error:
         if path:
-            raise UnsupportedError(f"{path}: {error}") from None
+            raise type(error)(f"{path}: {error}") from None
         raise
+
+
+def _after_lowering(error, unsupported, path):
+    """The one error for a netlist that Yosys lowered but this reader still cannot take.
+
+    Yosys dealt with the construct the first reading stopped at, so that
+    reason is dropped, unless Yosys kept the very same construct (unknown
+    standard cells, which it leaves as instances): then the first reading's
+    message, which cites the user's line, is the one given. Line numbers of
+    Yosys's output mean nothing to the user and are left out.
+    """
+    prefix = f"{path}: " if path else ""
+    message = re.sub(r"^line \d+: ", "", str(error))
+    first = re.sub(r"^line \d+: ", "", str(unsupported)[len(prefix):])
+    if isinstance(error, UnsupportedError) and message == first:
+        return unsupported
+    if isinstance(error, InvalidArgumentError):  # ports or module: about the design itself
+        return type(error)(prefix + message)
+    return type(error)(f"{prefix}after lowering by Yosys: {message}")
 
 
 def _metadata(info):
@@ -227,11 +263,18 @@ def yosys_path():
     return shutil.which("yosys")
 
 
-def _lower_with_yosys(data, module, path):
-    """The design flattened and lowered to simple gates by Yosys, or None without Yosys."""
+def _lower_with_yosys(data, module, path, unsupported):
+    """The design flattened and lowered to simple gates by Yosys.
+
+    ``unsupported`` is why the plain reader refused it: raised with the
+    advice to install Yosys when Yosys is not found, or with Yosys's own
+    reason when Yosys fails too.
+    """
     yosys = yosys_path()
     if yosys is None:
-        return None
+        raise UnsupportedError(f"{unsupported}; install Yosys (Debian package yosys) to "
+                               "read other Verilog (behavioural code, hierarchies of modules)") \
+            from None
     with tempfile.TemporaryDirectory(prefix="approxmul-yosys-") as work:
         source = os.path.join(work, "design.v")
         target = os.path.join(work, "lowered.v")
@@ -243,11 +286,14 @@ def _lower_with_yosys(data, module, path):
             result = subprocess.run([yosys, "-q", "-p", script], capture_output=True, text=True,
                                     timeout=_YOSYS_SECONDS)
         except subprocess.TimeoutExpired:
-            raise FormatError(f"Yosys did not finish lowering it within {_YOSYS_SECONDS} s") from None
+            raise FormatError(f"{unsupported}; Yosys did not finish lowering it within "
+                              f"{_YOSYS_SECONDS} s") from None
         if result.returncode != 0:
             lines = [line for line in (result.stderr + result.stdout).splitlines() if line.strip()]
             reason = lines[-1] if lines else f"exit status {result.returncode}"
-            raise FormatError(f"Yosys could not lower it either: {reason}")
+            # Yosys names its copy of the design: the user knows it by their own name
+            reason = reason.replace(source, path or "the netlist")
+            raise FormatError(f"{unsupported}; Yosys could not lower it either: {reason}")
         with open(target, "rb") as handle:
             return handle.read()
 
@@ -260,7 +306,9 @@ def from_verilog(source, module=None, a="A", b="B", out="O", signed=False, cell_
     module of several; ``signed`` reads operands and product as two's
     complement; ``cell_map`` gives the functions of standard cells (see
     :func:`cell_map_text`). From a path the multiplier keeps a spec
-    ``verilog:PATH?...`` that rebuilds it (pickling, Dask workers).
+    ``verilog:PATH?...`` that rebuilds it (pickling, Dask workers). A
+    netlist that looks written in the other signedness (its header, or its
+    products) gives a :class:`NetlistSignednessWarning`.
 
     >>> import os, tempfile
     >>> path = os.path.join(tempfile.mkdtemp(), "trunc.v")
@@ -270,7 +318,19 @@ def from_verilog(source, module=None, a="A", b="B", out="O", signed=False, cell_
     (11008, True)
     """
     netlist = Netlist(source, module=module, a=a, b=b, out=out, cell_map=cell_map)
-    m = netlist.multiplier(signed=signed)
+    where = netlist.path or "the netlist"
+    header = _header_signedness(netlist.metadata)
+    try:
+        m = netlist.multiplier(signed=signed)
+    except OperandRangeError as error:
+        if header is None or header[0] == bool(signed):
+            raise
+        raise OperandRangeError(f"{error}; {where}: {header[1]}") from None
+    reason = header[1] if header is not None and header[0] != bool(signed) else None
+    if header is None and m.bits <= 8:
+        reason = _products_fit_the_other_signedness(netlist, m, signed)
+    if reason is not None:
+        warnings.warn(NetlistSignednessWarning(where, signed, reason), stacklevel=_user_level())
     if netlist.path is not None and (cell_map is None or not _is_inline(cell_map)):
         options = [f"signed={int(bool(signed))}"]
         for key, value, default in (("module", module, None), ("a", a, "A"), ("b", b, "B"),
@@ -281,6 +341,46 @@ def from_verilog(source, module=None, a="A", b="B", out="O", signed=False, cell_
             options.append(f"cells={os.path.abspath(os.fspath(cell_map))}")
         m._spec = f"verilog:{netlist.path}?" + "&".join(options)
     return m
+
+
+def _user_level():
+    """The warnings stacklevel, seen from its caller, of the first frame outside the package."""
+    package = os.path.dirname(os.path.abspath(__file__)) + os.sep
+    frame, level = sys._getframe(1), 1
+    while frame.f_back is not None and \
+            os.path.abspath(frame.f_code.co_filename).startswith(package):
+        frame, level = frame.f_back, level + 1
+    return level
+
+
+def _header_signedness(metadata):
+    """(signed, reason) from the header's ``// spec = ...`` (approxmul writes it), or None.
+
+    >>> _header_signedness({"spec": ("bam:bits=8,signed=1,hbl=0,vbl=7", "")})
+    (True, 'its header says it was written as bam:bits=8,signed=1,hbl=0,vbl=7')
+    """
+    spec = str(metadata.get("spec", ("", ""))[0])
+    match = re.fullmatch(r"[a-z_0-9]+:(?:.*,)?signed=([01])(?:,.*)?", spec)
+    if match is None:
+        return None
+    return match.group(1) == "1", f"its header says it was written as {spec}"
+
+
+def _products_fit_the_other_signedness(netlist, m, signed):
+    """Why the products look written in the other signedness, or None (as for table files)."""
+    from . import conventions
+
+    try:
+        other = netlist.multiplier(signed=not signed)
+    except ApproxmulError:  # products outside the other reading's range
+        return None
+    assessed = [(bool(signed), "raw", m.metrics()["mae_percent"]),
+                (not signed, "raw", other.metrics()["mae_percent"])]
+    found = conventions.mismatch(assessed, bool(signed), "raw")
+    if found is None:
+        return None
+    return (f"its products are {found[0]:.3g} % (MAE, of 4^n) away from the exact product, "
+            f"and {found[1][2]:.3g} % read {'unsigned' if signed else 'signed'}")
 
 
 def _is_inline(cell_map):

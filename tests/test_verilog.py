@@ -242,9 +242,13 @@ def test_cells_without_a_map(monkeypatch):
                        r"\(standard cells need a cell map\)"):
         am.Multiplier.from_verilog(text)
     monkeypatch.undo()
-    # Yosys cannot know the cells either: both reasons are given
-    with pytest.raises(UnsupportedError, match="standard cells need a cell map.*after lowering by Yosys"):
+    # Yosys cannot know the cells either (it keeps them): the same reason, once, at the
+    # netlist's own line rather than a line of Yosys's output
+    with pytest.raises(UnsupportedError) as error:
         am.Multiplier.from_verilog(text)
+    assert str(error.value).startswith("line 6: instance of 'NAND2X1'")
+    assert str(error.value).count("standard cells need a cell map") == 1
+    assert "Yosys" not in str(error.value)
 
 
 def test_cell_map_errors():
@@ -446,3 +450,168 @@ def test_cli_netlist_metrics_and_evaluate(tmp_path):
     out = cli("metrics", str(bad), cwd=tmp_path)
     assert out.returncode == 2 and "Traceback" not in out.stderr
     assert f"{bad}: line 5: net 'O[0]' is driven twice" in out.stderr
+
+
+# ---------------------------------------------------------------- signedness of netlists
+
+SIGNED_SPEC = "truncated:bits=8,signed=1,cut=6,correct=1"
+
+
+def without_header(text):
+    return "\n".join(line for line in text.splitlines() if not line.startswith("//")) + "\n"
+
+
+def one_line_error(out, command):
+    assert out.returncode == 2, (out.stdout, out.stderr)
+    assert out.stderr.count("\n") == 1 and "Traceback" not in out.stderr, out.stderr
+    assert out.stderr.startswith(f"approxmul {command}: error: ")
+    return out.stderr
+
+
+def test_cli_signed_flag_reads_a_netlist_signed(tmp_path):
+    # a signed netlist written by `approxmul netlist`, read with --signed as a table file is
+    out = cli("netlist", "--family", SIGNED_SPEC, cwd=tmp_path)
+    assert out.returncode == 0, out.stderr
+    path = tmp_path / "st.v"
+    path.write_text(out.stdout)
+    family = am.multiplier(SIGNED_SPEC).metrics()
+    out = cli("metrics", "--json", str(path), "--signed", cwd=tmp_path)
+    assert out.returncode == 0 and out.stderr == "", out.stderr
+    row = json.loads(out.stdout)[0]
+    assert row["spec"] == f"verilog:{path}?signed=1" and row["signed"] is True
+    assert row["mae"] == family["mae"] and row["wce"] == family["wce"]
+    # relative paths and verilog: specs without signed= take --signed too
+    for spec in ("st.v", f"verilog:{path}", f"verilog:{path}?module="
+                 "truncated_bits_8_signed_1_cut_6_correct_1"):
+        out = cli("metrics", "--json", spec, "--signed", cwd=tmp_path)
+        assert out.returncode == 0, out.stderr
+        assert json.loads(out.stdout)[0]["mae"] == family["mae"], spec
+    # evaluate: the netlist's error is the family's, not chance accuracy
+    out = cli("evaluate", "--limit", "40", "-m", str(path), "--multiplier", SIGNED_SPEC,
+              "--signed", "--threads", "1", "--json", "r.json", "--no-progress", cwd=tmp_path)
+    assert out.returncode == 0, out.stderr
+    rows = json.loads((tmp_path / "r.json").read_text())
+    same = ("mae_percent", "wce_percent", "top1", "delta_vs_exact")
+    assert [rows[-2][k] for k in same] == [rows[-1][k] for k in same]
+
+
+def test_cli_refuses_a_netlist_whose_header_says_signed_read_unsigned(tmp_path):
+    path = tmp_path / "st.v"
+    path.write_text(am.multiplier(SIGNED_SPEC).to_verilog())
+    for command in (["metrics", str(path)],
+                    ["evaluate", "--limit", "8", "-m", str(path), "--no-progress"]):
+        error = one_line_error(cli(*command, cwd=tmp_path), command[0])
+        assert f"{path}: read unsigned, but its header says it was written as {SIGNED_SPEC}" \
+            in error
+        assert "pass --signed" in error
+    # stated (signed=0 in the spec): read as said, with a warning
+    out = cli("metrics", "--json", f"verilog:{path}?signed=0", cwd=tmp_path)
+    assert out.returncode == 0, out.stderr
+    assert json.loads(out.stdout)[0]["signed"] is False
+    assert out.stderr == (f"approxmul: warning: {path}: read unsigned, but its header says it "
+                          f"was written as {SIGNED_SPEC}\n")
+    # an unsigned netlist read with --signed: a warning too
+    unsigned = tmp_path / "ut.v"
+    unsigned.write_text(am.multiplier("truncated:bits=8,cut=6").to_verilog())
+    out = cli("metrics", str(unsigned), "--signed", cwd=tmp_path)
+    assert out.returncode == 0 and "read signed, but its header says" in out.stderr
+
+
+def test_netlist_read_in_the_other_signedness_warns(tmp_path):
+    import warnings
+
+    path = tmp_path / "st.v"
+    path.write_text(am.multiplier(SIGNED_SPEC).to_verilog())
+    with pytest.warns(verilog.NetlistSignednessWarning, match="read unsigned, but its header says "
+                      f"it was written as {SIGNED_SPEC}: probably signed") as caught:
+        m = am.multiplier(str(path))
+    assert caught[0].filename == __file__  # the user's line, not the package's
+    assert m.signed is False
+    # headerless: judged by the products, as table files are
+    bare = without_header(am.multiplier("exact:bits=6,signed=1").to_verilog())
+    with pytest.warns(verilog.NetlistSignednessWarning,
+                      match=r"its products are 4\d\.\d % .* and 0 % read signed"):
+        am.Multiplier.from_verilog(bare)
+    unsigned = without_header(am.multiplier("bam:bits=8,hbl=1,vbl=5").to_verilog())
+    with pytest.warns(verilog.NetlistSignednessWarning, match="read signed, but its products"):
+        am.Multiplier.from_verilog(unsigned, signed=True)
+    with warnings.catch_warnings():  # read as written: not a word
+        warnings.simplefilter("error")
+        assert am.multiplier(str(path), signed=True).signed
+        am.Multiplier.from_verilog(bare, signed=True)
+        am.Multiplier.from_verilog(unsigned)
+        am.multiplier(fixture("mul3_primitives.v"))
+
+
+# ---------------------------------------------------------------- one reason per error
+
+PORTS_XYZ = ("module m (X, Y, Z);\n  input [3:0] X, Y;\n  output [7:0] Z;\n"
+             "  assign Z = X * Y;\nendmodule\n")
+
+CELLS_NO_MAP = ("// a standard-cell netlist\nmodule c2 (A, B, O);\n  input [1:0] A;\n"
+                "  input [1:0] B;\n  output [3:0] O;\n  wire n1;\n\n\n\n"
+                "  NAND2 u1 (.A(A[0]), .B(B[0]), .Y(n1));\n  INV u2 (.A(n1), .Y(O[0]));\n"
+                "  assign O[3:1] = 3'b000;\nendmodule\n")
+
+
+def test_errors_after_lowering_by_yosys_give_one_reason(tmp_path):
+    assert verilog.yosys_path(), "Yosys is required (Debian package yosys; CI installs it)"
+    xyz = tmp_path / "xyz.v"
+    xyz.write_text(PORTS_XYZ)
+    # Yosys lowered the '*': what is left is the ports, in the user's file
+    with pytest.raises(InvalidArgumentError) as error:
+        am.multiplier(str(xyz))
+    assert str(error.value) == (f"{xyz}: module 'm' has no input 'A' (the first operand); its "
+                                "ports: input X[3:0], input Y[3:0], output Z[7:0]; name the "
+                                "ports with a=")
+    assert am.multiplier(f"verilog:{xyz}?a=X&b=Y&out=Z").product(15, 15) == 225
+    error = one_line_error(cli("netlist", str(xyz), cwd=tmp_path), "netlist")
+    assert f"{xyz}: module 'm' has no input 'A'" in error
+    assert error.rstrip().endswith("name them with --a, --b and --out")
+    assert "Yosys" not in error and "operator" not in error
+    out = cli("netlist", str(xyz), "--a", "X", "--b", "Y", "--out", "Z", "--json", cwd=tmp_path)
+    assert out.returncode == 0 and json.loads(out.stdout)["bits"] == 4
+    error = one_line_error(cli("metrics", "xyz.v", cwd=tmp_path), "metrics")  # specs name ports
+    assert f"{xyz}: module 'm' has no input 'A'" in error and "Yosys" not in error
+    assert error.rstrip().endswith(f"name them in a spec: verilog:{xyz}?a=..&b=..&out=..")
+    out = cli("metrics", "--json", "verilog:xyz.v?a=X&b=Y&out=Z", cwd=tmp_path)
+    assert out.returncode == 0 and json.loads(out.stdout)[0]["mae"] == 0
+    # cells without a map: Yosys keeps them; the reason once, at the user's line
+    cells = tmp_path / "cells.v"
+    cells.write_text(CELLS_NO_MAP)
+    for command in ("netlist", "metrics"):
+        error = one_line_error(cli(command, str(cells), cwd=tmp_path), command)
+        assert f"{cells}: line 10: instance of 'NAND2', which is no gate primitive" in error
+        assert error.count("NAND2") == 1 and "Yosys" not in error and "line 11" not in error
+        assert ("--cell-map FILE" in error) == (command == "netlist")
+    # Yosys fails too: both reasons, Yosys's naming the user's file, not its copy
+    broken = tmp_path / "broken.v"
+    broken.write_text("module m(input [3:0] A, B, output [7:0] O);\n  assign O = A * B +;\n"
+                      "endmodule\n")
+    error = one_line_error(cli("metrics", str(broken), cwd=tmp_path), "metrics")
+    assert f"{broken}: line 2: operator '*'" in error
+    assert f"Yosys could not lower it either: {broken}:2:" in error
+    assert "approxmul-yosys-" not in error and "install Yosys" not in error
+
+
+def test_without_yosys_the_advice_to_install_it_is_given_once(tmp_path, monkeypatch):
+    monkeypatch.setattr(verilog, "yosys_path", lambda: None)
+    xyz = tmp_path / "xyz.v"
+    xyz.write_text(PORTS_XYZ)
+    with pytest.raises(UnsupportedError) as error:
+        am.multiplier(str(xyz))
+    message = str(error.value)
+    assert message.startswith(f"{xyz}: line 4: operator '*' (arithmetic or comparison)")
+    assert message.count("install Yosys (Debian package yosys)") == 1
+
+
+def test_cli_netlist_help_and_family_options(tmp_path):
+    out = cli("netlist", "--help", cwd=tmp_path)
+    assert out.returncode == 0, out.stderr
+    assert "``" not in out.stdout and "(// NAME = value unit)" in out.stdout
+    for extra in (["--json"], ["--a", "X"], ["--cell-map", "cells.json"]):
+        error = one_line_error(cli("netlist", "--family", "exact", *extra, cwd=tmp_path),
+                               "netlist")
+        assert f"{extra[0]}: options for reading FILE.v" in error
+    out = cli("netlist", "--family", "exact:bits=2", cwd=tmp_path)
+    assert out.returncode == 0 and "module exact_bits_2_signed_0" in out.stdout

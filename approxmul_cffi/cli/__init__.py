@@ -88,7 +88,7 @@ def check_outputs(outputs):
 def add_table_options(parser):
     """--signed and --order: how table files named on the command line are read."""
     parser.add_argument("--signed", action="store_true",
-                        help="table files hold signed (two's-complement) operands")
+                        help="table files and netlists hold signed (two's-complement) operands")
     parser.add_argument("--order", choices=("raw", "twos", "offset"),
                         help="row order of signed table files (default raw; see "
                              "docs/multipliers.md)")
@@ -101,12 +101,14 @@ def _flags(signed, order):
 
 
 def load_multiplier(spec, args):
-    """A Multiplier for a command-line spec; table files are read as --signed/--order say.
+    """A Multiplier for a command-line spec; table files (and netlists) read as --signed/--order say.
 
     A table that lies far from the exact product as read, while another
     convention fits it much better, is refused naming the flags that fit,
     unless the flags stated the parts that differ (then it is a warning on
-    stderr).
+    stderr). Netlists (``FILE.v``, ``verilog:`` specs without ``signed=``)
+    are read signed with --signed; one whose header or products say it is
+    signed, read unsigned without a word about it, is refused the same way.
     Returns (multiplier, convention report or None) - the report, for table
     files: (path, [(signed, order, MAE %)], declared (signed, order)).
     """
@@ -116,17 +118,50 @@ def load_multiplier(spec, args):
     import approxmul_cffi as am
     from approxmul_cffi import conventions
     from approxmul_cffi.formats import EXTENSIONS
+    from approxmul_cffi.verilog import NetlistSignednessWarning
 
     signed, order = getattr(args, "signed", False), getattr(args, "order", None)
-    bare = not spec.startswith(("file:", "c:")) and os.path.splitext(spec)[1].lower() in EXTENSIONS
+    extension = os.path.splitext(spec)[1].lower()
+    bare = not spec.startswith(("file:", "c:", "verilog:")) and extension in EXTENSIONS
     if bare and (signed or order):
         spec = f"file:{os.path.abspath(spec)}?signed={int(signed)}&order={order or 'raw'}"
-    query = spec.partition("?")[2] if spec.startswith("file:") else ""
-    stated_signed = bool(signed or order) if bare else "signed=" in query
-    stated_order = order is not None if bare else "order=" in query
-    with warnings.catch_warnings():
+    netlist = spec.startswith("verilog:") or (not spec.startswith(("file:", "c:"))
+                                              and extension == ".v")
+    if netlist:  # --signed reads it signed, unless a verilog: spec says signed= itself
+        if not spec.startswith("verilog:"):
+            spec = f"verilog:{os.path.abspath(spec)}"
+        path, _, query = spec.partition("?")
+        said = re.search(r"(?:^|&)signed=", query) is not None
+        if signed and not said:
+            spec = f"{path}?{query}&signed=1" if query else f"{path}?signed=1"
+        stated_signed = signed or said
+    else:
+        query = spec.partition("?")[2] if spec.startswith("file:") else ""
+        stated_signed = bool(signed or order) if bare else "signed=" in query
+        stated_order = order is not None if bare else "order=" in query
+    with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("ignore", conventions.TableConventionWarning)  # judged below
-        m = am.multiplier(spec)
+        warnings.simplefilter("always", NetlistSignednessWarning)  # judged below
+        try:
+            m = am.multiplier(spec)
+        except am.InvalidArgumentError as error:  # ports: named as a command line names them
+            if not netlist:
+                raise
+            raise am.InvalidArgumentError(re.sub(
+                r"name the ports with (a|b|out)=$",
+                f"name them in a spec: {spec.partition('?')[0]}?a=..&b=..&out=..",
+                str(error))) from None
+    for warning in caught:
+        if not issubclass(warning.category, NetlistSignednessWarning):
+            warnings.showwarning(warning.message, warning.category, warning.filename,
+                                 warning.lineno)
+            continue
+        doubt = warning.message
+        text = f"{doubt.where}: read {'signed' if doubt.signed else 'unsigned'}, but {doubt.reason}"
+        if not stated_signed:  # read unsigned by default
+            raise UsageError(f"{text}: pass --signed (or give verilog:{doubt.where}?signed=0 "
+                             "to read it unsigned anyway)")
+        print(f"approxmul: warning: {text}", file=sys.stderr)
     if not (m.spec or "").startswith("file:"):
         return m, None
     path, _, query = m.spec[5:].partition("?")

@@ -8,11 +8,16 @@ subcommands read netlists as multipliers: ``approxmul metrics FILE.v``.
 """
 
 import json
+import re
+import sys
 
 
 def add_parser(subparsers):
+    from . import description
+
     parser = subparsers.add_parser("netlist", help="statistics of a Verilog netlist, or a "
-                                   "family's netlist", description=__doc__.split("\n\n", 1)[1])
+                                   "family's netlist",
+                                   description=description(sys.modules[__name__]))
     parser.add_argument("path", metavar="FILE.v", nargs="?", help="the netlist")
     parser.add_argument("--module", help="the module to read when the file has several")
     parser.add_argument("--a", default="A", help="first operand port (default A)")
@@ -41,16 +46,32 @@ def run(args):
     """
     from . import UsageError
     from .. import verilog
+    from ..errors import InvalidArgumentError, UnsupportedError
 
     if args.family is not None:
         if args.path is not None:
             raise UsageError("give either FILE.v or --family SPEC, not both")
+        ignored = [f"--{key.replace('_', '-')}" for key, default in FILE_OPTIONS.items()
+                   if getattr(args, key) != default]
+        if ignored:
+            raise UsageError(f"{', '.join(ignored)}: options for reading FILE.v; --family "
+                             "prints a netlist (save it to a file, then read that file with them)")
         print(verilog.family_verilog(args.family), end="")
         return 0
     if args.path is None:
         raise UsageError("expected FILE.v (or --family SPEC)")
-    info = verilog.Netlist(args.path, module=args.module, a=args.a, b=args.b, out=args.out,
-                           cell_map=args.cell_map).info()
+    try:
+        info = verilog.Netlist(args.path, module=args.module, a=args.a, b=args.b, out=args.out,
+                               cell_map=args.cell_map).info()
+    except InvalidArgumentError as error:  # the ports named as this command names them
+        raise InvalidArgumentError(re.sub(r"name the ports with (a|b|out)=$",
+                                          "name them with --a, --b and --out", str(error))) \
+            from None
+    except UnsupportedError as error:
+        if args.cell_map is None and "standard cells need a cell map" in str(error):
+            raise UnsupportedError(f"{error}; give the cells' functions with --cell-map FILE") \
+                from None
+        raise
     if args.json:
         print(json.dumps(info, indent=2))
         return 0
@@ -58,3 +79,7 @@ def run(args):
     for key, value in info.items():
         print(f"{key.ljust(width)}  {value}")
     return 0
+
+
+# the options that only reading FILE.v uses, with their defaults
+FILE_OPTIONS = {"module": None, "a": "A", "b": "B", "out": "O", "cell_map": None, "json": False}

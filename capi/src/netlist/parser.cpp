@@ -48,8 +48,7 @@ constexpr uint32_t kNone = 0xffffffffu;
 [[noreturn]] void unsupported(int line, const std::string &what) {
     fail(APPROXMUL_ERR_UNSUPPORTED,
          "line %d: %s; this reader takes gate-level netlists (wires, assign with ~ & | ^, "
-         "gate primitives, cells of a cell map); install Yosys (Debian package yosys) to "
-         "read other Verilog",
+         "gate primitives, cells of a cell map)",
          line, what.c_str());
 }
 
@@ -721,8 +720,7 @@ public:
         const auto found = cells_ ? cells_->find(cell_name) : CellMap::const_iterator();
         if (cells_ == nullptr || found == cells_->end())
             unsupported(line, "instance of '" + cell_name + "', which is no gate primitive" +
-                                  (cells_ ? " and not in the cell map" : " (standard cells need a cell map)") +
-                                  "; a module of a hierarchical design needs Yosys to flatten it");
+                                  (cells_ ? " and not in the cell map" : " (standard cells need a cell map)"));
         const Cell &cell = found->second;
         if (is("#")) unsupported(line, "parameters on a cell instance");
         const std::string instance = identifier("an instance name");
