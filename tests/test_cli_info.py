@@ -53,3 +53,15 @@ def test_multiplier_names_say_what_built_them():
     assert am.multiplier("drum:k=4").name == "drum"
     assert am.multiplier("truncated:cut=3,bits=12").name == "truncated"
     assert am.Multiplier.from_callable(lambda a, b: a * b, bits=4).name == "callback"
+
+
+def test_a_reader_that_goes_away_is_not_an_error():
+    # approxmul info | head -1: the pipe closes before the output is written
+    proc = subprocess.Popen([sys.executable, "-m", "approxmul_cffi", "metrics", "--csv", "exact",
+                             "drum:k=4", "drum:k=3", "truncated:bits=8,cut=4"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            cwd=tempfile.gettempdir())
+    proc.stdout.close()  # before anything is written
+    stderr = proc.stderr.read().decode()
+    assert proc.wait(timeout=120) == 0, stderr
+    assert "Broken pipe" not in stderr and "Traceback" not in stderr, stderr

@@ -203,6 +203,9 @@ def main(argv=None):
     args = parser.parse_args(argv)
     try:
         return args.run(args)
+    except BrokenPipeError:  # the reader went away (approxmul info | head): not an error
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # no flush error at exit
+        return 0
     except (UsageError, ApproxmulError, OSError) as error:
         print(f"approxmul {args.command}: error: {error}", file=sys.stderr)
         return 2
