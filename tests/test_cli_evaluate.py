@@ -86,7 +86,8 @@ def test_own_model_and_data_files(tmp_path):
     # wording belongs to whichever spec parser is in use; the spec must be named
     (["-m", "wallace:k=2"], ["wallace"]),
     (["-m", "drum:k=99"], []),
-    (["--model", "missing.json"], ["model file not found", "missing.json"]),
+    (["--model", "missing.json"], ["model file not found", "missing.json",
+                                   "bundled models: digits-lenet, mnist-lenet5"]),
     (["--data", "missing.npz"], ["data file not found"]),
     (["--limit", "0"], ["--limit must be at least 1"]),
     # checked before the evaluation runs
@@ -117,3 +118,40 @@ def test_a_single_array_is_not_a_data_file(tmp_path):
     np.save(tmp_path / "images.npy", np.zeros((2, 1, 8, 8), np.float32))
     assert_user_error(approxmul("evaluate", "--data", "images.npy", cwd=tmp_path),
                       "holds a single array", ".npz", "x, y")
+
+
+# ---------------------------------------------------------------------------
+# `approxmul layers` takes the bundled names `--model` takes
+
+
+@pytest.mark.parametrize("name", ["mnist-lenet5", "mnist_lenet5"])
+def test_layers_of_a_bundled_model_by_name(tmp_path, name):
+    proc = approxmul("layers", name, "--json", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    rows = {r["name"]: r for r in json.loads(proc.stdout)}
+    model = bundled_model("mnist-lenet5")
+    assert list(rows) == [node.name for node in model.nodes]
+    assert rows["fc3"]["output_shape"] == [10] and rows["fc3"]["macs"] == 84 * 10
+    default = json.loads(approxmul("layers", "--json", cwd=tmp_path).stdout)
+    assert json.loads(approxmul("layers", "digits-lenet", "--json", cwd=tmp_path).stdout) == \
+        default
+
+
+def test_layers_of_an_unknown_model_lists_the_bundled_names(tmp_path):
+    proc = approxmul("layers", "mnist-lenet", cwd=tmp_path)
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stderr
+    line, = proc.stderr.strip().splitlines()
+    assert line.startswith("approxmul layers: error: model file not found: mnist-lenet")
+    assert "digits-lenet, mnist-lenet5" in line
+
+
+def test_bundled_model_names_and_their_file_stems(tmp_path):
+    # evaluate, retrain, sweep and layers take both spellings alike
+    rows = []
+    for name in ("digits-lenet", "digits_lenet"):
+        proc = approxmul("evaluate", "--model", name, "-m", "drum:k=4", "--limit", "60",
+                         "--no-progress", cwd=tmp_path)
+        assert proc.returncode == 0, proc.stderr
+        rows.append([line.split()[:5] for line in proc.stdout.splitlines()
+                     if line.startswith("drum")])  # not images/s
+    assert rows[0] == rows[1] and rows[0]

@@ -108,7 +108,8 @@ def _evaluate(args):
     import numpy  # noqa: F401 (the first thing evaluate needs: said before anything runs)
 
     from approxmul_cffi import quant
-    from approxmul_cffi.evaluation import BUNDLED_MODEL, BUNDLED_MODELS, evaluate, plot_accuracy
+    from approxmul_cffi.evaluation import (BUNDLED_MODEL, BUNDLED_MODELS, bundled_name, evaluate,
+                                           model_file, plot_accuracy)
 
     from approxmul_cffi._library import lib
 
@@ -131,13 +132,11 @@ def _evaluate(args):
         data_source = os.path.abspath(args.data)
     else:
         from approxmul_cffi.datasets import load
-        dataset = BUNDLED_MODELS.get(args.model, (None, "digits"))[1]
+        dataset = BUNDLED_MODELS.get(bundled_name(args.model), (None, "digits"))[1]
         data, calibration = load(dataset, "test"), load(dataset, "train")[0]
         source = f"{dataset} held-out split, calibrated on {len(calibration)} training images"
         data_source = f"{dataset}, approxmul_cffi.datasets held-out split"
-    model_path = args.model or BUNDLED_MODEL
-    if model_path in BUNDLED_MODELS:
-        model_path = os.path.join(os.path.dirname(BUNDLED_MODEL), BUNDLED_MODELS[model_path][0])
+    model_path = model_file(args.model) if args.model else BUNDLED_MODEL
     layers = {}
     if args.layer_map:
         from approxmul_cffi.sweep.results import load_layer_map

@@ -3,8 +3,9 @@
 One row per layer: name, op, inputs, output shape (one sample), parameter
 count and multiply-accumulates per sample; the multiply-accumulates of
 Conv2d and Linear layers (dynamically quantized ones too) are those an approximate multiplier computes.
-MODEL is a model JSON written by nn.Model.save or an ONNX file (default: the
-bundled digits LeNet). Needs NumPy (and onnx for ONNX files).
+MODEL is a bundled model (digits-lenet, mnist-lenet5, as in ``approxmul
+evaluate --model``), a model JSON written by nn.Model.save or an ONNX file
+(default: the bundled digits LeNet). Needs NumPy (and onnx for ONNX files).
 """
 
 import json
@@ -19,7 +20,9 @@ def add_parser(subparsers):
 
     parser = subparsers.add_parser("layers", help=HELP,
                                    description=description(sys.modules[__name__]))
-    parser.add_argument("model", nargs="?", metavar="MODEL", help="model JSON or .onnx file (default: bundled)")
+    parser.add_argument("model", nargs="?", metavar="MODEL",
+                        help="a bundled model (digits-lenet, mnist-lenet5), a model JSON or an "
+                             ".onnx file (default: digits-lenet)")
     parser.add_argument("--json", action="store_true", help="print a JSON list")
     return parser
 
@@ -63,13 +66,13 @@ def layer_rows(model):
 
 def run(args):
     from approxmul_cffi.errors import ApproxmulError
-    from approxmul_cffi.evaluation import BUNDLED_MODEL
+    from approxmul_cffi.evaluation import BUNDLED_MODEL, model_file
     from approxmul_cffi.onnx import load_model
 
     from . import UsageError
 
     try:
-        model = load_model(args.model or BUNDLED_MODEL)
+        model = load_model(model_file(args.model) if args.model else BUNDLED_MODEL)
     except ApproxmulError as error:
         raise UsageError(str(error)) from None
     rows = layer_rows(model)

@@ -54,10 +54,11 @@ def _data(args):
     if args.data:
         arrays = data_arrays(args.data, ("train_x", "train_y", "x", "y"))
         return (arrays["train_x"], arrays["train_y"]), (arrays["x"], arrays["y"])
-    from approxmul_cffi.evaluation import BUNDLED_MODELS
-    if args.model not in BUNDLED_MODELS:
-        raise UsageError(f"--model {args.model} is not a bundled model: give its --data")
-    dataset = BUNDLED_MODELS[args.model][1]
+    from approxmul_cffi.evaluation import BUNDLED_MODELS, bundled_name
+    if bundled_name(args.model) is None:
+        raise UsageError(f"--model {args.model} is not a bundled model "
+                         f"({', '.join(BUNDLED_MODELS)}): give its --data")
+    dataset = BUNDLED_MODELS[bundled_name(args.model)][1]
     return datasets.load(dataset, "train"), datasets.load(dataset, "test")
 
 
@@ -68,7 +69,7 @@ def _retrain(args):
         raise UsageError("retrain needs PyTorch: pip install 'approxmul[torch]'") from None
     import approxmul_cffi as am
     from approxmul_cffi import nn, quant
-    from approxmul_cffi.evaluation import BUNDLED_MODELS, bundled_model
+    from approxmul_cffi.evaluation import bundled_model, bundled_name, model_file
     from approxmul_cffi.torch.graph import save_weights, to_torch
     from approxmul_cffi.torch.training import retrain
 
@@ -84,8 +85,8 @@ def _retrain(args):
     if args.threads:
         am.set_num_threads(args.threads)
         torch.set_num_threads(args.threads)
-    model = (bundled_model(args.model) if args.model in BUNDLED_MODELS
-             else nn.Model.load(args.model))
+    model = (bundled_model(args.model) if bundled_name(args.model)
+             else nn.Model.load(model_file(args.model)))
     train, test = _data(args)
     multipliers = load_multiplier(args.multiplier, args)[0]
     layer_specs = _layer_overrides(args.layers, args)

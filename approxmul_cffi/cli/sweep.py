@@ -1,7 +1,9 @@
 """``approxmul sweep``: design-space sweeps on a Dask cluster (docs/sweep.md).
 
 Rerunning the same command resumes: only tasks not yet in ``--store`` run.
-User mistakes end with a one-line error on stderr and exit status 2.
+User mistakes end with a one-line error on stderr and exit status 2; a sweep
+whose every task failed ends with exit status 1 (its table and --csv/--parquet
+still show the errors).
 """
 
 import os
@@ -28,9 +30,11 @@ def add_parser(subparsers):
                         "u16, s16) or a C prototype (default: u8)")
     g = p.add_argument_group("model and data")
     g.add_argument("--model", metavar="NAME|PATH",
-                   help="a bundled model name or a model JSON (default: digits_lenet)")
+                   help="a bundled model (digits-lenet, mnist-lenet5) or a model JSON written "
+                        "by nn.Model.save (default: digits-lenet)")
     g.add_argument("--data", metavar="FILE.npz",
-                   help="arrays x, y and optional calibration (default: the digits held-out split)")
+                   help="arrays x, y and optional calibration (default: the bundled model's "
+                        "held-out split, calibrated on its training split)")
     g.add_argument("--calibration", choices=("minmax", "percentile"), default="minmax")
     g.add_argument("--bits", metavar="N", type=int, default=8,
                    help="width of the activation and weight codes, 2..16; every multiplier "
@@ -140,6 +144,10 @@ def _sweep(args):
         result.to_csv(args.csv)
     if args.parquet:
         result.to_parquet(args.parquet)
+    if failed and len(failed) == len(result.rows):  # nothing to plot or to pick
+        print(f"approxmul sweep: error: every task failed ({len(failed)}); the first: "
+              f"{failed[0]['error']}", file=sys.stderr)
+        return 1
     if args.plot:
         result.plot(args.plot)
     if args.layer_map:
@@ -149,7 +157,8 @@ def _sweep(args):
 
 
 def run(args):
-    """Run ``approxmul sweep``; returns the exit status (2 for a user mistake, said in one line).
+    """Run ``approxmul sweep``; returns the exit status (2 for a user mistake, said in one line;
+    1 when every task failed).
 
     >>> from approxmul_cffi.cli import main
     >>> main(["sweep", "-m", "exact", "--costs", "missing.csv", "--store", "s.db"])

@@ -23,10 +23,15 @@ MAX_EXHAUSTIVE = 1_000_000
 def load_model(model):
     """An ``nn.Model`` from a model object, a bundled model name or a model file path.
 
-    >>> load_model("digits_lenet").layers["conv1"].out_channels
+    Bundled names are those of ``approxmul evaluate`` (``digits-lenet``,
+    ``mnist-lenet5``; the file stems ``digits_lenet``, ``mnist_lenet5`` too).
+
+    >>> load_model("digits-lenet").layers["conv1"].out_channels
     16
+    >>> load_model("mnist_lenet5").input_shape
+    (1, 28, 28)
     """
-    from ..evaluation import BUNDLED_MODEL
+    from ..evaluation import BUNDLED_MODEL, model_file
 
     if isinstance(model, nn.Model):
         return model
@@ -36,16 +41,26 @@ def load_model(model):
     if path.lower().endswith(".onnx"):
         raise InvalidArgumentError(f"{path}: ONNX models are not supported yet; save the model "
                                    "with approxmul_cffi.nn.Model.save and sweep that file")
-    bundled = os.path.join(os.path.dirname(BUNDLED_MODEL), path + ".json")
-    if not os.path.exists(path) and os.path.sep not in path and os.path.exists(bundled):
-        path = bundled
-    return nn.Model.load(path)
+    return nn.Model.load(model_file(path))
+
+
+def default_dataset(model):
+    """The data set a sweep of ``model`` runs on without data: a bundled model's own
+    (``mnist`` for ``mnist-lenet5``), else ``digits``.
+
+    >>> default_dataset("mnist-lenet5"), default_dataset("digits_lenet"), default_dataset(None)
+    ('mnist', 'digits', 'digits')
+    """
+    from ..evaluation import BUNDLED_MODELS, bundled_name
+
+    name = bundled_name(model) if isinstance(model, str) else None
+    return BUNDLED_MODELS[name][1] if name else "digits"
 
 
 class _Plan:
     """Keys and tasks of one sweep: every key covers model, data, multipliers and version."""
 
-    def __init__(self, model, data, calibration, config, limit, threads):
+    def __init__(self, model, data, calibration, config, limit, threads, data_source=None):
         from .._library import c_string, lib
         from ..quant import QuantConfig
 
@@ -57,6 +72,7 @@ class _Plan:
             x, y = x[:limit], y[:limit]
         config = QuantConfig() if config is None else config
         calibration = x if calibration is None else calibration
+        _check_data(model, x, y, calibration, data_source)
         self.meta = {
             "model": model_identity(model),
             "data": array_identity(x, y),
@@ -85,6 +101,21 @@ class _Plan:
         return task, refs
 
 
+def _check_data(model, x, y, calibration, source):
+    """Data that does not fit the model is refused here, before any task fails on it."""
+    import numpy as np
+
+    from ..evaluation import _check_data as check
+
+    try:
+        check(model, (x, y), None)
+        model.check_input(np.asarray(calibration))
+    except nn.ModelError as error:
+        hint = "; give the model's data (--data FILE.npz)" if source else ""
+        raise InvalidArgumentError(f"{source or 'the data'} does not fit the model: "
+                                   f"{error}{hint}") from None
+
+
 def _digest(value):
     return hashlib.sha256(json.dumps(value, sort_keys=True).encode()).hexdigest()
 
@@ -97,9 +128,10 @@ def sweep(multipliers=(), *, model=None, data=None, strategy="uniform", store,
     """Run a design-space sweep on Dask and return its :class:`SweepResult`.
 
     multipliers/tables/vendors: see :func:`collect_multipliers`. model: an
-    ``nn.Model``, a bundled name or a model file (default: the bundled
-    digits LeNet); data: ``(x, y)`` (default: the digits held-out split,
-    calibrated on the training split). strategy: ``uniform`` (one multiplier
+    ``nn.Model``, a bundled name (``digits-lenet``, ``mnist-lenet5``) or a
+    model file (default: the bundled digits LeNet); data: ``(x, y)``
+    (default: the bundled model's held-out split, calibrated on its training
+    split; the digits ones for other models). strategy: ``uniform`` (one multiplier
     in every layer), ``sensitivity`` (each layer alone with each multiplier,
     the rest exact), ``search`` (cheapest per-layer assignment within
     ``budget`` points of accuracy drop, needs ``costs``), ``exhaustive``
@@ -117,13 +149,17 @@ def sweep(multipliers=(), *, model=None, data=None, strategy="uniform", store,
     if strategy not in STRATEGIES:
         raise InvalidArgumentError(f"unknown strategy {strategy!r}; use one of "
                                    f"{', '.join(STRATEGIES)}")
+    dataset = default_dataset(model)
     model = load_model(model)
+    source = None
     if data is None:
-        from ..datasets import load_digits
+        from .. import datasets
 
-        data = load_digits("test")
+        data = datasets.load(dataset, "test")
         if calibration is None:
-            calibration = load_digits("train")[0]
+            calibration = datasets.load(dataset, "train")[0]
+        # only a model that is not bundled can misfit its default data
+        source = f"the {dataset} held-out split (the default data of a model that is not bundled)"
     refs = collect_multipliers(multipliers, tables=tables, vendors=vendors, signature=signature)
     cost_table, columns = {}, []
     if costs is not None:
@@ -134,7 +170,7 @@ def sweep(multipliers=(), *, model=None, data=None, strategy="uniform", store,
     if strategy == "search" and not cost_table:
         raise InvalidArgumentError("the search strategy needs multiplier costs (a cost CSV or "
                                    "C sources with cost headers)")
-    plan = _Plan(model, data, calibration, config, limit, threads)
+    plan = _Plan(model, data, calibration, config, limit, threads, source)
     layers = list(search_layers or plan.layers)
     unknown = sorted(set(layers) - set(plan.layers))
     if unknown:
@@ -210,23 +246,39 @@ def _search(plan, refs, layers, cost_table, column, budget, width, slack, batch,
 
     1. Beam search on the additive sensitivity estimate (limit: budget x
        slack), candidates verified on the cluster cheapest first, in batches;
-       the first batch with a fitting assignment ends the phase.
-    2. Local search: the neighbours of the best (one or two layers changed)
+       the first batch with a fitting assignment ends the phase. While none
+       fits, the limit drops below the largest estimate listed (at least
+       halving) and the beam reruns, until the list stops changing.
+    2. The measured assignments the sensitivity table holds (one layer
+       changed, the others exact, when the exact multiplier is among the
+       candidates; all-exact among them) that fit the budget: the cheapest
+       becomes the best when it is cheaper (measured again as a whole-network
+       assignment, so that its row carries the cost of every layer).
+    3. Local search: the neighbours of the best (one or two layers changed)
        that are cheaper, verified cheapest first, at most ``refine``
        evaluations per step; repeated while it finds a cheaper fitting one.
        It catches what the additive estimate misses (layers whose errors
        offset each other).
+
+    The best is the cheapest assignment measured within the budget; None
+    only when no measured assignment fits (no exact multiplier given).
     """
     by_name = {r.name: r for r in refs}
     reference = result.reference()
     drops = {layer: {} for layer in layers}
+    alone = []  # measured sensitivity rows: (layer, name, top1)
     for row in result.records("sensitivity"):
         if row["status"] == "ok":
             (layer, name), = row["assignment"].items()
             drops[layer][name] = reference - row["top1"]
+            alone.append((layer, name, row["top1"]))
     cost = {name: cost_table[name][column] for name in by_name}
     macs = {layer: plan.macs[layer] for layer in layers}
     tried = set()
+    fitting = []  # every measured assignment within the budget
+
+    def fits(row):
+        return row["status"] == "ok" and reference - row["top1"] <= budget + 1e-9
 
     def verify(assignments, at_most=None):
         """Evaluate untried assignments (cheapest first) until a batch holds a fitting one."""
@@ -237,26 +289,78 @@ def _search(plan, refs, layers, cost_table, column, budget, width, slack, batch,
             tasks = [plan.layers_task({l: by_name[n] for l, n in a.items()}, "search")
                      for a in chunk]
             run(tasks, "search")
-            fits = [row for row in result.rows_for(tasks)
-                    if row["status"] == "ok" and reference - row["top1"] <= budget + 1e-9]
-            if fits:
-                return min(fits, key=lambda row: (row["cost"], -row["top1"]))
+            found = [row for row in result.rows_for(tasks) if fits(row)]
+            fitting.extend(found)
+            if found:
+                return min(found, key=lambda row: (row["cost"], -row["top1"]))
         return None
 
-    limit = budget * slack
-    while result.best is None and limit >= 1e-6:
+    # 1. the beam on the additive estimate
+    limit, previous = budget * slack, None
+    while result.best is None:
         candidates = search.beam_search(drops, macs, cost, limit, width=width)
-        say(f"search: {len(candidates)} candidates with estimated drop <= {limit:.3g}")
-        result.best = verify([a for _, _, a in candidates])
-        limit /= 2
+        listed = [a for _, _, a in candidates]
+        if listed == previous:  # a lower limit lists nothing new
+            break
+        say(f"search: {len(listed)} candidates with estimated drop <= {limit:.3g}")
+        if not listed:  # nor will a lower limit
+            break
+        result.best = verify(listed)
+        largest = max(d for _, d, _ in candidates)
+        if largest <= 0:  # every candidate is estimated at 0: any lower limit lists them again
+            break
+        # below the largest estimate listed, so that the list changes; at least halved
+        limit, previous = min(limit / 2, largest * (1 - 1e-9)), listed
+
+    # 2. what the sensitivity table measured: one layer changed, the others exact
+    exact = _exact_names(refs, plan.context.config.bits)
+    known = []
+    for layer, name, top1 in alone:
+        if reference - top1 > budget + 1e-9:
+            continue
+        if len(layers) == 1:
+            whole = {layer: name}
+        elif by_name[name].signed in exact:
+            whole = dict.fromkeys(layers, exact[by_name[name].signed])
+            whole[layer] = name
+        else:
+            continue  # the other layers' exact multiplier has no cost: not an assignment
+        known.append((search.assignment_cost(whole, macs, cost), -top1, whole))
+    for whole_cost, _, whole in sorted(known, key=lambda k: (k[0], k[1])):
+        if result.best is not None and whole_cost >= result.best["cost"] - 1e-12:
+            break
+        found = verify([whole])
+        if found is not None:
+            say("search: the best so far is an assignment of the sensitivity table")
+            result.best = found
+            break
     if result.best is None:
-        say(f"search: no assignment measured within {budget} points of the reference")
+        hint = "" if exact else " (give the exact multiplier and its cost: all-exact fits)"
+        say(f"search: no assignment measured within {budget} points of the reference{hint}")
         return
+
+    # 3. local search around the best
     while True:
         current = result.best
         cheaper = search.neighbours(current["assignment"], list(by_name), macs, cost)
         say(f"search: best so far {current['cost']:.4g}; {len(cheaper)} cheaper neighbours")
         better = verify(cheaper, refine)
         if better is None or better["cost"] >= current["cost"]:
-            return
+            break
         result.best = better
+    # the cheapest of every assignment measured within the budget
+    result.best = min(fitting, key=lambda row: (row["cost"], -row["top1"]))
+
+
+def _exact_names(refs, bits):
+    """{signed: name} of the candidates that are the exact multiplier of ``bits``-bit codes."""
+    from ..multipliers import Multiplier
+    from .inputs import MultiplierRef
+
+    out = {}
+    for signed in (False, True):
+        identity = MultiplierRef.from_multiplier(Multiplier.exact(bits=bits, signed=signed)).identity
+        for ref in refs:
+            if ref.identity == identity:
+                out.setdefault(signed, ref.name)
+    return out

@@ -27,16 +27,28 @@ def assignment_cost(assignment, macs, cost):
 
 
 def pareto_options(options):
-    """Options [(cost, drop, name)] no other option beats on both, cheapest first.
+    """Options [(cost, drop, name)] no other option beats, cheapest first.
+
+    An option is beaten by another that costs no more and has a smaller
+    estimated drop. Options tied on the drop are all kept: a tie (often 0,
+    the sensitivity table's resolution) does not tell which one keeps the
+    network more accurate together with the other layers' errors, and the
+    dearer one (exact, say) may be what a fitting assignment needs.
 
     >>> pareto_options([(1, 5, "a"), (2, 1, "b"), (3, 2, "c"), (4, 0, "d")])
     [(1, 5, 'a'), (2, 1, 'b'), (4, 0, 'd')]
+    >>> pareto_options([(1.0, 0, "exact"), (0.33, 0, "drum"), (0.33, 2, "other")])
+    [(0.33, 0, 'drum'), (1.0, 0, 'exact')]
     """
-    front, best = [], float("inf")
-    for cost, drop, name in sorted(options):
-        if drop < best:
-            front.append((cost, drop, name))
-            best = drop
+    ordered = sorted(options)
+    front, best, i = [], float("inf"), 0
+    while i < len(ordered):  # options of one cost together: the cheapest drop among them counts
+        j = i
+        while j < len(ordered) and ordered[j][0] == ordered[i][0]:
+            j += 1
+        best = min(best, min(drop for _, drop, _ in ordered[i:j]))
+        front.extend(option for option in ordered[i:j] if option[1] <= best)
+        i = j
     return front
 
 
@@ -46,8 +58,9 @@ def beam_search(drops, macs, cost, limit, *, width=64):
     drops: {layer: {multiplier name: drop in points when alone in that layer}};
     macs: {layer: MACs}; cost: {name: cost}. Layers are visited by MACs,
     largest first; each step keeps the ``width`` partial assignments of
-    lowest cost-so-far plus the cheapest possible rest. Dominated options of a
-    layer (dearer and no more accurate than another) are never tried.
+    lowest cost-so-far plus the cheapest possible rest. Beaten options of a
+    layer (no cheaper than another and estimated less accurate,
+    :func:`pareto_options`) are never tried.
     Returns [(mean cost per MAC, estimated drop, {layer: name})].
 
     >>> drops = {"a": {"exact": 0, "m": 0.6}, "b": {"exact": 0, "m": 0.6}}
