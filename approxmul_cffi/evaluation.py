@@ -29,6 +29,8 @@ import numpy as np
 
 from . import nn
 from . import quant
+from .bundled import (BUNDLED_ALIASES, BUNDLED_MODEL, BUNDLED_MODELS,  # noqa: F401 (API)
+                      bundled_model, bundled_name, model_file)
 from .evaluation_results import COLUMNS, EvalResult, EvalRow  # noqa: F401 (part of this API)
 from .multipliers import Multiplier, multiplier
 from .onnx import load_model
@@ -38,13 +40,6 @@ from . import threads as pools
 __all__ = ["DEFAULT_MULTIPLIERS", "EvalResult", "EvalRow", "bundled_model", "bundled_name",
            "evaluate", "model_file", "pareto_front", "plot_accuracy",
            "multiplier_metrics", "resolve_multiplier"]
-
-BUNDLED_MODEL = os.path.join(os.path.dirname(os.path.abspath(__file__)), "models", "digits_lenet.json")
-# name -> (model file in models/, datasets.load name); `--model NAME` in the CLI
-BUNDLED_MODELS = {"digits-lenet": ("digits_lenet.json", "digits"),
-                  "mnist-lenet5": ("mnist_lenet5.json", "mnist")}
-# the model files' stems, which `approxmul sweep` took before: aliases of the names above
-BUNDLED_ALIASES = {"digits_lenet": "digits-lenet", "mnist_lenet5": "mnist-lenet5"}
 
 # Built-in approximate multipliers of increasing error, for `approxmul evaluate`.
 DEFAULT_MULTIPLIERS = (
@@ -96,50 +91,6 @@ def _code_width(qmodel, config, rows, overrides):
             f"{label}: {m.bits} bits" for label, m in rows) + "); one network is quantized "
             "to one width: evaluate each width on its own")
     return config.width_for(widths)
-
-
-def bundled_name(name):
-    """The bundled model ``name`` stands for (a key of BUNDLED_MODELS), or None.
-
-    The model files' stems (``digits_lenet``, ``mnist_lenet5``, which
-    ``approxmul sweep`` took) are aliases of the hyphenated names.
-
-    >>> bundled_name("mnist-lenet5"), bundled_name("digits_lenet"), bundled_name("mine.json")
-    ('mnist-lenet5', 'digits-lenet', None)
-    """
-    if not isinstance(name, str):
-        return None
-    name = BUNDLED_ALIASES.get(name, name)
-    return name if name in BUNDLED_MODELS else None
-
-
-def model_file(name):
-    """The file a command line's MODEL names: a bundled model's (:func:`bundled_name`), else
-    ``name`` itself, which must exist (or ``name.json``); else a ModelError naming the bundled.
-
-    >>> os.path.basename(model_file("mnist-lenet5"))
-    'mnist_lenet5.json'
-    >>> model_file("missing.json")
-    Traceback (most recent call last):
-    ...
-    approxmul_cffi.errors.ModelError: model file not found: missing.json (bundled models: digits-lenet, mnist-lenet5)
-    """
-    bundled = bundled_name(name)
-    if bundled is not None:
-        return os.path.join(os.path.dirname(BUNDLED_MODEL), BUNDLED_MODELS[bundled][0])
-    path = os.fspath(name)
-    if not os.path.exists(path) and (path.endswith(".json") or not os.path.exists(path + ".json")):
-        raise nn.ModelError(f"model file not found: {path} (bundled models: "
-                            f"{', '.join(BUNDLED_MODELS)})")
-    return path
-
-
-def bundled_model(name="digits-lenet"):
-    """A float model that ships with the package: by default the digits LeNet (BUNDLED_MODELS;
-    the underscore aliases of :func:`bundled_name` work too)."""
-    if bundled_name(name) is None:
-        raise nn.ModelError(f"unknown bundled model {name!r}; use one of {', '.join(BUNDLED_MODELS)}")
-    return nn.Model.load(model_file(name))
 
 
 # --------------------------------------------------------------------------
@@ -250,9 +201,11 @@ def evaluate(model, data, multipliers=None, *, layers=None, limit=None, threads=
              bias_correction=False, bits=None):
     """Top-1 accuracy of ``model`` on ``data`` for each multiplier.
 
-    model: an ``nn.Model`` (quantized here, calibrated on ``calibration``
-        inputs, by default the evaluation inputs), an ``nn.QuantizedModel``,
-        or the path of a saved model (JSON, or an ONNX file: docs/onnx.md).
+    model: an ``nn.Model`` (quantized here with ``config``, calibrated on
+        ``calibration`` inputs, by default the evaluation inputs), an
+        ``nn.QuantizedModel``, or the path of a saved model (JSON, or an ONNX
+        file: docs/onnx.md). A quantized ONNX model keeps its own grids and
+        arithmetic whatever ``config`` says (its exact row is ONNX Runtime's).
     data: ``(images, labels)``.
     multipliers: Multiplier objects or spec strings (a list, or a dict
         label -> multiplier); each row runs one of them in every layer.
@@ -291,7 +244,9 @@ def evaluate(model, data, multipliers=None, *, layers=None, limit=None, threads=
         config = quant.QuantConfig() if config is None else config
         if config.bits != bits:
             config = dataclasses.replace(config, bits=bits)
-        qmodel = nn.quantize(float_model, x if calibration is None else calibration, config)
+        own = getattr(float_model, "quantization", None) is not None  # ONNX QDQ/QOperator
+        qmodel = nn.quantize(float_model, x if calibration is None else calibration,
+                             None if own else config)
     elif qmodel.config.bits != bits:
         raise nn.ModelError(f"the quantized model has {qmodel.config.bits}-bit codes, "
                             f"not the {bits} bits asked for")

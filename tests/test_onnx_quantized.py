@@ -210,6 +210,12 @@ def test_quantized_average_pools_equal_onnxruntime(tmp_path, pool, fmt, act):
         np.testing.assert_array_equal(q.run(x, spec).astype(np.float32), final)
     with pytest.raises(nn.ModelError, match="requantization='onnxruntime'"):
         nn.quantize(imported, None, quant.QuantConfig(requantization="gemmlowp"))
+    # evaluate (and `approxmul evaluate`) keep the model's own arithmetic whatever
+    # quantization options they are given: its exact row is ONNX Runtime's
+    labels = final.argmax(axis=1)
+    result = evaluate(str(tmp_path / "q.onnx"), (x, labels), ["drum:k=4"], progress=False,
+                      config=quant.QuantConfig(calibration="percentile"))
+    assert {r.multiplier: r.top1 for r in result}["exact"] == 100.0
 
 
 def test_average_pools_nn_cannot_compute_are_refused_not_approximated(tmp_path):
@@ -260,3 +266,21 @@ def test_quantized_concat_equals_onnxruntime(tmp_path, fmt, act):
         want = ort_outputs(expose(model, tensors), list(tensors), x)[concat.output[0]]
         got = q.run_codes(x, "exact", return_all=True)[tensors[concat.output[0]]]
         assert np.array_equal(got.to_domain(want.dtype == np.int8).codes, want)
+
+
+def test_cli_evaluates_a_quantized_onnx_model_with_an_average_pool(tmp_path):
+    import subprocess
+    import sys
+
+    x = _pool_model(tmp_path, POOLS["global"]())
+    quantize_static(str(tmp_path / "pool.onnx"), str(tmp_path / "q.onnx"),
+                    calibration_reader(x, len(x)), quant_format=quantization.QuantFormat.QDQ)
+    model = onnx.load(str(tmp_path / "q.onnx"))
+    labels = ort_outputs(model, [model.graph.output[0].name], x)[model.graph.output[0].name]
+    np.savez(tmp_path / "data.npz", x=x, y=labels.argmax(axis=1))
+    proc = subprocess.run([sys.executable, "-m", "approxmul_cffi", "evaluate", "--model", "q.onnx",
+                           "--data", "data.npz", "-m", "drum:k=4", "--no-progress"],
+                          capture_output=True, text=True, cwd=tmp_path, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    exact = next(line for line in proc.stdout.splitlines() if line.startswith("exact"))
+    assert exact.split()[3] == "100.00"  # ONNX Runtime's own predictions
