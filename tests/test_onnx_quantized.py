@@ -284,3 +284,16 @@ def test_cli_evaluates_a_quantized_onnx_model_with_an_average_pool(tmp_path):
     assert proc.returncode == 0, proc.stderr
     exact = next(line for line in proc.stdout.splitlines() if line.startswith("exact"))
     assert exact.split()[3] == "100.00"  # ONNX Runtime's own predictions
+
+
+def test_per_channel_uint8_weights_are_refused_at_import_naming_the_node(tmp_path):
+    # QOperator uint8 per-channel weights have a zero point per channel; the kernels take one
+    # (refused when the first batch ran, with no node named)
+    x = _pool_model(tmp_path, POOLS["2x2"]())
+    quantize_static(str(tmp_path / "pool.onnx"), str(tmp_path / "q.onnx"),
+                    calibration_reader(x, len(x)), quant_format=quantization.QuantFormat.QOperator,
+                    per_channel=True, activation_type=quantization.QuantType.QUInt8,
+                    weight_type=quantization.QuantType.QUInt8)
+    with pytest.raises(nn.ModelError, match=r"node '\w+': per-channel weights with different "
+                                            r"zero points.*QInt8"):
+        load_onnx(tmp_path / "q.onnx")

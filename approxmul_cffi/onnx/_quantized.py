@@ -129,6 +129,10 @@ class QuantizedOps:
         if in_qp is None:
             raise ModelError("its input has no quantization grid (no QuantizeLinear)")
         codes, w_qp = weight
+        if np.unique(w_qp.zero_point).size != 1:  # refused here, not at the first run
+            raise ModelError("per-channel weights with different zero points (the kernels take "
+                             "one per tensor): quantize the weights as int8, whose per-channel "
+                             "zero points are all 0 (weight_type=QuantType.QInt8)")
         if bias_codes is None and bias_name and bias_name in self.dq_consts:
             bias_codes = self.dq_consts[bias_name][0]
         if bias_codes is None:
