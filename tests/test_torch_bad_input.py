@@ -158,3 +158,29 @@ def test_pickling_an_approximated_model_says_what_to_do():
     fresh = approximate(float_net, "exact", calibration=CAL)
     with torch.no_grad():
         assert torch.equal(fresh(CAL[0]), approx(CAL[0]))
+
+
+class _SharedConv(torch.nn.Module):
+    """One conv called on the image and on a crop of it."""
+
+    def __init__(self):
+        super().__init__()
+        self.c = torch.nn.Conv2d(2, 3, 3, padding=1)
+        self.fc = torch.nn.Linear(3, 2)
+
+    def forward(self, x):
+        whole, crop = self.c(x), self.c(x[:, :, :4, :4])
+        return self.fc(whole.mean((2, 3)) + crop.mean((2, 3)))
+
+
+def test_a_layer_called_at_several_shapes_takes_each():
+    torch.manual_seed(0)
+    net = _SharedConv()
+    x = torch.randn(8, 2, 7, 7)
+    approx = approximate(net, "exact", calibration=[x])
+    assert approx.c.q_sample_shapes == ((2, 4, 4), (2, 7, 7))
+    with torch.no_grad():
+        assert (approx(x) - net(x)).abs().max() < 0.05 * net(x).abs().max()
+    with pytest.raises(ApproximationError, match=r"shape \(2, 4, 4\) or \(2, 7, 7\), got "
+                                                 r"\(2, 9, 9\)"):
+        approx(torch.randn(2, 2, 9, 9))

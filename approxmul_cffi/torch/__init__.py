@@ -152,7 +152,7 @@ def recalibrate(model, calibration):
     for name, module in layers_.items():
         entry = plan[name]
         module._setup(name, module.q_multiplier, entry["node"], module._q_bn, module.q_gradient,
-                      tuple(entry["sample_shape"]))
+                      entry["sample_shapes"])
     for name, module in model.named_modules():
         if isinstance(module, GridAveragePool):
             module._setup_grid(name, pools.get(name))
@@ -225,7 +225,7 @@ def approximate(model, multipliers, *, calibration, scheme=None, gradient="ste",
         if bn is not None:
             _swap_class(bn, _FoldedBatchNorm, "Folded")
         _swap_class(module, ApproxLayer, "Approx")
-        module._setup(name, m, entry["node"], bn, gradient, tuple(entry["sample_shape"]))
+        module._setup(name, m, entry["node"], bn, gradient, entry["sample_shapes"])
     if len(assignment) == len(_approximable(model)):
         # every layer integer, as in the evaluator: average pools take its integer mean
         # (with float layers left, a pool's input is not on a grid of the evaluator's)

@@ -9,8 +9,8 @@ follows a layer becomes its output clamp, as in ``approxmul evaluate``.
 >>> net = torch.nn.Sequential(torch.nn.Conv2d(1, 2, 3), torch.nn.ReLU(), torch.nn.Flatten(),
 ...                           torch.nn.Linear(8, 2))
 >>> plans, how, why, pools = plan(net, [torch.rand(4, 1, 4, 4)], quant.QuantConfig(), ["0", "3"])
->>> how, sorted(plans), plans["0"]["sample_shape"], plans["0"]["node"].activation
-('graph', ['0', '3'], (1, 4, 4), 'relu')
+>>> how, sorted(plans), plans["0"]["sample_shapes"], plans["0"]["node"].activation
+('graph', ['0', '3'], ((1, 4, 4),), 'relu')
 """
 
 from __future__ import annotations
@@ -44,7 +44,7 @@ def _plan_from_graph(model, batches, config, correct):
                 and node.name != graph.output:
             fused_bn = readers[0].name
         plan[node.name] = dict(node=node.layer, bn=fused_bn,
-                               sample_shape=graph.shapes[float_nodes[node.name].inputs[0]])
+                               sample_shapes=(tuple(graph.shapes[float_nodes[node.name].inputs[0]]),))
     return plan, _average_pools(model, qmodel)
 
 
@@ -93,7 +93,7 @@ def _plan_by_layer(model, batches, config, selected):
                 observers.setdefault((name, key), nn.RangeObserver(
                     config.calibration, config.percentile)).update(
                         value.detach().to(torch.float32).numpy())
-            shapes[name] = tuple(inputs[0].shape[1:])
+            shapes.setdefault(name, set()).add(tuple(inputs[0].shape[1:]))  # every call site
         return record
 
     for name in selected:
@@ -114,7 +114,7 @@ def _plan_by_layer(model, batches, config, selected):
             raise ApproximationError(f"layer {name!r} never ran on the calibration data")
         node = _node_for(modules[name], name, observers[(name, "in")].range(),
                          observers[(name, "out")].range(), config)
-        plan[name] = dict(node=node, bn=None, sample_shape=shapes[name])
+        plan[name] = dict(node=node, bn=None, sample_shapes=tuple(sorted(shapes[name])))
     return plan
 
 

@@ -34,9 +34,10 @@ class ApproxLayer:
     model became an identity that keeps its parameters).
     """
 
-    def _setup(self, name, multiplier, node, bn, gradient, sample_shape):
+    def _setup(self, name, multiplier, node, bn, gradient, sample_shapes):
         self.q_name, self.q_multiplier, self.q_node, self.q_gradient = name, multiplier, node, gradient
-        self.q_sample_shape = sample_shape
+        # per-sample input shapes seen in calibration (a layer called at several sites: each)
+        self.q_sample_shapes = tuple(tuple(s) for s in sample_shapes)
         object.__setattr__(self, "_q_bn", bn)  # not a submodule: the BN keeps its place
         self.q_conv = not isinstance(self, torch.nn.Linear)
         self.q_conv1d = isinstance(self, torch.nn.Conv1d)
@@ -146,15 +147,16 @@ class ApproxLayer:
         what = f"input of layer {self.q_name!r}"
         check_input(x, what, values=False)  # NaN and infinity: refused by quantize below
         if not self.q_conv:  # any leading sizes (a sequence of any length), as torch's Linear
-            if x.dim() == 0 or x.shape[-1] != self.q_sample_shape[-1]:
+            features = self.q_sample_shapes[0][-1]
+            if x.dim() == 0 or x.shape[-1] != features:
                 raise ApproximationError(
-                    f"layer {self.q_name!r} takes {self.q_sample_shape[-1]} input features, "
+                    f"layer {self.q_name!r} takes {features} input features, "
                     f"got an input of shape {tuple(x.shape)}")
-        elif tuple(x.shape[1:]) != self.q_sample_shape:
+        elif tuple(x.shape[1:]) not in self.q_sample_shapes:
             raise ApproximationError(
                 f"layer {self.q_name!r} was calibrated on per-sample inputs of shape "
-                f"{self.q_sample_shape}, got {tuple(x.shape[1:])}: calibrate again with "
-                "inputs shaped as in use")
+                f"{' or '.join(map(str, self.q_sample_shapes))}, got {tuple(x.shape[1:])}: "
+                "calibrate again with inputs shaped as in use")
         self._refresh()
         m = self.q_multiplier
         xs = x.detach()
