@@ -1,4 +1,5 @@
-"""The Keras adapter with real TensorFlow: bit-exact forward, gradients, fit, save/load, bad input."""
+"""The Keras adapter with real TensorFlow: bit-exact forward, gradients, fit, save/load, bad
+input, model structures (functional, shared layers, sub-models, several inputs), training state."""
 
 import numpy as np
 import pytest
@@ -9,7 +10,7 @@ keras = pytest.importorskip("keras")
 import approxmul_cffi as am  # noqa: E402
 from approxmul_cffi import quant  # noqa: E402
 from approxmul_cffi.errors import ApproximationError  # noqa: E402
-from approxmul_cffi.keras import approximate, layers  # noqa: E402
+from approxmul_cffi.keras import ApproxLayer, approximate, layers  # noqa: E402
 
 RNG = np.random.default_rng(7)
 L = keras.layers
@@ -342,3 +343,193 @@ def test_recalibrate_gives_the_grids_of_a_fresh_approximate():
         assert approx.get_layer(name).in_qparams_dict == fresh.get_layer(name).in_qparams_dict
         assert approx.get_layer(name).out_qparams_dict == fresh.get_layer(name).out_qparams_dict
     np.testing.assert_array_equal(approx.predict(x, verbose=0), fresh.predict(x, verbose=0))
+
+
+# ---- model structures: functional graphs, shared layers, sub-models, several inputs
+
+def _assert_close(got, want, rel=0.01):
+    """Within ``rel`` of the float output's span: 12-bit codes of the exact multiplier
+    cost far less, a saturated grid far more."""
+    got, want = np.asarray(got), np.asarray(want)
+    assert got.shape == want.shape
+    err, span = np.abs(got - want).max(), want.max() - want.min()
+    assert err <= rel * span, (err, span)
+
+
+def test_functional_models_with_unnamed_inputs_and_residuals_match_the_float_model():
+    keras.utils.set_random_seed(2)
+    i = keras.Input((6,))  # unnamed: clone_model gives the clone's input another name
+    chain = keras.Model(i, L.Dense(2, name="d")(L.Dense(4, name="d0")(i)))
+    x = _data((6,), 16)
+    approx = approximate(chain, "exact:bits=12", calibration=[x])
+    for name in ("d0", "d"):
+        assert isinstance(approx.get_layer(name), ApproxLayer)
+        for a, b in zip(approx.get_layer(name).get_weights(), chain.get_layer(name).get_weights()):
+            np.testing.assert_array_equal(a, b)
+    _assert_close(approx(x), chain(x))
+    i = keras.Input((7, 7, 3))
+    a = L.Conv2D(3, 3, padding="same", activation="relu", name="c1")(i)
+    b = L.Conv2D(4, 1, name="c2")(L.Add()([a, i]))
+    residual = keras.Model(i, L.Dense(2, name="fc")(L.GlobalAveragePooling2D()(b)))
+    x = _data((7, 7, 3), 16)
+    approx = approximate(residual, "exact:bits=12", calibration=[x])
+    assert [type(approx.get_layer(n)).__name__ for n in ("c1", "c2", "fc")] == ["ApproxLayer"] * 3
+    _assert_close(approx(x), residual(x))
+
+
+def test_a_shared_layer_is_calibrated_on_all_its_calls():
+    keras.utils.set_random_seed(4)
+    i = keras.Input((6,))
+    d = L.Dense(6, name="d")
+    net = keras.Model(i, d(d(i)))
+    assert [(info.name, info.macs) for info in layers(net)] == [("d", 2 * 36)]
+    x = _data((6,), 64)
+    approx = approximate(net, "exact:bits=12", calibration=[x])
+    layer = approx.get_layer("d")
+    # one layer, one grid for both calls, each call the evaluator's integer layer
+    twice = _reference(layer, _reference(layer, x).astype(np.float32))
+    np.testing.assert_allclose(approx(x).numpy(), twice, rtol=0, atol=1e-6)
+    _assert_close(approx(x), net(x))  # the first call's grid alone saturates the second
+    # calls on different per-sample shapes cannot share one approximate layer
+    i = keras.Input((2, 6))
+    d = L.Dense(6, name="d")
+    net = keras.Model(i, d(L.GlobalAveragePooling1D()(d(i))))
+    with pytest.raises(ApproximationError, match=r"'d' is called on per-sample inputs of shapes "
+                                                 r"\(2, 6\), \(6,\)"):
+        approximate(net, "exact", calibration=[_data((2, 6), 4)])
+
+
+def test_unknown_dimensions_are_refused_naming_the_layer():
+    for layer, shape in ((L.Dense(4, name="l"), (None, 5)), (L.Conv1D(3, 3, name="l"), (None, 4))):
+        net = _model(layer, shape)
+        info = layers(net)[0]
+        assert info.input_shape == shape and info.macs is None
+        with pytest.raises(ApproximationError, match=r"layer 'l'.*None.*fixed to one per-sample"):
+            approximate(net, "exact", calibration=[_data((7, shape[1]), 4)])
+
+
+class _Block(keras.layers.Layer):
+    """A custom layer holding a Dense layer, which approximate() does not enter."""
+
+    def __init__(self, **kwargs):
+        super().__init__(**kwargs)
+        self.fc = L.Dense(3, name="hidden")
+
+    def call(self, x):
+        return self.fc(x)
+
+
+def test_sub_models_are_entered_and_other_containers_are_reported():
+    keras.utils.set_random_seed(6)
+    inner = keras.Sequential([keras.Input((6,)), L.Dense(5, activation="relu", name="inner_d")],
+                             name="inner")
+    i = keras.Input((6,))
+    net = keras.Model(i, L.Dense(2, name="outer_d")(inner(i)))
+    assert [info.name for info in layers(net)] == ["inner_d", "outer_d"]
+    x, y = _data((6,), 32), _data((2,), 32)
+    approx = approximate(net, "exact:bits=12", calibration=[x])
+    assert isinstance(approx.get_layer("inner").get_layer("inner_d"), ApproxLayer)
+    _assert_close(approx(x), net(x))
+    # a frozen backbone sub-model stays frozen: fine-tuning trains the head only
+    inner.trainable = False
+    approx = approximate(net, {"inner_d": "drum:k=3", "outer_d": "exact"}, calibration=[x])
+    assert len(approx.trainable_weights) == len(net.trainable_weights) == 2
+    frozen = approx.get_layer("inner").get_weights()
+    head = approx.get_layer("outer_d").get_weights()
+    approx.compile(keras.optimizers.SGD(0.1), "mse")
+    approx.fit(x, y, epochs=1, batch_size=16, verbose=0)
+    for a, b in zip(approx.get_layer("inner").get_weights(), frozen):
+        np.testing.assert_array_equal(a, b)
+    assert not np.array_equal(approx.get_layer("outer_d").get_weights()[0], head[0])
+    # the same name inside and outside a sub-model is ambiguous
+    inner = keras.Sequential([keras.Input((6,)), L.Dense(6, name="d")], name="inner")
+    twin = keras.Model(i, L.Dense(2, name="d")(inner(i)))
+    with pytest.raises(ApproximationError, match="named 'd'"):
+        approximate(twin, "exact", calibration=[x])
+    # layers inside custom layers stay float, with a warning naming them
+    boxed = keras.Sequential([keras.Input((6,)), _Block(name="block"), L.Dense(2, name="d")])
+    with pytest.warns(UserWarning, match=r"'block' \(_Block\) holds .*\(hidden\) that stay float"):
+        approx = approximate(boxed, "exact", calibration=[x])
+    assert isinstance(approx.get_layer("d"), ApproxLayer)
+
+
+def test_models_with_several_inputs_take_lists_or_dicts_of_arrays():
+    keras.utils.set_random_seed(7)
+    a, b = keras.Input((4,), name="a"), keras.Input((3,), name="b")
+    net = keras.Model([a, b], L.Dense(2, name="d")(L.Concatenate()([a, b])))
+    xa, xb = _data((4,), 16), _data((3,), 16)
+    grids = []
+    for calibration in ([[xa, xb]], [([xa, xb], np.zeros(16))], [{"a": xa, "b": xb}]):
+        approx = approximate(net, "exact:bits=12", calibration=calibration)
+        grids.append(approx.get_layer("d").in_qparams_dict)
+    assert grids[0] == grids[1] == grids[2]
+    _assert_close(approx([xa, xb]), net([xa, xb]))
+    for bad in ([xa], [[xa, xb, xa]]):
+        with pytest.raises(ApproximationError, match="the model takes 2 inputs"):
+            approximate(net, "exact", calibration=bad)
+
+
+# ---- what the approximate layer takes over from the replaced one
+
+def test_trainable_regularizers_and_constraints_carry_over(tmp_path):
+    keras.utils.set_random_seed(5)
+    reg = keras.regularizers
+    net = keras.Sequential([
+        keras.Input((6,)), L.Dense(4, name="backbone", kernel_regularizer=reg.L2(1.0)),
+        L.Dense(3, name="head", kernel_regularizer=reg.L2(0.5), bias_regularizer=reg.L1(0.1),
+                activity_regularizer=reg.L2(0.01), kernel_constraint=keras.constraints.NonNeg(),
+                bias_initializer="ones")])
+    net.get_layer("backbone").trainable = False
+    assert (net.get_layer("head").kernel.numpy() < 0).any()
+    x, y = _data((6,), 32), _data((3,), 32)
+    approx = approximate(net, "exact", calibration=[x])
+    assert not approx.get_layer("backbone").trainable
+    assert len(approx.trainable_weights) == len(net.trainable_weights) == 2
+    net(x), approx(x)  # the activity regularizer's loss comes from the last call
+    assert len(approx.losses) == len(net.losses) == 3  # the frozen backbone's is off, as in Keras
+    np.testing.assert_allclose(sorted(map(float, approx.losses)), sorted(map(float, net.losses)),
+                               rtol=0.02)
+    backbone = approx.get_layer("backbone").get_weights()
+    approx.compile(keras.optimizers.SGD(0.05), "mse")
+    approx.fit(x, y, epochs=1, batch_size=16, verbose=0)
+    for a, b in zip(approx.get_layer("backbone").get_weights(), backbone):
+        np.testing.assert_array_equal(a, b)
+    assert (approx.get_layer("head").kernel.numpy() >= 0).all()  # NonNeg after each step
+    approx.save(tmp_path / "frozen.keras")
+    loaded = keras.models.load_model(tmp_path / "frozen.keras")
+    assert not loaded.get_layer("backbone").trainable
+    head = loaded.get_layer("head")
+    assert isinstance(head.kernel_constraint, keras.constraints.NonNeg)
+    assert head.kernel_regularizer.get_config() == {"l2": 0.5}
+    assert head.activity_regularizer.get_config() == {"l2": 0.01}
+    loaded(x), approx(x)
+    np.testing.assert_allclose(sorted(map(float, loaded.losses)),
+                               sorted(map(float, approx.losses)), rtol=1e-6)
+    # DepthwiseConv2D names its kernel's "depthwise_"; LoRA has no approximate twin
+    dw = _model(L.DepthwiseConv2D(3, depthwise_regularizer=reg.L2(0.3),
+                                  depthwise_constraint="non_neg", name="l"), (5, 5, 2))
+    layer = approximate(dw, "exact", calibration=[_data((5, 5, 2), 4)]).get_layer("l")
+    assert layer.kernel_regularizer.get_config() == {"l2": 0.3}
+    assert isinstance(layer.kernel_constraint, keras.constraints.NonNeg)
+    with pytest.raises(ApproximationError, match="'l': LoRA is enabled"):
+        approximate(_model(L.Dense(4, lora_rank=2, name="l"), (6,)), "exact",
+                    calibration=[_data((6,), 4)])
+
+
+def test_loading_a_saved_model_needs_the_import_and_the_docs_say_so(tmp_path):
+    import pathlib
+    path = tmp_path / "a.keras"
+    net = _model(L.Dense(2, name="l"), (4,))
+    approximate(net, "exact", calibration=[_data((4,), 4)]).save(path)
+    registry = keras.saving.get_custom_objects()  # unregistered: as if never imported
+    key = "approxmul>ApproxLayer"
+    cls = registry.pop(key)
+    try:
+        with pytest.raises(TypeError, match="Could not locate class 'ApproxLayer'"):
+            keras.models.load_model(path)
+    finally:
+        registry[key] = cls
+    assert isinstance(keras.models.load_model(path).get_layer("l"), ApproxLayer)
+    doc = (pathlib.Path(__file__).resolve().parent.parent / "docs" / "keras.md").read_text()
+    assert "Could not locate class 'ApproxLayer'" in doc
+    assert "import approxmul_cffi.keras" in doc

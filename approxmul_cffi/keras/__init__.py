@@ -1,11 +1,15 @@
 """Approximate multipliers inside Keras models (TensorFlow backend): inference and retraining.
 
-:func:`approximate` clones a functional or Sequential Keras model with its
-selected ``Conv2D``, ``DepthwiseConv2D``, ``Conv1D`` and ``Dense`` layers
-replaced by :class:`ApproxLayer` (weights kept). Each runs the evaluator's
-integer layer (``nn.QuantizedLayer``) through ``tf.numpy_function``, with
-"ste", "table" or "table2d" gradients through ``tf.custom_gradient``; no compiled op.
-docs/keras.md is the guide. TensorFlow is imported with this module only.
+:func:`approximate` clones a functional or Sequential Keras model (its
+Sequential/functional sub-models included) with its selected ``Conv2D``,
+``DepthwiseConv2D``, ``Conv1D`` and ``Dense`` layers replaced by
+:class:`ApproxLayer` (weights, ``trainable``, regularizers and constraints
+kept). Each runs the evaluator's integer layer (``nn.QuantizedLayer``)
+through ``tf.numpy_function``, with "ste", "table" or "table2d" gradients
+through ``tf.custom_gradient``; no compiled op. docs/keras.md is the guide.
+TensorFlow is imported with this module only; importing it also registers
+:class:`ApproxLayer`, which ``keras.models.load_model`` needs for saved
+approximate models.
 
 Example:
     >>> import numpy as np, keras
@@ -23,9 +27,14 @@ Example:
 from __future__ import annotations
 
 import dataclasses
+import warnings
 
 import keras
 import numpy as np
+try:  # Keras 3 has no public name for a functional model's class
+    from keras.src.models.functional import Functional as _Functional
+except ImportError:  # a Keras that moved it: sub-models other than Sequential stay unentered
+    _Functional = keras.Sequential
 
 from .. import nn, quant
 from ..adapters import (GRADIENTS, ApproximationError, LayerInfo, assign, check_gradient, config_of,
@@ -48,7 +57,12 @@ def _kind(layer):
 
 
 def layers(model):
-    """The approximable layers of a built Keras ``model`` (Conv2D, DepthwiseConv2D, Conv1D, Dense).
+    """The approximable layers of a built Keras ``model`` (Conv2D, DepthwiseConv2D, Conv1D, Dense),
+    those of its Sequential/functional sub-models included.
+
+    A layer called at several places (a shared layer) is listed once, with
+    the multiply-accumulates of all its calls; unknown (None) per-sample
+    dimensions leave ``macs`` None.
 
     >>> import keras
     >>> net = keras.Sequential([keras.Input((4,)), keras.layers.Dense(2, name="d")])
@@ -56,23 +70,74 @@ def layers(model):
     [('d', (4, 2), 8)]
     """
     out = []
-    for layer in _approximable(model):
+    for layer, calls in _approximable(model):
         kernel = tuple(layer.kernel.shape)
-        ins, outs = tuple(layer.input.shape[1:]), tuple(layer.output.shape[1:])
+        ins, outs = calls[0]
         per_output = int(np.prod(kernel[:-1])) if _kind(layer) != "depthwise" \
             else int(np.prod(kernel[:2]))
-        out.append(LayerInfo(layer.name, type(layer).__name__, kernel, ins, outs,
-                             int(np.prod(outs)) * per_output))
+        known = all(v is not None for _, o in calls for v in o)
+        macs = sum(int(np.prod(o)) for _, o in calls) * per_output if known else None
+        out.append(LayerInfo(layer.name, type(layer).__name__, kernel, ins, outs, macs))
     return out
 
 
+def _graph_model(layer):
+    """A Sequential or functional model: approximate() enters it (clone_model rebuilds it)."""
+    return isinstance(layer, (keras.Sequential, _Functional))
+
+
+def _nodes(parent, layer):
+    """The nodes (calls) of ``layer`` in ``parent``'s graph (a Sequential's is its _functional),
+    from the inputs on."""
+    depths = getattr(getattr(parent, "_functional", None) or parent, "_nodes_by_depth", {})
+    return [node for depth in sorted(depths, reverse=True) for node in depths[depth]
+            if node.operation is layer]
+
+
+def _calls(parent, layer):
+    """[(per-sample input shape, output shape)] of ``layer``'s calls in ``parent``'s graph."""
+    shapes = [(tuple(node.input_tensors[0].shape[1:]), tuple(node.output_tensors[0].shape[1:]))
+              for node in _nodes(parent, layer)]
+    return shapes or [(tuple(layer.input.shape[1:]), tuple(layer.output.shape[1:]))]
+
+
 def _approximable(model):
+    """[(layer, its calls' (input, output) per-sample shapes per forward of ``model``)], in
+    ``model.layers`` order, entering Sequential/functional sub-models."""
     if not isinstance(model, keras.Model):
         raise ApproximationError(f"model must be a keras.Model, got {type(model).__name__}")
     if not model.built or not getattr(model, "inputs", None):
         raise ApproximationError("the model has no known input: build it with keras.Input(...) "
                                  "(or call it once on data) before approximating")
-    return [layer for layer in model.layers if _kind(layer)]
+    found, seen = [], set()
+
+    def visit(parent, times):
+        for layer in parent.layers:
+            if id(layer) in seen:
+                continue
+            seen.add(id(layer))
+            if _kind(layer):
+                found.append((layer, _calls(parent, layer) * times))
+            elif _graph_model(layer):
+                visit(layer, times * max(1, len(_nodes(parent, layer))))
+            else:
+                inner = [sub.name for sub in layer._flatten_layers(include_self=False)
+                         if _kind(sub)]
+                if inner:
+                    warnings.warn(
+                        f"layer {layer.name!r} ({type(layer).__name__}) holds {_KIND_NAMES} layers "
+                        f"({', '.join(inner)}) that stay float: approximate() replaces the layers "
+                        "of the model and of its Sequential/functional sub-models, not those "
+                        "inside other layers or subclassed models", stacklevel=3)
+
+    visit(model, 1)
+    names = [layer.name for layer, _ in found]
+    twice = sorted({n for n in names if names.count(n) > 1})
+    if twice:
+        raise ApproximationError(
+            f"several approximable layers are named {', '.join(map(repr, twice))} (in different "
+            "sub-models); layers are selected and replaced by name: give them distinct names")
+    return found
 
 
 def _pair(v):
@@ -123,67 +188,131 @@ def _geometry(name, layer, kind, sample_shape):
     return dict(kernel_size=k, strides=s, padding=tuple(pads), dilation=d, **extra)
 
 
-def _batches(calibration):
-    if isinstance(calibration, np.ndarray) or hasattr(calibration, "numpy"):
+def _array(v):
+    v = np.asarray(v, dtype=np.float32)
+    if not np.all(np.isfinite(v)):
+        raise ApproximationError("calibration batch contains NaN or infinity; nothing is "
+                                 "saturated silently, clean the data first")
+    return v
+
+
+def _inputs(batch, count):
+    """The model inputs of one calibration batch: an array for a one-input model, a list of
+    ``count`` arrays (or a dict by input name) for several inputs; in an (inputs, labels, ...)
+    tuple the inputs come first."""
+    if isinstance(batch, dict):
+        return {k: _array(v) for k, v in batch.items()}
+    if isinstance(batch, (tuple, list)):
+        if not batch:
+            raise ApproximationError("a calibration batch is empty")
+        if isinstance(batch[0], (tuple, list, dict)):  # (inputs, labels, ...)
+            return _inputs(batch[0], count)
+        if count == 1:  # (inputs, labels, ...) or [inputs]
+            return _array(batch[0])
+        if len(batch) != count:
+            raise ApproximationError(
+                f"the model takes {count} inputs: a calibration batch is a list of {count} arrays "
+                f"(or a dict by input name, or ([{count} arrays], labels)), got {len(batch)} "
+                "arrays")
+        return [_array(v) for v in batch]
+    if count != 1:
+        raise ApproximationError(f"the model takes {count} inputs: a calibration batch is a list "
+                                 f"of {count} arrays (or a dict by input name), got one array")
+    return _array(batch)
+
+
+def _batches(calibration, model):
+    """The calibration batches as the model's inputs (see :func:`_inputs`)."""
+    if isinstance(calibration, (np.ndarray, dict)) or hasattr(calibration, "numpy"):
         calibration = [calibration]
     try:
         items = list(calibration)
     except TypeError:
         raise ApproximationError("calibration must be an iterable of input batches "
                                  "(arrays, tensors or (inputs, labels) pairs)") from None
-    out = []
-    for b in items:
-        b = b[0] if isinstance(b, (tuple, list)) else b
-        b = np.asarray(b, dtype=np.float32)
-        if not np.all(np.isfinite(b)):
-            raise ApproximationError("calibration batch contains NaN or infinity; nothing is "
-                                     "saturated silently, clean the data first")
-        out.append(b)
+    count = len(model.inputs)
+    out = [_inputs(b, count) for b in items]
     if not out:
         raise ApproximationError("calibration data is empty")
     return out
 
 
-def _observe(model, selected, batches, config):
-    """{name: (input range, output range)}: outputs after a fused ReLU/ReLU6, else before
-    the activation (which then runs in float after the integer layer)."""
-    inputs = model.inputs[0] if len(model.inputs) == 1 else model.inputs
-    probe = keras.Model(inputs, [layer.input for layer in selected])
-    linear = {}
-    for layer in selected:
-        if _activation(layer.name, layer) not in (None, "relu", "relu6"):
-            clone = type(layer).from_config({**layer.get_config(), "activation": "linear"})
-            clone.build(layer.input.shape)
-            clone.set_weights(layer.get_weights())
-            linear[layer.name] = clone
-    obs = {}
-    for b in batches:
-        ins = probe(b, training=False)
-        ins = ins if isinstance(ins, (list, tuple)) else [ins]
-        for layer, x in zip(selected, ins):
-            y = linear.get(layer.name, layer)(x, training=False)
+def _approx_layers(model):
+    """The ApproxLayers of ``model`` and of its sub-models, each once."""
+    out = []
+    for layer in model._flatten_layers(include_self=False):
+        if isinstance(layer, ApproxLayer) and all(layer is not o for o in out):
+            out.append(layer)
+    return out
+
+
+def _calibrate(model, approx, batches):
+    """New activation grids for the ApproxLayers ``approx`` of ``model``: each runs as its
+    float layer (its current weights) on the batches, eagerly, and records its input and
+    output ranges at every call (outputs after a fused ReLU/ReLU6, else before the
+    activation, which runs in float after the integer layer). Returns the layers in the
+    order the model's forward first reaches them."""
+    obs, order = {}, []
+
+    def observer(layer, config):
+        def record(x, y):
+            if all(layer is not o for o in order):
+                order.append(layer)
             for key, v in (("in", x), ("out", y)):
-                obs.setdefault((layer.name, key), nn.RangeObserver(
-                    config.calibration, config.percentile)).update(keras.ops.convert_to_numpy(v))
-    return {layer.name: (obs[(layer.name, "in")].range(), obs[(layer.name, "out")].range())
-            for layer in selected}
+                obs.setdefault((id(layer), key), nn.RangeObserver(config.calibration,
+                                                                  config.percentile)).update(v)
+        return record
 
-
-def _correct_bias(model, batches):
-    """Bias correction of every approximate layer, in model order: minus its mean
-    multiplier error per output channel on ``batches``, measured through the
-    approximate model with the layers before it already corrected (as
-    ``nn.QuantizedModel.correct_bias`` does on the evaluator's graph)."""
-    inputs = model.inputs[0] if len(model.inputs) == 1 else model.inputs
-    for layer in model.layers:
-        if not isinstance(layer, ApproxLayer):
-            continue
-        probe = keras.Model(inputs, layer.input)
-        total, count = 0, 0
+    configs = {id(layer): quant.QuantConfig(**layer.scheme) for layer in approx}
+    for layer in approx:
+        layer.observer = observer(layer, configs[id(layer)])
+    try:
         for b in batches:
-            sums, n = layer.error_sums(keras.ops.convert_to_numpy(probe(b, training=False)))
-            total, count = total + sums, count + n
-        layer.set_correction(total / count)
+            model(b, training=False)
+    finally:
+        for layer in approx:
+            layer.observer = None
+    missing = [layer.name for layer in approx if (id(layer), "in") not in obs]
+    if missing:
+        raise ApproximationError(f"layers {', '.join(missing)} are not called by the model's "
+                                 "forward: nothing to calibrate them on")
+    for layer in approx:
+        config = configs[id(layer)]
+        layer.set_grids(*(quant.choose_qparams(*obs[(id(layer), key)].range(), signed=False,
+                                               symmetric=config.activation_symmetric,
+                                               bits=config.bits) for key in ("in", "out")))
+    return order
+
+
+def _correct_bias(model, order, batches):
+    """Bias correction of the approximate layers ``order``, one after the other: minus
+    each one's mean multiplier error per output channel on ``batches`` (over all its
+    calls), measured through the approximate model with the layers before it already
+    corrected (as ``nn.QuantizedModel.correct_bias`` does on the evaluator's graph)."""
+    for layer in order:
+        sums = []
+        layer.probe = lambda x, layer=layer: sums.append(layer.error_sums(x))
+        try:
+            for b in batches:
+                model(b, training=False)
+        finally:
+            layer.probe = None
+        layer.set_correction(sum(s for s, _ in sums) / sum(n for _, n in sums))
+
+
+def _carried(layer, kind):
+    """What the approximate layer takes over from the replaced one besides its geometry:
+    ``trainable``, regularizers and constraints (or a clear refusal)."""
+    if getattr(layer, "lora_enabled", False):
+        raise ApproximationError(
+            f"layer {layer.name!r}: LoRA is enabled (lora_rank={layer.lora_rank}); the approximate "
+            "layer has one kernel: build the layer without LoRA, set its kernel to the merged "
+            "one (layer.kernel of this layer), and approximate that")
+    w = "depthwise" if kind == "depthwise" else "kernel"
+    return dict(trainable=layer.trainable, activity_regularizer=layer.activity_regularizer,
+                kernel_regularizer=getattr(layer, w + "_regularizer"),
+                kernel_constraint=getattr(layer, w + "_constraint"),
+                bias_regularizer=layer.bias_regularizer, bias_constraint=layer.bias_constraint)
 
 
 def approximate(model, multipliers, *, calibration, scheme=None, gradient="ste",
@@ -191,9 +320,12 @@ def approximate(model, multipliers, *, calibration, scheme=None, gradient="ste",
     """A clone of the Keras ``model`` (weights kept) with approximate layers.
 
     multipliers: one multiplier for every approximable layer, or a mapping
-        from layer names or glob patterns to multipliers (as the torch adapter).
-    calibration: input batches (arrays, tensors, or (inputs, labels) pairs);
-        each layer's input/output ranges are observed on the float model.
+        from layer names or glob patterns to multipliers (as the torch adapter);
+        layers of Sequential/functional sub-models are included, by their names.
+    calibration: input batches (arrays, tensors, or (inputs, labels) pairs; for
+        a model with several inputs, lists of arrays or dicts by input name);
+        each layer's input/output ranges are observed, over all its calls, on
+        the float layers.
     scheme: a QuantConfig, a dict of its fields, or "minmax"/"percentile"; the
         codes' width is its ``bits``, else the multipliers' common width.
     gradient: "ste", "table" (1-D slopes), "table2d" (full gradient tables)
@@ -202,45 +334,75 @@ def approximate(model, multipliers, *, calibration, scheme=None, gradient="ste",
         multiplier error per output channel on the calibration data, as
         ``approxmul evaluate --bias-correction`` does; kept in the layers'
         config (saved models keep it) and measured again by :func:`recalibrate`.
+
+    Each approximate layer keeps the replaced layer's ``trainable`` flag,
+    regularizers and constraints, and is fixed to its per-sample input shape.
     """
     check_gradient(gradient)
-    candidates = {layer.name: layer for layer in _approximable(model)}
+    candidates = {layer.name: (layer, calls) for layer, calls in _approximable(model)}
     assignment = assign(list(candidates), multipliers, _KIND_NAMES)
     config = with_width(config_of(scheme), assignment, gradient)
-    selected, settings = [candidates[n] for n in assignment], {}
-    for layer in selected:
-        name = layer.name
+    settings = {}
+    for name in assignment:
+        layer, calls = candidates[name]
         policy = getattr(layer.dtype_policy, "name", "float32")
         if policy != "float32":
             raise ApproximationError(
                 f"layer {name!r}: dtype policy {policy!r}; the approximate layers compute on "
                 "integer codes from float32 inputs: build the model under the 'float32' policy "
                 "(keras.config.set_dtype_policy('float32')) before approximating")
-        sample = tuple(int(v) for v in layer.input.shape[1:])
+        shapes = list(dict.fromkeys(shape for shape, _ in calls))
+        if any(v is None for shape in shapes for v in shape):
+            raise ApproximationError(
+                f"layer {name!r}: its per-sample input shape {shapes[0]} has an unknown (None) "
+                "dimension; an approximate layer is fixed to one per-sample shape (its integer "
+                "layer and geometry are built for it): give keras.Input a fixed shape and "
+                "calibrate on inputs of that shape")
+        if len(shapes) > 1:
+            raise ApproximationError(
+                f"layer {name!r} is called on per-sample inputs of shapes "
+                f"{', '.join(map(str, shapes))}; an approximate layer is fixed to one per-sample "
+                "shape: give each call its own layer, or leave this one out of the multipliers")
         kind = _kind(layer)
-        settings[name] = dict(kind=kind, sample_shape=sample, use_bias=layer.use_bias,
+        settings[name] = dict(kind=kind, sample_shape=shapes[0], use_bias=layer.use_bias,
                               activation=_activation(name, layer),
-                              **_geometry(name, layer, kind, sample))
-    batches = _batches(calibration)
-    ranges = _observe(model, selected, batches, config)
+                              **_geometry(name, layer, kind, shapes[0]), **_carried(layer, kind))
+    batches = _batches(calibration, model)
+    # placeholder grids, replaced by the calibration below
+    grid = quant.choose_qparams(0.0, 1.0, signed=False, symmetric=config.activation_symmetric,
+                                bits=config.bits).to_dict()
+    selected = {id(candidates[name][0]): name for name in assignment}
+    made, pairs = {}, []
 
     def clone(layer):
-        if layer.name not in assignment:
-            return layer.__class__.from_config(layer.get_config())
-        (in_lo, in_hi), (out_lo, out_hi) = ranges[layer.name]
-        qps = [quant.choose_qparams(lo, hi, signed=False, symmetric=config.activation_symmetric,
-                                    bits=config.bits) for lo, hi in ((in_lo, in_hi), (out_lo, out_hi))]
-        return ApproxLayer(name=layer.name, multiplier=assignment[layer.name],
-                           in_qparams=qps[0].to_dict(), out_qparams=qps[1].to_dict(),
-                           gradient=gradient, scheme=dataclasses.asdict(config),
-                           **settings[layer.name])
+        # each layer once (shared layers stay shared); sub-models are entered
+        if id(layer) in made:
+            return made[id(layer)]
+        if _graph_model(layer):
+            new = keras.models.clone_model(layer, clone_function=clone)
+        elif id(layer) in selected:
+            name = selected[id(layer)]
+            new = ApproxLayer(name=name, multiplier=assignment[name], in_qparams=grid,
+                              out_qparams=grid, gradient=gradient,
+                              scheme=dataclasses.asdict(config), **settings[name])
+        else:
+            new = layer.__class__.from_config(layer.get_config())
+        made[id(layer)] = new
+        pairs.append((layer, new))
+        return new
 
     out = keras.models.clone_model(model, clone_function=clone)
-    for layer in out.layers:
-        layer.set_weights(model.get_layer(layer.name).get_weights())
+    # pair the layers by identity (clone_model renames unnamed inputs), not by name
+    for old, new in pairs + [(model, out)]:
+        if not _graph_model(old):
+            new.set_weights(old.get_weights())
+        if not old.trainable:
+            new.trainable = False
+    approx = [made[i] for i in selected]
+    order = _calibrate(out, approx, batches)
     out.approxmul_layers = {name: getattr(m, "spec", None) for name, m in assignment.items()}
     if bias_correction:
-        _correct_bias(out, batches)
+        _correct_bias(out, order, batches)
     return out
 
 
@@ -248,8 +410,8 @@ def recalibrate(model, calibration, scheme=None):
     """Calibrate an approximated model again, in place, after its weights changed in ``fit``.
 
     The approximate layers run as float layers with their current weights
-    on the batches (eagerly) and take new activation grids, as
-    :func:`approximate` chose them; the torch adapter's recalibrate does
+    on the batches (eagerly, at every call) and take new activation grids,
+    as :func:`approximate` calibrates them; the torch adapter's recalibrate does
     the same after each retraining epoch. A model approximated with
     ``bias_correction`` gets its corrections measured again on the batches.
 
@@ -259,32 +421,11 @@ def recalibrate(model, calibration, scheme=None):
     >>> recalibrate(approx, [np.full((4, 2), 10, "float32")]) is approx
     True
     """
-    approx = [layer for layer in model.layers if isinstance(layer, ApproxLayer)]
+    approx = _approx_layers(model)
     if not approx:
         raise ApproximationError("recalibrate() takes a model returned by approximate()")
-    obs, batches = {}, _batches(calibration)
-
-    def observer(name, config):
-        def record(x, y):
-            for key, v in (("in", x), ("out", y)):
-                obs.setdefault((name, key), nn.RangeObserver(config.calibration,
-                                                             config.percentile)).update(v)
-        return record
-
-    configs = {layer.name: quant.QuantConfig(**layer.scheme) for layer in approx}
-    for layer in approx:
-        layer.observer = observer(layer.name, configs[layer.name])
-    try:
-        for b in batches:
-            model(b, training=False)
-    finally:
-        for layer in approx:
-            layer.observer = None
-    for layer in approx:
-        config = configs[layer.name]
-        layer.set_grids(*(quant.choose_qparams(*obs[(layer.name, key)].range(), signed=False,
-                                               symmetric=config.activation_symmetric,
-                                               bits=config.bits) for key in ("in", "out")))
+    batches = _batches(calibration, model)
+    order = _calibrate(model, approx, batches)
     if any(layer.correction is not None for layer in approx):
-        _correct_bias(model, batches)
+        _correct_bias(model, order, batches)
     return model

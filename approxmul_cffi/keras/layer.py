@@ -5,7 +5,9 @@ or ``Dense`` layer. Its forward is ``tf.numpy_function`` around the same
 ``nn.QuantizedLayer`` the evaluator runs (quantize, integer conv/matmul
 through approxmul's kernels, requantize, dequantize); ``tf.custom_gradient``
 gives it the adapters' gradients (docs/retraining.md). Its config holds the
-multiplier spec and the calibrated grids, so ``.keras`` files reload it.
+multiplier spec, the calibrated grids and the replaced layer's ``trainable``
+flag, regularizers and constraints, so ``.keras`` files reload it (once
+``approxmul_cffi.keras`` is imported: importing it registers the class).
 
 >>> import numpy as np
 >>> from approxmul_cffi import quant
@@ -70,9 +72,15 @@ class ApproxLayer(keras.layers.Layer):
     def __init__(self, *, kind, units, multiplier, in_qparams, out_qparams, sample_shape,
                  kernel_size=(1, 1), strides=(1, 1), padding=(0, 0), dilation=(1, 1),
                  depth_multiplier=1, use_bias=True, activation=None, gradient="ste",
-                 scheme=None, correction=None, **kwargs):
+                 scheme=None, correction=None, kernel_regularizer=None, bias_regularizer=None,
+                 kernel_constraint=None, bias_constraint=None, **kwargs):
+        # trainable and activity_regularizer are keras.layers.Layer's own (and its config's)
         kwargs.setdefault("dtype", "float32")
         super().__init__(**kwargs)
+        self.kernel_regularizer = keras.regularizers.get(kernel_regularizer)
+        self.bias_regularizer = keras.regularizers.get(bias_regularizer)
+        self.kernel_constraint = keras.constraints.get(kernel_constraint)
+        self.bias_constraint = keras.constraints.get(bias_constraint)
         if kind not in KINDS:
             raise ApproximationError(f"kind must be one of {KINDS}, got {kind!r}")
         check_gradient(gradient)
@@ -88,7 +96,8 @@ class ApproxLayer(keras.layers.Layer):
         # bias correction (accumulator units, per output channel) or None
         self.correction = None if correction is None else [int(v) for v in correction]
         self._node, self._params, self._cache = None, None, {}
-        self.observer = None  # set by recalibrate: run the float layer and record ranges
+        self.observer = None  # set by calibration: run the float layer and record ranges
+        self.probe = None     # set by bias correction: called with each (eager) input batch
 
     # ---- config and weights
     def get_config(self):
@@ -99,7 +108,11 @@ class ApproxLayer(keras.layers.Layer):
                 "padding": list(self.pads), "dilation": list(self.dilation),
                 "depth_multiplier": self.depth_multiplier, "use_bias": self.use_bias,
                 "activation": self.activation, "gradient": self.gradient, "scheme": self.scheme,
-                "correction": self.correction}
+                "correction": self.correction,
+                "kernel_regularizer": keras.regularizers.serialize(self.kernel_regularizer),
+                "bias_regularizer": keras.regularizers.serialize(self.bias_regularizer),
+                "kernel_constraint": keras.constraints.serialize(self.kernel_constraint),
+                "bias_constraint": keras.constraints.serialize(self.bias_constraint)}
 
     def kernel_shape(self):
         channels = self.sample_shape[-1]
@@ -113,10 +126,13 @@ class ApproxLayer(keras.layers.Layer):
         return (kh, kw, channels, self.units)
 
     def build(self, input_shape=None):
-        self.kernel = self.add_weight(name="kernel", shape=self.kernel_shape(), initializer="zeros")
+        self.kernel = self.add_weight(name="kernel", shape=self.kernel_shape(), initializer="zeros",
+                                      regularizer=self.kernel_regularizer,
+                                      constraint=self.kernel_constraint)
         out = self.out_channels()
-        self.bias = self.add_weight(name="bias", shape=(out,), initializer="zeros") \
-            if self.use_bias else None
+        self.bias = self.add_weight(name="bias", shape=(out,), initializer="zeros",
+                                    regularizer=self.bias_regularizer,
+                                    constraint=self.bias_constraint) if self.use_bias else None
         self._make_node()
 
     def _make_node(self):
@@ -265,12 +281,15 @@ class ApproxLayer(keras.layers.Layer):
         return y
 
     def call(self, x):
-        if self.observer is not None:
-            return self._float_call(x)
         if tuple(x.shape[1:]) != self.sample_shape:
             raise ApproximationError(
                 f"layer {self.name!r} was calibrated on per-sample inputs of shape "
-                f"{self.sample_shape}, got {tuple(x.shape[1:])}")
+                f"{self.sample_shape}, got {tuple(x.shape[1:])}: an approximate layer is fixed "
+                "to one per-sample shape")
+        if self.observer is not None:
+            return self._float_call(x)
+        if self.probe is not None:
+            self.probe(keras.ops.convert_to_numpy(x))
         x = tf.cast(x, tf.float32)
         kernel = tf.convert_to_tensor(self.kernel)
         bias = tf.convert_to_tensor(self.bias) if self.use_bias else tf.zeros((self.out_channels(),))
