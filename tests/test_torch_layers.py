@@ -219,8 +219,9 @@ class _PooledNet(torch.nn.Module):
     """conv -> ReLU -> module average pool (padded, strided) -> residual conv ->
     global average pool module -> Linear."""
 
-    def __init__(self):
+    def __init__(self, relu=True):
         super().__init__()
+        self.act = torch.relu if relu else (lambda t: t)  # without: negative pool inputs
         self.c1 = torch.nn.Conv2d(3, 8, 3, padding=1)
         self.pool = torch.nn.AvgPool2d(3, 2, 1)
         self.c2 = torch.nn.Conv2d(8, 8, 3, padding=1)
@@ -228,8 +229,8 @@ class _PooledNet(torch.nn.Module):
         self.fc = torch.nn.Linear(8, 10)
 
     def forward(self, x):
-        x = self.pool(torch.relu(self.c1(x)))
-        x = torch.relu(self.c2(x) + x)
+        x = self.pool(self.act(self.c1(x)))
+        x = self.act(self.c2(x) + x)
         return self.fc(self.gap(x).flatten(1))
 
 
@@ -240,12 +241,13 @@ def _evaluator_codes(net, x_cal, x, spec):
     return qmodel.run_codes(x.numpy(), m)
 
 
+@pytest.mark.parametrize("relu", [True, False])
 @pytest.mark.parametrize("spec", ["exact", "drum:k=4", "drum:k=4,signed=1"])
-def test_average_pool_modules_take_the_evaluators_integer_mean(spec):
+def test_average_pool_modules_take_the_evaluators_integer_mean(spec, relu):
     # torch's float mean of a tie between two codes rounds either way; the pools
     # between approximate layers take the evaluator's integer mean instead
     torch.manual_seed(7)
-    net = _PooledNet().eval()
+    net = _PooledNet(relu).eval()
     x_cal, x = torch.randn(256, 3, 8, 8), torch.randn(200, 3, 8, 8)
     approx = approximate(net, spec, calibration=[x_cal])
     assert type(approx.pool).__name__ == "GridAvgPool2d"
@@ -259,6 +261,7 @@ def test_average_pool_modules_take_the_evaluators_integer_mean(spec):
     # the gradient is torch's pool's (straight through the rounding), compiled too
     xg = x[:8].clone().requires_grad_()
     approx(xg).sum().backward()
+    torch._dynamo.reset()  # each case is a new model: no recompile limit across the cases
     compiled = torch.compile(approx, backend="aot_eager", fullgraph=True)
     xc = x[:8].clone().requires_grad_()
     compiled(xc).sum().backward()

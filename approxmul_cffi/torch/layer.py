@@ -245,10 +245,11 @@ class GridAveragePool:
     def _grid_mean(self, x):
         scale, zero, lo, hi = self.q_grid
         with torch.no_grad():
-            # codes by QParams.quantize's rule, round half away from zero in float64
+            # codes by QParams.quantize's rule, round half away from zero in float64,
+            # clamped as codes (centered: the mean of q - z is the same in both domains);
+            # in place, a pass fewer each (the pool runs on every forward)
             v = x.detach().to(torch.float64) / scale
-            codes = (torch.sign(v) * torch.floor(v.abs() + 0.5) + zero).clamp(lo, hi)
-            centered = codes - zero  # the mean of q - z is the same in both code domains
+            centered = v.abs().add_(0.5).floor_().copysign_(v).clamp_(lo - zero, hi - zero)
             if isinstance(self, torch.nn.AdaptiveAvgPool2d):
                 total, count = centered.sum(dim=(-2, -1)), x.shape[-2] * x.shape[-1]
             else:  # padded taps hold the zero point: centered 0
