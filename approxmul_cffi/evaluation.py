@@ -32,6 +32,7 @@ from . import quant
 from .bundled import (BUNDLED_ALIASES, BUNDLED_MODEL, BUNDLED_MODELS,  # noqa: F401 (API)
                       bundled_model, bundled_name, model_file)
 from .evaluation_results import COLUMNS, EvalResult, EvalRow  # noqa: F401 (part of this API)
+from .errors import ApproxmulError
 from .multipliers import Multiplier, multiplier
 from .onnx import load_model
 from .provenance import identity, run_identity
@@ -196,6 +197,17 @@ def _normalise_multipliers(multipliers, bits=8):
     return out
 
 
+def _layer_multipliers(layers):
+    """{layer: Multiplier} of a per-layer assignment; a bad spec's error names its layer."""
+    out = {}
+    for name, m in layers.items():
+        try:
+            out[name] = multiplier(m)
+        except ApproxmulError as error:
+            raise type(error)(f"layer {name!r}: {error}") from None
+    return out
+
+
 def evaluate(model, data, multipliers=None, *, layers=None, limit=None, threads=None,
              progress=True, calibration=None, config=None, batch_size=256, data_source=None,
              bias_correction=False, bits=None):
@@ -235,7 +247,7 @@ def evaluate(model, data, multipliers=None, *, layers=None, limit=None, threads=
     qmodel = model if isinstance(model, nn.QuantizedModel) else None
     float_model = qmodel.model if qmodel else model
     x, y = _check_data(float_model, data, limit)
-    overrides = {name: multiplier(m) for name, m in (layers or {}).items()}
+    overrides = _layer_multipliers(layers or {})
     # resolved once (table files are read here); the defaults depend on the width
     rows = None if multipliers is None else _normalise_multipliers(multipliers)
     if bits is None:

@@ -155,3 +155,15 @@ def test_bundled_model_names_and_their_file_stems(tmp_path):
         rows.append([line.split()[:5] for line in proc.stdout.splitlines()
                      if line.startswith("drum")])  # not images/s
     assert rows[0] == rows[1] and rows[0]
+
+
+def test_a_bad_spec_in_a_layer_map_names_its_layer(tmp_path):
+    (tmp_path / "map.json").write_text('{"conv1": "drum:k=99", "fc2": "exact"}')
+    assert_user_error(approxmul("evaluate", "--layers", "map.json", "-m", "exact", cwd=tmp_path),
+                      "layer 'conv1'", "k=99")
+
+
+def test_version():
+    proc = approxmul("--version", cwd=None)
+    assert proc.returncode == 0 and proc.stdout.startswith("approxmul ")
+    assert proc.stdout.split()[1] == __import__("approxmul_cffi").__version__

@@ -190,6 +190,9 @@ def build_parser():
         prog="approxmul",
         description="Evaluate approximate integer multipliers and their effect on networks.",
     )
+    from .. import __version__
+
+    parser.add_argument("--version", action="version", version=f"approxmul {__version__}")
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
     subparsers.required = True
     for name in SUBCOMMANDS:

@@ -38,7 +38,8 @@ def add_parser(subparsers):
     p.add_argument("--lr", type=float, default=3e-3, help="Adam learning rate (default 3e-3)")
     p.add_argument("--batch-size", type=int, default=16, help="batch size (default 16)")
     p.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
-    p.add_argument("--calibration", choices=("minmax", "percentile"), default="minmax")
+    p.add_argument("--calibration", choices=("minmax", "percentile"), default="minmax",
+                   help="activation range calibration (default: minmax)")
     p.add_argument("--bias-correction", action=argparse.BooleanOptionalAction, default=True,
                    help="cancel each layer's mean multiplier error per output channel, measured "
                         "on the training images at each calibration; evaluate the written model "

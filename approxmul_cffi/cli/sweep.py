@@ -35,7 +35,8 @@ def add_parser(subparsers):
     g.add_argument("--data", metavar="FILE.npz",
                    help="arrays x, y and optional calibration (default: the bundled model's "
                         "held-out split, calibrated on its training split)")
-    g.add_argument("--calibration", choices=("minmax", "percentile"), default="minmax")
+    g.add_argument("--calibration", choices=("minmax", "percentile"), default="minmax",
+                   help="activation range calibration (default: minmax)")
     g.add_argument("--bits", metavar="N", type=int, default=8,
                    help="width of the activation and weight codes, 2..16; every multiplier "
                         "must have it (default: 8)")
@@ -54,7 +55,8 @@ def add_parser(subparsers):
                    help="search: largest top-1 drop in points (default: 1)")
     g.add_argument("--search-layers", metavar="A,B,..",
                    help="search/exhaustive/sensitivity: these layers only (the others exact)")
-    g.add_argument("--beam-width", metavar="N", type=int, default=64)
+    g.add_argument("--beam-width", metavar="N", type=int, default=64,
+                   help="search: partial assignments the beam keeps per layer (default: 64)")
     g = p.add_argument_group("cluster and store")
     g.add_argument("--store", metavar="FILE", required=True, help="SQLite results file")
     g.add_argument("--resume", action="store_true",
@@ -68,9 +70,10 @@ def add_parser(subparsers):
                    help="local cluster: worker processes (default: one per core)")
     g.add_argument("--threads", metavar="N", type=int, default=1,
                    help="approxmul threads per task (default: 1)")
-    g.add_argument("--connect-timeout", metavar="S", type=float, default=10.0)
+    g.add_argument("--connect-timeout", metavar="S", type=float, default=10.0,
+                   help="seconds to reach --scheduler before giving up (default: 10)")
     g = p.add_argument_group("outputs")
-    g.add_argument("--csv", metavar="FILE")
+    g.add_argument("--csv", metavar="FILE", help="every result row, one per task")
     g.add_argument("--parquet", metavar="FILE", help="(needs pyarrow)")
     g.add_argument("--plot", metavar="FILE.png", help="accuracy against cost (needs matplotlib)")
     g.add_argument("--layer-map", metavar="FILE.json",
