@@ -109,7 +109,7 @@ def write(tmp_path, name, data):
     ("nocomma.h", "int16_t lut[2][2] = {{0, 0}, {0 1}};", False, ["'1' follows a value"]),
     ("c.txt", "int16_t lut[2][2] = {{0,0},{0,1}};", False, ["not a decimal integer"]),
     ("range.txt", "0 0\n0 4\n", False, ["does not fit the 2-bit unsigned product range 0..3"]),
-    ("negative.txt", "0 -1\n0 1\n", False, ["product range"]),
+    ("negative.txt", "0 -1\n0 1\n", False, ["product range", "a signed table?", "--signed"]),
     ("signedrange.txt", "0 0\n0 2\n", True, ["-2..1"]),
 ])
 def test_bad_files(tmp_path, name, data, signed, words):

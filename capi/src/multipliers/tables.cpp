@@ -301,7 +301,10 @@ std::vector<int32_t> parse_table(const unsigned char *data, size_t size, int for
                      "%lld..%lld of %d-bit operands%s",
                      r, c, static_cast<long long>(v), 2 * n, is_signed ? "signed" : "unsigned",
                      static_cast<long long>(lo), static_cast<long long>(hi), n,
-                     looks_text ? " (the file is all text: format 'text' or 'c'?)" : "");
+                     looks_text ? " (the file is all text: format 'text' or 'c'?)"
+                     : (!is_signed && v < 0) ? " (a negative product: a signed table? read it "
+                                               "signed, --signed or ?signed=1)"
+                                             : "");
             table[((r ^ flip) << n) | (c ^ flip)] = int32_t(v);
         }
     bits = n;
