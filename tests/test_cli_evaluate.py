@@ -89,6 +89,8 @@ def test_own_model_and_data_files(tmp_path):
     (["--model", "missing.json"], ["model file not found", "missing.json",
                                    "bundled models: digits-lenet, mnist-lenet5"]),
     (["--data", "missing.npz"], ["data file not found"]),
+    # the digits split asked for by name does not fit the MNIST model (it was MNIST silently)
+    (["--model", "mnist-lenet5", "--data", "digits"], ["(450, 1, 8, 8)", "(N, 1, 28, 28)"]),
     (["--limit", "0"], ["--limit must be at least 1"]),
     # checked before the evaluation runs
     (["--json", "no-such-folder/r.json"], ["--json no-such-folder/r.json", "does not exist"]),

@@ -29,8 +29,8 @@ def add_parser(subparsers):
                    "(default: the bundled digits LeNet)")
     p.add_argument("--data", metavar="FILE.npz",
                    help="evaluation data: arrays x (float images) and y (integer labels), "
-                        "optionally calibration (float images); or 'digits' (default): the bundled "
-                        "digits held-out split")
+                        "optionally calibration (float images); or 'digits': the bundled "
+                        "digits held-out split (default: the bundled model's own data set)")
     p.add_argument("--bits", metavar="N", type=int,
                    help="width of the activation and weight codes, 2..16; every multiplier "
                         "must have it (default: the multipliers' width, e.g. 4 for "
@@ -132,7 +132,9 @@ def _evaluate(args):
         data_source = os.path.abspath(args.data)
     else:
         from approxmul_cffi.datasets import load
-        dataset = BUNDLED_MODELS.get(bundled_name(args.model), (None, "digits"))[1]
+        # --data digits asks for the digits split by name; by default, the model's own
+        dataset = "digits" if args.data else \
+            BUNDLED_MODELS.get(bundled_name(args.model), (None, "digits"))[1]
         data, calibration = load(dataset, "test"), load(dataset, "train")[0]
         source = f"{dataset} held-out split, calibrated on {len(calibration)} training images"
         data_source = f"{dataset}, approxmul_cffi.datasets held-out split"
