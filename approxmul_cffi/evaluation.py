@@ -256,7 +256,9 @@ def evaluate(model, data, multipliers=None, *, layers=None, limit=None, threads=
         config = quant.QuantConfig() if config is None else config
         if config.bits != bits:
             config = dataclasses.replace(config, bits=bits)
-        own = getattr(float_model, "quantization", None) is not None  # ONNX QDQ/QOperator
+        # a quantized ONNX model's own arithmetic, unless another width is asked for
+        # (which nn.quantize refuses for it, saying why)
+        own = getattr(float_model, "quantization", None) is not None and config.bits == 8
         qmodel = nn.quantize(float_model, x if calibration is None else calibration,
                              None if own else config)
     elif qmodel.config.bits != bits:

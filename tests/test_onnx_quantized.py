@@ -216,6 +216,8 @@ def test_quantized_average_pools_equal_onnxruntime(tmp_path, pool, fmt, act):
     result = evaluate(str(tmp_path / "q.onnx"), (x, labels), ["drum:k=4"], progress=False,
                       config=quant.QuantConfig(calibration="percentile"))
     assert {r.multiplier: r.top1 for r in result}["exact"] == 100.0
+    with pytest.raises(nn.ModelError, match="its own 8-bit quantization.*4 bits"):
+        evaluate(str(tmp_path / "q.onnx"), (x, labels), ["drum:bits=4,k=2"], progress=False)
 
 
 def test_average_pools_nn_cannot_compute_are_refused_not_approximated(tmp_path):

@@ -113,10 +113,10 @@ def test_an_approximated_model_is_refused_clearly():
 
 
 def test_linear_takes_any_leading_sizes():
-    # a sequence model: calibrated on length 7, used on 9 and trained on 3-D inputs
+    # a sequence model: calibrated on lengths 7 and 3, used on 9 and trained on 3-D inputs
     torch.manual_seed(0)
     net = torch.nn.Sequential(torch.nn.Linear(8, 4))
-    approx = approximate(net, "exact", calibration=[torch.randn(5, 7, 8)])
+    approx = approximate(net, "exact", calibration=[torch.randn(5, 7, 8), torch.randn(5, 3, 8)])
     x = torch.randn(5, 9, 8, requires_grad=True)
     y = approx(x)
     assert y.shape == (5, 9, 4)
@@ -137,7 +137,9 @@ def test_calibration_and_mapping_mistakes_are_explained():
         approximate(_net(), {}, calibration=CAL)
     with pytest.raises(ApproximationError, match=r"batches are dicts \(keys 'image'\)"):
         approximate(_net(), "exact", calibration=[{"image": x}])
-    with pytest.raises(ApproximationError, match=r"different shapes \(1, 6, 6\), \(1, 7, 7\)"):
+    # a second shape the model cannot take: its own error, named as calibration's
+    with pytest.raises(ApproximationError, match=r"fails on the calibration data \(samples of "
+                                                 r"shape \(1, 7, 7\)"):
         approximate(_net(), "exact", calibration=[x, torch.rand(4, 1, 7, 7)])
     # a list of unbatched samples: the model's own error, named as calibration's
     with pytest.raises(ApproximationError, match=r"fails on the calibration data.*\(6, 6\).*"
@@ -184,3 +186,12 @@ def test_a_layer_called_at_several_shapes_takes_each():
     with pytest.raises(ApproximationError, match=r"shape \(2, 4, 4\) or \(2, 7, 7\), got "
                                                  r"\(2, 9, 9\)"):
         approx(torch.randn(2, 2, 9, 9))
+
+
+def test_a_shallow_copy_is_a_layer_of_its_own():
+    import copy
+    approx = approximate(_net(), "exact", calibration=CAL)
+    layer = copy.copy(approx[0])
+    assert layer.q_key != approx[0].q_key and layer.weight is approx[0].weight
+    with torch.no_grad():
+        assert torch.equal(layer(CAL[0]), approx[0](CAL[0]))

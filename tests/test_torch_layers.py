@@ -208,11 +208,16 @@ def test_per_layer_mapping_and_graph_twin():
     assert kinds["fc1"] == "Linear" and kinds["bn1"] == "FoldedBatchNorm2d"
     assert type(net.conv1) is torch.nn.Conv2d   # not in place: the original is untouched
     net.train()
+    net.bn2.eval()  # fine-tuning with a frozen batch norm: its flag must survive
     stats = net.bn1.running_mean.clone()
     info = layers(net, x_train[:1] + 3)
     assert [(i.name, i.macs) for i in info] == [("conv1", 16 * 9 * 64), ("conv2", 32 * 16 * 9 * 16),
                                                 ("fc1", 128 * 64), ("fc2", 640)]
     assert net.training and torch.equal(net.bn1.running_mean, stats)  # listing changes nothing
+    assert net.bn1.training and not net.bn2.training
+    # nor does approximating it (calibration, the graph's shape pass)
+    approximate(net, "exact", calibration=[x_train[:64]], inplace=True)
+    assert net.training and not net.bn2.training
 
 
 class _PooledNet(torch.nn.Module):

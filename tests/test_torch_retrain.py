@@ -72,6 +72,7 @@ def test_per_layer_multipliers(tmp_path):
     (["-m", "nosuch:k=1"], "unknown multiplier family"),
     # output paths are checked before the training, not after it
     (["--out", "tuned", "--json", "tuned.json"], "--out and --json both write tuned.json"),
+    (["--out", "tuned", "--json", "tuned.npz"], "--out (weights) and --json both write tuned.npz"),
     (["--out", "no-such-folder/tuned"], "--out no-such-folder/tuned.json: folder no-such-folder "
                                         "does not exist"),
     (["--json", "no-such-folder/acc.json"], "folder no-such-folder does not exist"),

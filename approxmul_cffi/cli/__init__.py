@@ -15,6 +15,7 @@ exact:bits=8,signed=0    0     0    0     0      0    0     0    0     0    0
 
 import argparse
 import importlib
+import io
 import os
 import re
 import sys
@@ -201,14 +202,29 @@ def build_parser():
     return parser
 
 
+def _stdout_reader_gone():
+    """Whether stdout is a pipe whose reader has closed it (poll reports an error on it)."""
+    try:
+        import select
+
+        poller = select.poll()
+        poller.register(sys.stdout.fileno(), select.POLLOUT)
+        return any(events & (select.POLLERR | select.POLLHUP) for _, events in poller.poll(0))
+    except (AttributeError, OSError, ValueError, io.UnsupportedOperation):  # no fd, no poll
+        return False
+
+
 def main(argv=None):
     parser = build_parser()
     args = parser.parse_args(argv)
     try:
         return args.run(args)
-    except BrokenPipeError:  # the reader went away (approxmul info | head): not an error
-        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # no flush error at exit
-        return 0
+    except BrokenPipeError as error:
+        if _stdout_reader_gone():  # approxmul info | head: not an error
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # nothing at exit
+            return 0
+        print(f"approxmul {args.command}: error: {error}", file=sys.stderr)
+        return 2
     except (UsageError, ApproxmulError, OSError) as error:
         print(f"approxmul {args.command}: error: {error}", file=sys.stderr)
         return 2

@@ -82,7 +82,8 @@ def _retrain(args):
         raise UsageError(f"--lr must be positive, got {args.lr}")
     # checked before the training: --out writes PATH.json (and PATH.npz beside it)
     stem = args.out[:-5] if args.out and args.out.endswith(".json") else args.out
-    check_outputs({"--out": stem and stem + ".json", "--json": args.json})
+    check_outputs({"--out": stem and stem + ".json", "--out (weights)": stem and stem + ".npz",
+                   "--json": args.json})
     if args.threads:
         am.set_num_threads(args.threads)
         torch.set_num_threads(args.threads)

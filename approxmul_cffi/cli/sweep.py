@@ -9,7 +9,7 @@ still show the errors).
 import os
 import sys
 
-from . import UsageError
+from . import UsageError, check_outputs
 
 HELP = "sweep multipliers over a network's layers on a Dask cluster, resumably"
 
@@ -98,6 +98,8 @@ def _check(args):
         raise UsageError("--plot puts accuracy against cost: give --costs or --cost-sources")
     if args.layer_map and args.strategy != "search":
         raise UsageError("--layer-map writes the search's best assignment: use --strategy search")
+    check_outputs({"--csv": args.csv, "--parquet": args.parquet, "--plot": args.plot,
+                   "--layer-map": args.layer_map})
     outputs = ((args.plot, "matplotlib", "plot"), (args.parquet, "pyarrow", "sweep"))
     for flag, module, extra in outputs:  # fail before the sweep, not after it
         if flag:

@@ -36,7 +36,8 @@ import torch
 
 from ..adapters import LayerInfo, assign as _assign_names, check_gradient, with_width
 from . import _op
-from ._common import ApproximationError, batches as _batches, config_of as _config
+from ._common import ApproximationError, batches as _batches, config_of as _config, \
+    evaluation_mode
 from .calibration import plan as _plan
 from .layer import ApproxLayer, GridAveragePool, _FoldedBatchNorm, swap_class as _swap_class
 
@@ -83,13 +84,10 @@ def layers(model, example=None):
 
     for name, m in _approximable(model):
         handles.append(m.register_forward_hook(hook(name)))
-    was_training = model.training
-    model.eval()  # a listing must not move batch norms' running statistics
     try:
-        with torch.no_grad():
+        with evaluation_mode(model):  # a listing must not move batch norms' running statistics
             model(example)
     finally:
-        model.train(was_training)
         for h in handles:
             h.remove()
     return infos

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import math
 
 import numpy as np
@@ -11,6 +12,21 @@ from ..adapters import config_of  # noqa: F401 (the adapters' shared definition)
 from ..errors import ApproximationError
 
 _FLOATS = (torch.float32, torch.float64, torch.bfloat16, torch.float16)
+
+
+@contextlib.contextmanager
+def evaluation_mode(model):
+    """``model`` in eval mode and without gradients for the block; every module's own
+    training flag is restored afterwards (a frozen BatchNorm in a model in training
+    stays in eval: ``model.train(flag)`` would set them all)."""
+    flags = [(m, m.training) for m in model.modules()]
+    model.eval()
+    try:
+        with torch.no_grad():
+            yield model
+    finally:
+        for m, flag in flags:
+            m.training = flag
 
 
 def batches(calibration):
@@ -38,11 +54,6 @@ def batches(calibration):
         out.append(batch)
     if not out:
         raise ApproximationError("calibration data is empty")
-    shapes = sorted({tuple(b.shape[1:]) for b in out})
-    if len(shapes) > 1:  # the ranges are one set per layer, over samples of one shape
-        raise ApproximationError(f"calibration batches have samples of different shapes "
-                                 f"{', '.join(map(str, shapes))}; calibrate on inputs shaped "
-                                 "as in use")
     return out
 
 

@@ -16,6 +16,8 @@ from torch.fx.passes.shape_prop import ShapeProp
 
 from approxmul_cffi import nn
 
+from ._common import evaluation_mode
+
 
 class Untranslatable(Exception):
     """The model has a node the approxmul nn graph cannot express."""
@@ -138,15 +140,11 @@ def translate(model, sample):
     # the sample in the model's own floating type (a float64 or bfloat16 model
     # refuses float32 inputs); the graph itself takes float32 weights and data
     dtype = next((p.dtype for p in model.parameters() if p.is_floating_point()), sample.dtype)
-    was_training = gm.training
-    gm.eval()
     try:
-        with torch.no_grad():
+        with evaluation_mode(gm):  # gm shares the model's modules: their flags come back
             ShapeProp(gm).propagate(sample.to(dtype))
     except Exception as e:  # whatever the model's own forward raises on the sample
         raise Untranslatable(f"torch.fx cannot run the traced model: {e}") from None
-    finally:
-        gm.train(was_training)
     names, nodes, flat = {}, [], set()
     output = None
     for node in gm.graph.nodes:

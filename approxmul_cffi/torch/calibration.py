@@ -19,7 +19,7 @@ import numpy as np
 import torch
 
 from .. import nn, quant
-from ._common import ApproximationError
+from ._common import ApproximationError, evaluation_mode
 from ._translate import Untranslatable, translate
 from .layer import ApproxLayer, GridAveragePool
 
@@ -28,6 +28,10 @@ _AVERAGE_POOLS = (torch.nn.AvgPool2d, torch.nn.AdaptiveAvgPool2d)
 
 def _plan_from_graph(model, batches, config, correct):
     sample = batches[0]
+    shapes = sorted({tuple(b.shape[1:]) for b in batches})
+    if len(shapes) > 1:  # the evaluator's graph has one input shape; layer by layer, each
+        raise Untranslatable(f"calibration batches of per-sample shapes "
+                             f"{', '.join(map(str, shapes))}")
     graph = translate(model, sample.to(torch.float32))
     data = np.concatenate([b.detach().to(torch.float32).numpy() for b in batches])
     qmodel = nn.quantize(graph, data, config)
@@ -98,14 +102,11 @@ def _plan_by_layer(model, batches, config, selected):
 
     for name in selected:
         handles.append(modules[name].register_forward_hook(hook(name)))
-    was_training = model.training
-    model.eval()
     try:
-        with torch.no_grad():
+        with evaluation_mode(model):
             for b in batches:
                 model(b)
     finally:
-        model.train(was_training)
         for h in handles:
             h.remove()
     plan = {}
@@ -118,20 +119,19 @@ def _plan_by_layer(model, batches, config, selected):
     return plan
 
 
-def _check_runs(model, batch):
-    """The model's own error on a calibration sample, as the adapter's."""
-    was_training = model.training
-    model.eval()
-    try:
-        with torch.no_grad():
-            model(batch[:1])
-    except Exception as e:  # whatever the model's forward raises
-        raise ApproximationError(
-            f"the model fails on the calibration data (samples of shape "
-            f"{tuple(batch.shape[1:])}, batches of {batch.shape[0]}): {type(e).__name__}: {e}"
-        ) from None
-    finally:
-        model.train(was_training)
+def _check_runs(model, batches):
+    """The model's own error on a calibration sample (one of each shape), as the adapter's."""
+    firsts = {}
+    for b in batches:
+        firsts.setdefault(tuple(b.shape[1:]), b)
+    for shape, batch in firsts.items():
+        try:
+            with evaluation_mode(model):
+                model(batch[:1])
+        except Exception as e:  # whatever the model's forward raises
+            raise ApproximationError(
+                f"the model fails on the calibration data (samples of shape {shape}, "
+                f"batches of {batch.shape[0]}): {type(e).__name__}: {e}") from None
 
 
 def plan(model, batches, config, selected, correct=None):
@@ -142,7 +142,7 @@ def plan(model, batches, config, selected, correct=None):
     for m in float_layers:
         m._q_float = True
     try:
-        _check_runs(model, batches[0])
+        _check_runs(model, batches)
         try:
             layers, pools = _plan_from_graph(model, batches, config, correct)
             return layers, "graph", None, pools

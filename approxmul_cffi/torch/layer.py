@@ -64,6 +64,14 @@ class ApproxLayer:
         new.q_key = _op.register(new)
         return new
 
+    def __copy__(self):
+        # a shallow copy shares the parameters, as copy.copy of a module does; a layer of
+        # its own in the registry (pickling is what __getstate__ refuses)
+        new = type(self).__new__(type(self))
+        new.__dict__.update(self.__dict__)
+        new.q_key = _op.register(new)
+        return new
+
     def __getstate__(self):
         # the multiplier is a handle into the C library: nothing to pickle
         raise ApproximationError(

@@ -20,6 +20,7 @@ import numpy as np
 import torch
 
 from approxmul_cffi.torch import approximate, recalibrate
+from approxmul_cffi.torch._common import evaluation_mode
 
 __all__ = ["accuracy", "retrain"]
 
@@ -38,13 +39,10 @@ def accuracy(model, data, batch_size=256):
     True
     """
     x, y = _tensors(data)
-    was_training = model.training
-    model.eval()
     correct = 0
-    with torch.no_grad():
+    with evaluation_mode(model):
         for i in range(0, len(x), batch_size):
             correct += int((model(x[i:i + batch_size]).argmax(-1) == y[i:i + batch_size]).sum())
-    model.train(was_training)
     return 100.0 * correct / len(x)
 
 
