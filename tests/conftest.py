@@ -39,6 +39,18 @@ def python_runner():
     return run_python
 
 
+@pytest.fixture(scope="module")
+def client():
+    """A Dask client of a LocalCluster with two worker processes, one per test module."""
+    import distributed  # the test extra installs dask[distributed]
+
+    cluster = distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
+                                       dashboard_address=None, silence_logs=40)
+    with distributed.Client(cluster, set_as_default=False) as c:
+        yield c
+    cluster.close()
+
+
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_makereport(item, call):
     """With APPROXMUL_FORBID_SKIPS set (CI's main job), a skip is a failure: every

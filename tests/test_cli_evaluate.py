@@ -1,20 +1,12 @@
 """`approxmul evaluate` run as a subprocess, including its error exits."""
 
 import json
-import subprocess
-import sys
 
 import numpy as np
 import pytest
+from support import approxmul
 
 from approxmul_cffi.evaluation import bundled_model
-
-MAIN = "import sys; from approxmul_cffi.cli import main; sys.exit(main())"
-
-
-def approxmul(*args, cwd):
-    return subprocess.run([sys.executable, "-c", MAIN, *args], capture_output=True, text=True,
-                          cwd=cwd, timeout=300)
 
 
 def assert_user_error(proc, *words):

@@ -5,25 +5,12 @@ opened as the package is imported, before the command's own code runs.
 """
 
 import os
-import pathlib
-import shutil
 import subprocess
 import sys
 import textwrap
 
 import pytest
-
-import approxmul_cffi
-
-
-def bare_package(root, with_library=False):
-    """A copy of the package under test without the library inside (a source tree), or with it."""
-    package = root / "approxmul_cffi"
-    shutil.copytree(pathlib.Path(approxmul_cffi.__file__).parent, package,
-                    ignore=shutil.ignore_patterns("__pycache__", "*.so", "*.dylib", "*.dll"))
-    if with_library:
-        shutil.copy(approxmul_cffi.library_path(), package / "libapproxmul.so")
-    return package
+from support import package_copy
 
 
 def other_library():
@@ -46,7 +33,7 @@ COMMANDS = [["-m", "approxmul_cffi", "--help"], ["-m", "approxmul_cffi.cli", "--
 
 @pytest.mark.parametrize("args", COMMANDS, ids=lambda a: " ".join(a[1:]))
 def test_command_without_the_library_says_so_in_one_line(args, tmp_path):
-    package = bare_package(tmp_path / "site")
+    package = package_copy(tmp_path / "site")
     missing = tmp_path / "nowhere" / "libapproxmul.so"
     out = run(args, missing, tmp_path / "site", tmp_path)
     assert out.returncode == 2, out.stderr
@@ -61,7 +48,7 @@ def test_command_without_the_library_says_so_in_one_line(args, tmp_path):
 
 @pytest.mark.parametrize("args", COMMANDS[::2], ids=lambda a: " ".join(a[1:]))
 def test_command_with_a_library_that_is_not_approxmul_s(args, tmp_path):
-    bare_package(tmp_path / "site")
+    package_copy(tmp_path / "site")
     other = other_library()
     out = run(args, other, tmp_path / "site", tmp_path)
     assert out.returncode == 2 and "Traceback" not in out.stderr, out.stderr
@@ -77,7 +64,7 @@ def test_import_with_a_library_that_is_not_approxmul_s(tmp_path):
             print(type(error).__name__)
             print(error)
     """)
-    bare_package(tmp_path / "site")
+    package_copy(tmp_path / "site")
     other = other_library()
     out = run(["-c", code], other, tmp_path / "site", tmp_path)
     assert out.returncode == 0, out.stderr
@@ -87,7 +74,7 @@ def test_import_with_a_library_that_is_not_approxmul_s(tmp_path):
     assert (f"  {other} (APPROXMUL_LIBRARY): not an approxmul library (it has no "
             "approxmul_abi_version function)") in message
     # a package holding the library falls back to it, saying why
-    package = bare_package(tmp_path / "full", with_library=True)
+    package = package_copy(tmp_path / "full", with_library=True)
     code = textwrap.dedent("""
         import warnings
         with warnings.catch_warnings(record=True) as caught:
@@ -104,7 +91,7 @@ def test_import_with_a_library_that_is_not_approxmul_s(tmp_path):
 
 
 def test_command_with_a_library_of_another_abi_version(tmp_path):
-    package = bare_package(tmp_path / "site", with_library=True)
+    package = package_copy(tmp_path / "site", with_library=True)
     cdef = package / "_cdef.py"
     text = cdef.read_text()
     version = int(text.split("ABI_VERSION = ")[1].split()[0])
@@ -118,7 +105,7 @@ def test_command_with_a_library_of_another_abi_version(tmp_path):
 
 def test_other_programs_still_get_the_exception(tmp_path):
     # a script named like nothing of the command's: the import raises as before
-    bare_package(tmp_path / "site")
+    package_copy(tmp_path / "site")
     script = tmp_path / "mine.py"
     script.write_text("import approxmul_cffi\n")
     out = run([str(script), "--help"], tmp_path / "missing.so", tmp_path / "site", tmp_path)

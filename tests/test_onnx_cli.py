@@ -1,8 +1,6 @@
 """`approxmul evaluate --model x.onnx` and `approxmul layers x.onnx` as subprocesses."""
 
 import json
-import subprocess
-import sys
 
 import numpy as np
 import pytest
@@ -11,13 +9,7 @@ onnx = pytest.importorskip("onnx")
 
 from approxmul_cffi.datasets import load_digits  # noqa: E402
 from onnx_models import lenet_onnx  # noqa: E402
-
-MAIN = "import sys; from approxmul_cffi.cli import main; sys.exit(main())"
-
-
-def approxmul(*args, cwd):
-    return subprocess.run([sys.executable, "-c", MAIN, *args], capture_output=True, text=True,
-                          cwd=cwd, timeout=300)
+from support import approxmul  # noqa: E402
 
 
 def test_evaluate_an_onnx_model_gives_the_native_rows(tmp_path):

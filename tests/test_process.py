@@ -1,10 +1,8 @@
 """Whole-process behaviour: clean exit after OpenMP work, library lookup errors."""
 
-import pathlib
-import shutil
 import textwrap
 
-from support import ROOT
+from support import ROOT, package_copy
 
 
 def test_process_that_used_the_library_exits_cleanly(python_runner):
@@ -39,18 +37,6 @@ def test_missing_library_lists_every_path_tried(python_runner, tmp_path):
     assert f"{missing} (APPROXMUL_LIBRARY): no such file" in result.stdout
     assert str(ROOT / "approxmul_cffi" / "libapproxmul.so") + " (package directory)" \
         in result.stdout
-
-
-def package_copy(root, with_library):
-    """A copy of the package under test, with the library inside (as a wheel installs it)
-    or without (a source tree)."""
-    import approxmul_cffi
-    package = root / "approxmul_cffi"
-    shutil.copytree(pathlib.Path(approxmul_cffi.__file__).parent, package,
-                    ignore=shutil.ignore_patterns("__pycache__", "*.so", "*.dylib", "*.dll"))
-    if with_library:
-        shutil.copy(approxmul_cffi.library_path(), package / "libapproxmul.so")
-    return package
 
 
 def test_broken_override_falls_back_with_a_warning(python_runner, tmp_path):

@@ -18,6 +18,7 @@ import time
 import distributed  # the test extra installs dask[distributed]: these tests never skip
 import numpy as np
 import pytest
+from support import MAIN, approxmul, assert_user_error, read_csv, write_costs
 from vendor_fixture import vendor_models  # noqa: F401 (fixture)
 
 import approxmul_cffi as am
@@ -26,44 +27,15 @@ from approxmul_cffi.datasets import load_digits
 from approxmul_cffi.evaluation import bundled_model, evaluate
 from approxmul_cffi.sweep import sweep
 
-MAIN = "import sys; from approxmul_cffi.cli import main; sys.exit(main())"
 # the dask command of this interpreter's environment
 DASK = shutil.which("dask") or os.path.join(os.path.dirname(sys.executable), "dask")
 LAYERS = ["conv1", "conv2", "fc1", "fc2"]
-
-
-def approxmul(*args, cwd, timeout=300, **kw):
-    return subprocess.run([sys.executable, "-c", MAIN, *args], capture_output=True, text=True,
-                          cwd=cwd, timeout=timeout, **kw)
-
-
-def assert_user_error(proc, *words):
-    assert proc.returncode == 2, proc.stderr
-    assert "Traceback" not in proc.stderr, proc.stderr
-    last = proc.stderr.strip().splitlines()[-1]
-    assert last.startswith("approxmul sweep: error:"), proc.stderr
-    for word in words:
-        assert word in last, last
-
-
-@pytest.fixture(scope="module")
-def client():
-    cluster = distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
-                                       dashboard_address=None, silence_logs=40)
-    with distributed.Client(cluster, set_as_default=False) as c:
-        yield c
-    cluster.close()
 
 
 def serial(multipliers, layers=None, limit=None, bits=None):
     """approxmul_cffi.evaluate, in this process, on the sweep's default inputs."""
     return evaluate(bundled_model(), load_digits("test"), multipliers, layers=layers, limit=limit,
                     calibration=load_digits("train")[0], progress=False, bits=bits)
-
-
-def read_csv(path):
-    with open(path, newline="") as f:
-        return list(csv.DictReader(f))
 
 
 def vendor_sources(tmp_path):
@@ -361,14 +333,6 @@ SEARCH_MULTIPLIERS = {
 }
 
 
-def write_costs(path, names):
-    with open(path, "w", newline="") as f:
-        w = csv.writer(f)
-        w.writerow(["multiplier", "power"])
-        for name in names:
-            w.writerow([name, SEARCH_MULTIPLIERS[name]])
-
-
 def test_search_with_21_multipliers_stays_within_budget(client, tmp_path):
     costs = {name: {"power": p} for name, p in SEARCH_MULTIPLIERS.items()}
     assert len(costs) >= 20
@@ -477,7 +441,7 @@ def test_store_of_another_model_is_refused_unless_forced(client, tmp_path):
 
 
 def test_cost_csv_missing_multipliers_lists_them(tmp_path):
-    write_costs(tmp_path / "c.csv", ["exact", "drum:k=4"])
+    write_costs(tmp_path / "c.csv", ["exact", "drum:k=4"], SEARCH_MULTIPLIERS)
     proc = approxmul("sweep", "-m", "exact", "-m", "drum:k=4", "-m", "drum:k=3", "-m",
                      "mitchell", "--strategy", "search", "--costs", "c.csv",
                      "--store", "s.sqlite", cwd=tmp_path)

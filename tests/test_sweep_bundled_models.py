@@ -4,34 +4,17 @@ bundled model on its own data set; a sweep whose every task failed does not exit
 Figures are checked with the serial evaluator (`approxmul evaluate`).
 """
 
-import csv
-import subprocess
-import sys
+from support import approxmul, assert_user_error, read_csv
 
 from approxmul_cffi.evaluation import BUNDLED_MODELS, bundled_model, bundled_name, model_file
 from approxmul_cffi.sweep import load_model
 from approxmul_cffi.sweep.run import default_dataset
 
-MAIN = "import sys; from approxmul_cffi.cli import main; sys.exit(main())"
 
-
-def approxmul(*args, cwd):
-    return subprocess.run([sys.executable, "-c", MAIN, *args], capture_output=True, text=True,
-                          cwd=cwd, timeout=300)
-
-
-def read_csv(path):
-    with open(path, newline="") as f:
-        return list(csv.DictReader(f))
-
-
-def assert_user_error(proc, *words):
-    assert proc.returncode == 2, proc.stderr
-    assert "Traceback" not in proc.stderr, proc.stderr
-    last = proc.stderr.strip().splitlines()[-1]
-    assert last.startswith("approxmul sweep: error:"), proc.stderr
-    for word in words:
-        assert word in last, last
+def sweep_drum4(model, limit, cwd, *more):
+    """`approxmul sweep -m drum:k=4` of the model on its first samples: one worker, store s.sqlite."""
+    return approxmul("sweep", "-m", "drum:k=4", "--model", model, "--limit", str(limit),
+                     "--store", "s.sqlite", "--workers", "1", "--no-progress", *more, cwd=cwd)
 
 
 def test_names_and_aliases():
@@ -47,9 +30,7 @@ def test_names_and_aliases():
 
 
 def test_mnist_by_its_evaluate_name_runs_on_mnist(tmp_path):
-    sweep = approxmul("sweep", "-m", "drum:k=4", "--model", "mnist-lenet5", "--limit", "40",
-                      "--store", "s.sqlite", "--workers", "1", "--no-progress",
-                      "--csv", "sweep.csv", cwd=tmp_path)
+    sweep = sweep_drum4("mnist-lenet5", 40, tmp_path, "--csv", "sweep.csv")
     assert sweep.returncode == 0, sweep.stderr
     row, = read_csv(tmp_path / "sweep.csv")
     assert row["status"] == "ok", row["error"]
@@ -60,18 +41,15 @@ def test_mnist_by_its_evaluate_name_runs_on_mnist(tmp_path):
     assert row["top1"] == want["drum:k=4"]["top1"]
     assert row["exact_top1"] == want["exact"]["top1"]
     # the underscore spelling is the same model on the same data: the same task key
-    again = approxmul("sweep", "-m", "drum:k=4", "--model", "mnist_lenet5", "--limit", "40",
-                      "--store", "s.sqlite", "--workers", "1", "--no-progress", cwd=tmp_path)
+    again = sweep_drum4("mnist_lenet5", 40, tmp_path)
     assert again.returncode == 0, again.stderr
     assert "0 of 1 tasks to run (1 already in the store)" in again.stderr
 
 
 def test_digits_names_share_a_store(tmp_path):
-    first = approxmul("sweep", "-m", "drum:k=4", "--model", "digits_lenet", "--limit", "30",
-                      "--store", "s.sqlite", "--workers", "1", "--no-progress", cwd=tmp_path)
+    first = sweep_drum4("digits_lenet", 30, tmp_path)
     assert first.returncode == 0, first.stderr
-    second = approxmul("sweep", "-m", "drum:k=4", "--model", "digits-lenet", "--limit", "30",
-                       "--store", "s.sqlite", "--workers", "1", "--no-progress", cwd=tmp_path)
+    second = sweep_drum4("digits-lenet", 30, tmp_path)
     assert second.returncode == 0, second.stderr
     assert "0 of 1 tasks to run (1 already in the store)" in second.stderr
 

@@ -10,33 +10,16 @@ Every figure is checked with the serial evaluator.
 
 import csv
 import json
-import subprocess
-import sys
 
-import distributed  # the test extra installs dask[distributed]
 import pytest
+from support import approxmul, write_costs
 
 from approxmul_cffi.datasets import load_digits
 from approxmul_cffi.evaluation import bundled_model, evaluate
 from approxmul_cffi.sweep import beam_search, pareto_options, sweep
 
-MAIN = "import sys; from approxmul_cffi.cli import main; sys.exit(main())"
 LAYERS = ["conv1", "conv2", "fc1", "fc2"]
 COSTS = {"exact": 1.0, "drum:k=4": 0.33, "drum:k=3": 0.22}
-
-
-@pytest.fixture(scope="module")
-def client():
-    cluster = distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
-                                       dashboard_address=None, silence_logs=40)
-    with distributed.Client(cluster, set_as_default=False) as c:
-        yield c
-    cluster.close()
-
-
-def approxmul(*args, cwd):
-    return subprocess.run([sys.executable, "-c", MAIN, *args], capture_output=True, text=True,
-                          cwd=cwd, timeout=300)
 
 
 def serial_top1(assignment, limit):
@@ -44,14 +27,6 @@ def serial_top1(assignment, limit):
     result = evaluate(bundled_model(), load_digits("test"), {"x": "exact"}, layers=assignment,
                       limit=limit, calibration=load_digits("train")[0], progress=False)
     return result[-1].top1, result.row("exact").top1
-
-
-def write_costs(path, names):
-    with open(path, "w", newline="") as f:
-        w = csv.writer(f)
-        w.writerow(["multiplier", "power"])
-        for name in names:
-            w.writerow([name, COSTS[name]])
 
 
 def beam_rounds(logs):
@@ -86,7 +61,7 @@ def test_beam_lists_every_assignment_of_zero_estimates():
 
 
 def test_search_finds_an_assignment_within_the_budget(tmp_path):
-    write_costs(tmp_path / "costs.csv", ["exact", "drum:k=4"])
+    write_costs(tmp_path / "costs.csv", ["exact", "drum:k=4"], COSTS)
     proc = approxmul("sweep", "-m", "exact", "-m", "drum:k=4", "--strategy", "search",
                      "--costs", "costs.csv", "--budget", "1", "--store", "x.sqlite",
                      "--limit", "150", "--workers", "2", "--no-progress", "--csv", "out.csv",

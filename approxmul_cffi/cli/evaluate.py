@@ -108,8 +108,8 @@ def _evaluate(args):
     import numpy  # noqa: F401 (the first thing evaluate needs: said before anything runs)
 
     from approxmul_cffi import quant
-    from approxmul_cffi.evaluation import (BUNDLED_MODEL, BUNDLED_MODELS, bundled_name, evaluate,
-                                           model_file, plot_accuracy)
+    from approxmul_cffi.bundled import BUNDLED_MODEL, BUNDLED_MODELS, bundled_name, model_file
+    from approxmul_cffi.evaluation import evaluate, plot_accuracy
 
     from approxmul_cffi._library import lib
 

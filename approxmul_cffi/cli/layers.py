@@ -66,7 +66,7 @@ def layer_rows(model):
 
 def run(args):
     from approxmul_cffi.errors import ApproxmulError
-    from approxmul_cffi.evaluation import BUNDLED_MODEL, model_file
+    from approxmul_cffi.bundled import BUNDLED_MODEL, model_file
     from approxmul_cffi.onnx import load_model
 
     from . import UsageError

@@ -55,7 +55,7 @@ def _data(args):
     if args.data:
         arrays = data_arrays(args.data, ("train_x", "train_y", "x", "y"))
         return (arrays["train_x"], arrays["train_y"]), (arrays["x"], arrays["y"])
-    from approxmul_cffi.evaluation import BUNDLED_MODELS, bundled_name
+    from approxmul_cffi.bundled import BUNDLED_MODELS, bundled_name
     if bundled_name(args.model) is None:
         raise UsageError(f"--model {args.model} is not a bundled model "
                          f"({', '.join(BUNDLED_MODELS)}): give its --data")
@@ -70,7 +70,7 @@ def _retrain(args):
         raise UsageError("retrain needs PyTorch: pip install 'approxmul[torch]'") from None
     import approxmul_cffi as am
     from approxmul_cffi import nn, quant
-    from approxmul_cffi.evaluation import bundled_model, bundled_name, model_file
+    from approxmul_cffi.bundled import bundled_model, bundled_name, model_file
     from approxmul_cffi.torch.graph import save_weights, to_torch
     from approxmul_cffi.torch.training import retrain
 
