@@ -11,7 +11,9 @@ own block after a short pause (best of --repeat):
 - backward with gradient="ste" vs the float model's backward;
 - adapter overhead: one approximate Conv2d layer vs a raw approxmul_cffi.conv2d
   of the same codes (the adapter adds quantize, requantize, dequantize), the
-  median ratio of 9 rounds of one block each;
+  median ratio of 9 rounds of one block each; and, in the same rounds, vs the
+  library's own quantize and fused conv2d + output stage from the same float
+  input (what is left is the adapter's Python and torch glue);
 - per-call cost: a 1x4x4x4 conv, float torch vs raw conv2d vs the layer, and a
   Linear(64, 10) on 8 samples, float vs the layer;
 - interleaving: an approximate layer's call right after a float torch conv vs
@@ -22,6 +24,7 @@ Prints the ratios (>1: the approximate model is faster).
 import json
 import platform
 
+import numpy as np
 import torch
 
 import approxmul_cffi as am
@@ -127,24 +130,42 @@ def main():
     q = layer.quantized(False)
     codes = layer.integer_forward(x)[1].numpy()
     w = q["w_codes"].numpy()
-    # rounds of one block per engine; the overhead is the median of the rounds'
-    # ratios: a shared machine drifts between two blocks by more than it
-    ratios, t_raw, t_layer = [], float("inf"), float("inf")
+    # the library's own calls from the same float input to the same float
+    # output, without torch: its quantize, then the evaluator's fused conv2d
+    # and output stage (what the layer adds beyond these is the adapter's glue)
+    xn, in_qp, node = x.numpy(), layer.q_node.in_qparams, layer.q_node
+    library = lambda: node.forward_codes(in_qp.quantize(xn, finite=True), m, real=np.float32)  # noqa: E731
+    with torch.no_grad():  # the same work: the same bits
+        assert np.array_equal(library(), approx(x).numpy()), "library path differs from the layer"
+    # rounds of one block per engine; each overhead is the median of the
+    # rounds' ratios: a shared machine drifts between two blocks by more than it
+    ratios, glue, t_raw, t_lib, t_layer = [], [], float("inf"), float("inf"), float("inf")
     with torch.no_grad():
         for _ in range(OVERHEAD_ROUNDS):
             raw = best(lambda: am.conv2d(codes, w, m, padding=1, x_zero_point=q["z_x"],
                                          w_zero_point=q["z_w"]), args.repeat)
+            lib = best(library, args.repeat)
             lay = best(lambda: approx(x), args.repeat)
             ratios.append(lay / raw)
-            t_raw, t_layer = min(t_raw, raw), min(t_layer, lay)
-    ratios.sort()
-    overhead = ratios[len(ratios) // 2] - 1
+            glue.append(lay / lib)
+            t_raw, t_lib, t_layer = min(t_raw, raw), min(t_lib, lib), min(t_layer, lay)
+    for rs in (ratios, glue):
+        rs.sort()
+    overhead, glue_overhead = ratios[len(ratios) // 2] - 1, glue[len(glue) // 2] - 1
     results["rows"].append(dict(name="adapter overhead", raw_ms=t_raw * 1e3, layer_ms=t_layer * 1e3,
                                 overhead=overhead, round_ratios=ratios))
+    results["rows"].append(dict(name="adapter glue", library_ms=t_lib * 1e3,
+                                layer_ms=t_layer * 1e3, overhead=glue_overhead,
+                                round_ratios=glue))
+
+    def quartiles(rs):
+        return (f"median of {len(rs)} rounds, quartiles {100 * (rs[len(rs) // 4] - 1):.1f} to "
+                f"{100 * (rs[3 * len(rs) // 4] - 1):.1f} %")
     print(f"{'adapter overhead, conv 16x32x32, drum:k=4':44s} raw conv2d {t_raw * 1e3:8.2f} ms  "
-          f"layer {t_layer * 1e3:8.2f} ms  overhead {100 * overhead:6.1f} % (median of "
-          f"{len(ratios)} rounds, quartiles {100 * (ratios[len(ratios) // 4] - 1):.1f} to "
-          f"{100 * (ratios[3 * len(ratios) // 4] - 1):.1f} %)")
+          f"layer {t_layer * 1e3:8.2f} ms  overhead {100 * overhead:6.1f} % ({quartiles(ratios)})")
+    print(f"{'  of it glue (vs quantize + fused conv2d)':44s} library {t_lib * 1e3:8.2f} ms  "
+          f"layer {t_layer * 1e3:8.2f} ms  overhead {100 * glue_overhead:6.1f} % "
+          f"({quartiles(glue)})")
     # ---- fixed cost per call: a layer too small for the kernels to matter
     tiny = torch.nn.Sequential(torch.nn.Conv2d(4, 4, 3, padding=1)).eval()
     xt = torch.randn(1, 4, 4, 4)

@@ -140,6 +140,8 @@ def test_bench_torch_small_runs(tmp_path):
     assert result.returncode == 0, result.stderr[-2000:]
     rows = {r["name"]: r for r in json.loads(out.read_text())["rows"]}
     assert rows["adapter overhead"]["raw_ms"] > 0 and rows["adapter overhead"]["layer_ms"] > 0
+    glue = rows["adapter glue"]
+    assert glue["library_ms"] > 0 and glue["layer_ms"] == rows["adapter overhead"]["layer_ms"]
     assert rows["per-call cost, linear 8x64->10"]["layer_us"] > 0
     inter = rows["interleaving"]
     assert inter["alone_ms"] > 0 and inter["inside_ms"] > 0
