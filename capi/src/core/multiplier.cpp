@@ -334,6 +334,7 @@ void Multiplier::finish() {
         take_low_bits_error(4);
     if ((plan_ == Plan::ExactGemm && bits_ <= 8) || (plan_ == Plan::Factorized && factors_fit_int16_))
         build_int16_factors();
+    if (int16_factors_.rank > 0 && bits_ <= 8) u8_factors_ = kernels::fit_u8_factors(int16_factors_, bits_);
     if (plan_ == Plan::Table && bits_ <= kMaxTabulatedBits) {
         const auto offset = static_cast<int32_t>(min_product_);
         planes_ = approxmul::byte_planes(table_, bits_, offset, false);

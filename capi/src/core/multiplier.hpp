@@ -55,6 +55,20 @@ struct Int16Factors {
     bool u_is_int16_value = false, v_is_int16_value = false;
 };
 
+// The byte GEMM's form of the int16 factors (kernels/u8_gemm.cpp): each
+// term's factors moved into bytes exactly, a power of two shifted between
+// them, B's offset by b_offset[r]. Built with the plan for both
+// orientations (A the first operand, or flipped: the second): searched on
+// every call, it cost each of conv2d's jobs a few microseconds.
+struct U8Factors {
+    bool found = false;
+    bool a_signed = false;              // A int8 / B uint8, else A uint8 / B int8
+    std::vector<uint8_t> a_lut, b_lut;  // rank x 256, indexed by raw stored byte
+    std::vector<int64_t> a_value;       // rank x 256: A's byte as a number (row sums)
+    std::vector<int64_t> b_offset;      // rank
+    int64_t step_bound = 0;             // max over one inner step of |sum_r u_r v'_r|
+};
+
 // A rank-1 factorized plan whose factors exceed int16 but span at most 16
 // bits (16-bit DRUM): each factor f moved into 0..65535, w = f + offset,
 // by raw bit pattern, built with the plan (split_gemm's byte split reads
@@ -125,6 +139,8 @@ public:
     // split_parts() holds the parts, built with the plan.
     bool factors_fit_int16() const { return factors_fit_int16_; }
     const Int16Factors &int16_factors() const { return int16_factors_; }
+    // int16_factors() in the byte GEMM's form, A the first operand or (flipped) the second.
+    const U8Factors &u8_factors(bool flipped) const { return u8_factors_[flipped ? 1 : 0]; }
     using SplitParts = std::array<std::shared_ptr<const Multiplier>, 3>;
     const SplitParts &split_parts() const { return split_parts_; }
     const ByteFactors &byte_factors() const { return byte_factors_; }
@@ -199,6 +215,7 @@ private:
     bool table_plan_only_ = false;  // a low-nibble error: the nibble kernel, whatever its rank
     bool factors_fit_int16_ = false;
     Int16Factors int16_factors_;
+    std::array<U8Factors, 2> u8_factors_;
     SplitParts split_parts_;
     ByteFactors byte_factors_;
     std::shared_ptr<const Multiplier> low_bits_error_, exact_part_;

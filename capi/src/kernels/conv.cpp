@@ -470,8 +470,9 @@ private:
     // 16->16 layer on AVX2). The cross terms keep the original codes.
     void choose_mapping() {
         if (m_.plan() != Plan::Factorized || item_ != 1 || w_item_ != 1) return;
-        std::vector<int16_t> u, v;
-        if (operand_factors(m_, u, v) != 1) return;
+        const Int16Factors &factors = m_.int16_factors();
+        if (factors.rank != 1) return;
+        const std::vector<int16_t> &u = factors.u, &v = factors.v;
         const int lo = m_.is_signed() ? -128 : 0, hi = m_.is_signed() ? 127 : 255;
         const uint32_t mask = m_.operand_mask();
         for (const auto *f : {&u, &v})

@@ -36,12 +36,4 @@ MatmulProblem transposed_problem(const MatmulProblem &p) {
     return t;
 }
 
-int operand_factors(const Multiplier &m, std::vector<int16_t> &u, std::vector<int16_t> &v) {
-    const Int16Factors &f = m.int16_factors();
-    if (f.rank == 0) fail(APPROXMUL_ERR_INTERNAL, "%s: no int16 factors for its plan", m.name().c_str());
-    u = f.u;
-    v = f.v;
-    return f.rank;
-}
-
 }  // namespace approxmul::kernels

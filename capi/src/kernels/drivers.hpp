@@ -77,9 +77,4 @@ Scratch<uint8_t> pack_shared(int64_t row_jobs, int64_t col_jobs, int64_t k_block
     return packed;
 }
 
-// The per-operand factors of an exact or factorized plan, indexed by raw bit
-// pattern: M(a, b) = sum_r u[r][a] * v[r][b] (rank 1, u = v = value for
-// exact). Returns the rank.
-int operand_factors(const Multiplier &m, std::vector<int16_t> &u, std::vector<int16_t> &v);
-
 }  // namespace approxmul::kernels

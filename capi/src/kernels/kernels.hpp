@@ -115,6 +115,11 @@ int max_factorized_rank(int bits);
 // APPROXMUL_MAX_FACTORIZED_RANK forces both.
 int max_lattice_rank(int bits);
 
+// The byte GEMM's factors of a model of up to 8 bits with int16 factors f,
+// for both orientations (Multiplier::u8_factors); not found where a term's
+// factors cannot be moved into bytes.
+std::array<U8Factors, 2> fit_u8_factors(const Int16Factors &f, int bits);
+
 // Whether 5..8-bit tables whose error lives in the low nibbles take the
 // exact-plus-table plan: this process's instruction set has a nibble table
 // kernel, and APPROXMUL_NIBBLE_ERRORS is not 0 (tests and benchmarks reach

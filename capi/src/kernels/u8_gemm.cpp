@@ -29,17 +29,9 @@ namespace approxmul::kernels {
 
 namespace {
 
-struct ByteFit {
-    bool a_signed = false;  // A int8 / B uint8, else A uint8 / B int8
-    std::vector<uint8_t> a_lut, b_lut;  // rank x 256, indexed by raw stored byte
-    std::vector<int64_t> a_value;       // rank x 256: A's byte as a number (row sums)
-    std::vector<int64_t> b_offset;      // vo_r
-    int64_t step_bound = 0;             // max over one inner step of |sum_r u_r v'_r|
-};
-
 bool fit_bytes(const std::vector<int16_t> &u, const std::vector<int16_t> &v, int rank,
-               int64_t side, uint32_t mask, bool a_signed, ByteFit &fit) {
-    fit = ByteFit{};
+               int64_t side, uint32_t mask, bool a_signed, U8Factors &fit) {
+    fit = U8Factors{};
     fit.a_signed = a_signed;
     fit.a_lut.assign(static_cast<size_t>(rank) * 256, 0);
     fit.b_lut.assign(static_cast<size_t>(rank) * 256, 0);
@@ -92,6 +84,7 @@ bool fit_bytes(const std::vector<int16_t> &u, const std::vector<int16_t> &v, int
         }
         if (!done) return false;
     }
+    fit.found = true;
     return true;
 }
 
@@ -103,7 +96,7 @@ struct U8Plan {
     int64_t MR, NR;
     uint32_t mask;
     int rank;
-    ByteFit fit;
+    const U8Factors *fit;  // the multiplier's, for the orientation taken
     bool any_offset;  // some vo_r != 0: rows need corrections
 
     // inner blocking: kc steps (kqb quads) per block; int32 sums hold
@@ -133,9 +126,7 @@ bool fit_problem(const KernelTable &kt, const MatmulProblem &p0, U8Plan &plan) {
     plan.MR = kt.u8_mr;
     plan.NR = kt.u8_nr;
     plan.mask = m.operand_mask();
-    const int64_t side = int64_t{1} << m.bits();
-    std::vector<int16_t> u0, v0;  // rank x side, by raw bit pattern
-    plan.rank = operand_factors(m, u0, v0);
+    plan.rank = m.int16_factors().rank;
     auto padded = [&](int64_t rows, int64_t cols) {
         return ceil_div(rows, plan.MR) * plan.MR * ceil_div(cols, plan.NR) * plan.NR;
     };
@@ -153,17 +144,15 @@ bool fit_problem(const KernelTable &kt, const MatmulProblem &p0, U8Plan &plan) {
     bool flip = false, found = false;
     for (int attempt = 0; attempt < (in_place ? 1 : 2) && !found; ++attempt) {
         flip = in_place || (attempt == 0 ? prefer_flip : !prefer_flip);
-        const auto &u = flip ? v0 : u0;
-        const auto &v = flip ? u0 : v0;
-        found = fit_bytes(u, v, plan.rank, side, plan.mask, false, plan.fit) ||
-                fit_bytes(u, v, plan.rank, side, plan.mask, true, plan.fit);
+        plan.fit = &m.u8_factors(flip);
+        found = plan.fit->found;
     }
     if (!found) return false;
     plan.p = flip ? transposed_problem(p0) : p0;
     plan.p.a_col_offsets = nullptr;
     plan.b_row_offsets = p0.a_col_offsets;
     plan.any_offset = false;
-    for (int64_t vo : plan.fit.b_offset) plan.any_offset = plan.any_offset || vo != 0;
+    for (int64_t vo : plan.fit->b_offset) plan.any_offset = plan.any_offset || vo != 0;
     return true;
 }
 
@@ -171,9 +160,9 @@ bool fit_problem(const KernelTable &kt, const MatmulProblem &p0, U8Plan &plan) {
 // about 512 transformed bytes, and no more than int32 holds exactly.
 bool block_inner(U8Plan &plan) {
     const int64_t inner = plan.p.inner;
-    const int64_t flush_inner = plan.fit.step_bound == 0
+    const int64_t flush_inner = plan.fit->step_bound == 0
                                     ? inner
-                                    : std::numeric_limits<int32_t>::max() / plan.fit.step_bound;
+                                    : std::numeric_limits<int32_t>::max() / plan.fit->step_bound;
     int64_t kc = std::min<int64_t>(std::max<int64_t>(4, 512 / plan.rank / 4 * 4), flush_inner / 4 * 4);
     if (kc < 4) return false;
     kc = std::min(kc, ceil_div(inner, 4) * 4);
@@ -306,7 +295,7 @@ void interleave_quads(const uint8_t *rows, int64_t stride, int64_t MR, int64_t k
 void pack_a_panel(const KernelTable &kt, const U8Plan &plan, int64_t panel_index, uint8_t *panel,
                   int64_t *corr_out, Workspace &w) {
     const MatmulProblem &p = plan.p;
-    const ByteFit &fit = plan.fit;
+    const U8Factors &fit = *plan.fit;
     const int64_t MR = plan.MR, rank = plan.rank;
     if (rank == 1 && plan.a_bytes) {
         // each row looked up whole (a strided one gathered first), zero
@@ -387,7 +376,7 @@ int64_t pack_b_block(const KernelTable &kt, const U8Plan &plan, int64_t j0, int6
             // padding steps (A is 0 there) reuse the last real row
             if (t >= nk * rank) t = nk * rank - 1;
             rows[h] = rows_base + (offsets ? offsets[t / rank] : (t / rank) * rows_stride);
-            luts[h] = plan.fit.b_lut.data() + (t % rank) * 256;
+            luts[h] = plan.fit->b_lut.data() + (t % rank) * 256;
         }
         kt.u8_pack(nj, rows, luts, dst + kq * plan.NR * 4, panel_stride);
     }
@@ -432,7 +421,7 @@ void run_job(const KernelTable &kt, const U8Plan &plan, const CrossTerms &cross,
             for (int64_t ip = 0; ip < ip_count; ++ip)
                 kt.u8_micro(kquads, apack + (pi0 + ip) * plan.panel_bytes + kb * plan.kqb * MR * 4,
                             b + jp * panel_stride, w.c.data() + ip * MR * ldc + jp * NR,
-                            ldc, accumulate, plan.fit.a_signed);
+                            ldc, accumulate, plan.fit->a_signed);
         const bool flush = kb % plan.blocks_per_flush == plan.blocks_per_flush - 1 ||
                            kb == plan.k_blocks - 1;
         if (plan.wide && flush) {
@@ -450,6 +439,21 @@ void run_job(const KernelTable &kt, const U8Plan &plan, const CrossTerms &cross,
 }
 
 }  // namespace
+
+std::array<U8Factors, 2> fit_u8_factors(const Int16Factors &f, int bits) {
+    std::array<U8Factors, 2> fits;
+    const int64_t side = int64_t{1} << bits;
+    const uint32_t mask = static_cast<uint32_t>(side - 1);
+    for (int flipped = 0; flipped < 2; ++flipped) {
+        const auto &u = flipped ? f.v : f.u;
+        const auto &v = flipped ? f.u : f.v;
+        U8Factors &fit = fits[static_cast<size_t>(flipped)];
+        if (!fit_bytes(u, v, f.rank, side, mask, false, fit) &&
+            !fit_bytes(u, v, f.rank, side, mask, true, fit))
+            fit = U8Factors{};
+    }
+    return fits;
+}
 
 bool u8_gemm(const KernelTable &kt, const MatmulProblem &p0) {
     const Multiplier &m = *p0.multiplier;
