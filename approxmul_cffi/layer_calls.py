@@ -12,7 +12,8 @@ classes here convert everything but the input once:
   ``approxmul_requantize[_dequantize]`` along the last axis.
 
 Buffers are exported only for the duration of each C call, as everywhere
-in the package: the objects hold arrays, never exports.
+in the package: the objects hold arrays (the small per-channel parameters
+and the shapes as C arrays of their own), never exports.
 """
 
 import numpy as np
@@ -26,6 +27,14 @@ from .requant import _channel_parameters, _rounding_code, code_dtype
 __all__ = ["Conv2dRequantizer", "LinearRequantizer", "conv2d_requantize"]
 
 
+def _c_array(ctype, values):
+    """A C array of its own holding ``values`` (a contiguous array of that element type)."""
+    out = ffi.new(ctype, len(values))
+    if len(values):
+        ffi.memmove(out, values, values.nbytes)
+    return out
+
+
 class _Stage:
     """The requantization's arguments in their C form (shared by both calls)."""
 
@@ -34,7 +43,9 @@ class _Stage:
         self._multiplier = multiplier
         _handle(multiplier)  # a bad multiplier fails here, not at the first call
         rounding_code = _rounding_code(rounding)
-        self._parameters = _channel_parameters(channels, bias, mantissa, shift)
+        # copied into C arrays this object owns: no buffer export per call
+        self._parameters = tuple(_c_array("int32_t[]", v) for v in
+                                 _channel_parameters(channels, bias, mantissa, shift))
         code_type = code_dtype(bool(multiplier.signed), bits)
         self._out_dtype = code_type if real is None else np.dtype(real[1])
         self._stage = (int(zero_point), int(qmin), int(qmax), rounding_code,
@@ -42,8 +53,6 @@ class _Stage:
         self._real = None if real is None else (float(real[0]),
                                                 REAL_TYPES[dtype_name(self._out_dtype)])
 
-    def _parameter_buffers(self):
-        return [ffi.from_buffer("int32_t[]", v) for v in self._parameters]
 
 
 class Conv2dRequantizer(_Stage):
@@ -62,40 +71,58 @@ class Conv2dRequantizer(_Stage):
                  stride=1, padding=0, dilation=1, groups=1, x_zero_point=0, w_zero_point=0,
                  rounding="double", bits=8, real=None):
         with as_tensor(w, "w", 4) as wt:
-            self._w, self._w_shape = w, wt.shape
+            self._w, w_shape = w, wt.shape
+            # shapes and strides as C arrays once: a list converted on every
+            # call cost a small layer as much as its products
+            self._w_layout = (wt.code, _c_array("int64_t[]", np.array(wt.shape, np.int64)),
+                              _c_array("int64_t[]", np.array(wt.strides, np.int64)))
+            # dense weights (as layers keep them) are exported directly on each call
+            dense = isinstance(w, np.ndarray) and w.flags.c_contiguous and w.size
+            self._w_type = f"{wt.dtype}_t[]" if dense else None
+        self._w_shape = w_shape
         self._geometry = (as_pair(stride, "stride"), as_pair(padding, "padding"),
                           as_pair(dilation, "dilation"), as_int(groups, "groups"))
+        self._c_geometry = (*(ffi.new("int64_t[2]", pair) for pair in self._geometry[:3]),
+                            self._geometry[3])
         self._zero_points = (x_zero_point, w_zero_point)
-        self._prepare_stage(multiplier, self._w_shape[0], bias, mantissa, shift, zero_point,
+        self._prepare_stage(multiplier, w_shape[0], bias, mantissa, shift, zero_point,
                             qmin, qmax, rounding, bits, real)
-        self._shapes = {}  # x shape -> output shape, as the C library computed it
+        # x's (shape, strides) -> (output shape, and x's shape, strides and the
+        # output shape as C arrays), as the C library checked and computed them
+        self._layouts = {}
 
     def __call__(self, x):
         with as_tensor(x, "x", 4) as xt:
             return self.run(xt)
 
-    def run(self, xt):
-        """The output for an x Tensor (``_buffers.as_tensor``)."""
-        shape = self._shapes.get(xt.shape)
-        if shape is None:  # the C library checks x against everything else
+    def _layout(self, xt):
+        key = (xt.shape, xt.strides)
+        layout = self._layouts.get(key)
+        if layout is None:  # the C library checks x against everything else
             shape = _conv2d_output(self._multiplier, xt.shape, self._w_shape, *self._geometry,
                                    *self._zero_points)[0]
-            if len(self._shapes) < 16:
-                self._shapes[xt.shape] = shape
+            layout = (shape, *(ffi.new("int64_t[4]", list(v)) for v in (*key, shape)))
+            if len(self._layouts) < 16:
+                self._layouts[key] = layout
+        return layout
+
+    def run(self, xt):
+        """The output for an x Tensor (``_buffers.as_tensor``)."""
+        shape, x_shape, x_strides, out_shape = self._layout(xt)
         out = np.empty(shape, dtype=self._out_dtype)
-        stride, padding, dilation, groups = self._geometry
-        bias_p, mantissa_p, shift_p = self._parameter_buffers()
-        with as_tensor(self._w, "w", 4) as wt, bias_p, mantissa_p, shift_p, \
-                ffi.from_buffer(out, require_writable=True) as out_p:
-            args = (_handle(self._multiplier), xt.code, xt.pointer, list(xt.shape),
-                    list(xt.strides), wt.code, wt.pointer, list(wt.shape), list(wt.strides),
-                    list(stride), list(padding), list(dilation), groups, *self._zero_points,
-                    bias_p, mantissa_p, shift_p, *self._stage)
+        w_code, w_shape, w_strides = self._w_layout
+        w_buffer = (ffi.from_buffer(self._w_type, self._w) if self._w_type is not None
+                    else as_tensor(self._w, "w", 4))
+        with w_buffer, ffi.from_buffer(out, require_writable=True) as out_p:
+            w_p = w_buffer if self._w_type is not None else w_buffer.pointer
+            args = (_handle(self._multiplier), xt.code, xt.pointer, x_shape, x_strides,
+                    w_code, w_p, w_shape, w_strides, *self._c_geometry,
+                    *self._zero_points, *self._parameters, *self._stage)
             if self._real is None:
-                check(lib.approxmul_conv2d_requantize(*args, out_p, list(shape)))
+                check(lib.approxmul_conv2d_requantize(*args, out_p, out_shape))
             else:
                 check(lib.approxmul_conv2d_requantize_dequantize(*args, *self._real, out_p,
-                                                                 list(shape)))
+                                                                 out_shape))
         return out
 
 
@@ -164,11 +191,9 @@ class LinearRequantizer(_Stage):
             check(lib.approxmul_matmul(handle, xv.rows, self._out_features, self._in_features,
                                        *xv.args(), *_transposed(wv).args(), *self._zero_points,
                                        *cv.args()))
-        bias_p, mantissa_p, shift_p = self._parameter_buffers()
-        with ffi.from_buffer(acc) as acc_p, bias_p, mantissa_p, shift_p, \
-                ffi.from_buffer(out, require_writable=True) as out_p:
+        with ffi.from_buffer(acc) as acc_p, ffi.from_buffer(out, require_writable=True) as out_p:
             common = (acc.shape[0], self._out_features, 1, DTYPES[dtype_name(acc.dtype)], acc_p,
-                      bias_p, mantissa_p, shift_p, *self._stage)
+                      *self._parameters, *self._stage)
             if self._real is None:
                 check(lib.approxmul_requantize(*common, out_p))
             else:

@@ -109,10 +109,8 @@ class QParams:
         scale = np.asarray(self.scale, dtype=np.float64)
         zp = np.asarray(self.zero_point, dtype=np.int64)
         if scale.shape != zp.shape or scale.ndim > 1:
-            raise ShapeError(
-                f"scale {scale.shape} and zero_point {zp.shape} must be equal "
-                "0-d or 1-d shapes"
-            )
+            raise ShapeError(f"scale {scale.shape} and zero_point {zp.shape} must be equal "
+                             "0-d or 1-d shapes")
         if (scale.ndim == 1) != (self.axis is not None):
             raise InvalidArgumentError("per-channel parameters need an axis, per-tensor ones none")
         if not np.all(np.isfinite(scale) & (scale > 0)):
@@ -126,6 +124,7 @@ class QParams:
         object.__setattr__(self, "scale", scale)
         object.__setattr__(self, "zero_point", zp)
         object.__setattr__(self, "_c", affine.CParams(scale, zp, self.axis))
+        object.__setattr__(self, "_codes", (qmin, qmax, code_dtype(self.signed, self.bits)))  # read per call
 
     def __reduce__(self):
         # rebuilt from the fields: the C parameters hold buffer exports, which do not pickle
@@ -134,15 +133,15 @@ class QParams:
 
     @property
     def dtype(self):
-        return code_dtype(self.signed, self.bits)
+        return self._codes[2]
 
     @property
     def qmin(self):
-        return code_range(self.signed, self.narrow, self.bits)[0]
+        return self._codes[0]
 
     @property
     def qmax(self):
-        return code_range(self.signed, self.narrow, self.bits)[1]
+        return self._codes[1]
 
     @property
     def per_channel(self):
@@ -159,7 +158,7 @@ class QParams:
         """
         if isinstance(out, np.ndarray) and out.dtype != self.dtype:
             raise DTypeError(f"out: dtype {out.dtype}; this grid's codes are {self.dtype}")
-        return self._c.quantize(x, self.qmin, self.qmax, self.dtype, out, finite)
+        return self._c.quantize(x, *self._codes, out, finite)
 
     def quantize_reference(self, x):
         """NumPy statement of :meth:`quantize` (the tests' oracle)."""
