@@ -36,16 +36,24 @@ def _c_array(ctype, values):
 
 
 class _Stage:
-    """The requantization's arguments in their C form (shared by both calls)."""
+    """The requantization's arguments in their C form (shared by both calls).
+
+    The C arrays (``_c_arrays()``: the per-channel parameters, and a
+    convolution's shapes and geometry) are made on the first call, after
+    the C library has checked the arguments, and are left out of pickles
+    and copies, which make them again.
+    """
 
     def _prepare_stage(self, multiplier, channels, bias, mantissa, shift, zero_point, qmin,
                        qmax, rounding, bits, real):
         self._multiplier = multiplier
         _handle(multiplier)  # a bad multiplier fails here, not at the first call
         rounding_code = _rounding_code(rounding)
-        # copied into C arrays this object owns: no buffer export per call
-        self._parameters = tuple(_c_array("int32_t[]", v) for v in
-                                 _channel_parameters(channels, bias, mantissa, shift))
+        # own copies, from which the C arrays are made: changing the caller's
+        # arrays afterwards changes nothing (the weights, read on each call, aside)
+        self._parameter_values = tuple(
+            np.array(v) for v in _channel_parameters(channels, bias, mantissa, shift))
+        self._c = None
         code_type = code_dtype(bool(multiplier.signed), bits)
         self._out_dtype = code_type if real is None else np.dtype(real[1])
         self._stage = (int(zero_point), int(qmin), int(qmax), rounding_code,
@@ -53,6 +61,20 @@ class _Stage:
         self._real = None if real is None else (float(real[0]),
                                                 REAL_TYPES[dtype_name(self._out_dtype)])
 
+    def _c_arrays(self):
+        if self._c is None:
+            self._c = self._make_c_arrays()
+        return self._c
+
+    def _make_c_arrays(self):
+        # C arrays this object owns: no buffer export on each call
+        return tuple(_c_array("int32_t[]", v) for v in self._parameter_values)
+
+    def __getstate__(self):
+        state = dict(self.__dict__, _c=None)
+        if "_layouts" in state:
+            state["_layouts"] = {}
+        return state
 
 
 class Conv2dRequantizer(_Stage):
@@ -71,19 +93,13 @@ class Conv2dRequantizer(_Stage):
                  stride=1, padding=0, dilation=1, groups=1, x_zero_point=0, w_zero_point=0,
                  rounding="double", bits=8, real=None):
         with as_tensor(w, "w", 4) as wt:
-            self._w, w_shape = w, wt.shape
-            # shapes and strides as C arrays once: a list converted on every
-            # call cost a small layer as much as its products
-            self._w_layout = (wt.code, _c_array("int64_t[]", np.array(wt.shape, np.int64)),
-                              _c_array("int64_t[]", np.array(wt.strides, np.int64)))
+            self._w, w_shape, self._w_layout = w, wt.shape, (wt.code, wt.shape, wt.strides)
             # dense weights (as layers keep them) are exported directly on each call
             dense = isinstance(w, np.ndarray) and w.flags.c_contiguous and w.size
             self._w_type = f"{wt.dtype}_t[]" if dense else None
         self._w_shape = w_shape
         self._geometry = (as_pair(stride, "stride"), as_pair(padding, "padding"),
                           as_pair(dilation, "dilation"), as_int(groups, "groups"))
-        self._c_geometry = (*(ffi.new("int64_t[2]", pair) for pair in self._geometry[:3]),
-                            self._geometry[3])
         self._zero_points = (x_zero_point, w_zero_point)
         self._prepare_stage(multiplier, w_shape[0], bias, mantissa, shift, zero_point,
                             qmin, qmax, rounding, bits, real)
@@ -94,6 +110,15 @@ class Conv2dRequantizer(_Stage):
     def __call__(self, x):
         with as_tensor(x, "x", 4) as xt:
             return self.run(xt)
+
+    def _make_c_arrays(self):
+        # shapes, strides and geometry as C arrays once: lists converted on
+        # every call cost a small layer as much as its products
+        code, shape, strides = self._w_layout
+        return (super()._make_c_arrays(),
+                (code, ffi.new("int64_t[4]", list(shape)), ffi.new("int64_t[4]", list(strides))),
+                (*(ffi.new("int64_t[2]", pair) for pair in self._geometry[:3]),
+                 self._geometry[3]))
 
     def _layout(self, xt):
         key = (xt.shape, xt.strides)
@@ -108,16 +133,16 @@ class Conv2dRequantizer(_Stage):
 
     def run(self, xt):
         """The output for an x Tensor (``_buffers.as_tensor``)."""
-        shape, x_shape, x_strides, out_shape = self._layout(xt)
+        shape, x_shape, x_strides, out_shape = self._layout(xt)  # checks the geometry
+        parameters, (w_code, w_shape, w_strides), geometry = self._c_arrays()
         out = np.empty(shape, dtype=self._out_dtype)
-        w_code, w_shape, w_strides = self._w_layout
         w_buffer = (ffi.from_buffer(self._w_type, self._w) if self._w_type is not None
                     else as_tensor(self._w, "w", 4))
         with w_buffer, ffi.from_buffer(out, require_writable=True) as out_p:
             w_p = w_buffer if self._w_type is not None else w_buffer.pointer
             args = (_handle(self._multiplier), xt.code, xt.pointer, x_shape, x_strides,
-                    w_code, w_p, w_shape, w_strides, *self._c_geometry,
-                    *self._zero_points, *self._parameters, *self._stage)
+                    w_code, w_p, w_shape, w_strides, *geometry,
+                    *self._zero_points, *parameters, *self._stage)
             if self._real is None:
                 check(lib.approxmul_conv2d_requantize(*args, out_p, out_shape))
             else:
@@ -193,7 +218,7 @@ class LinearRequantizer(_Stage):
                                        *cv.args()))
         with ffi.from_buffer(acc) as acc_p, ffi.from_buffer(out, require_writable=True) as out_p:
             common = (acc.shape[0], self._out_features, 1, DTYPES[dtype_name(acc.dtype)], acc_p,
-                      *self._parameters, *self._stage)
+                      *self._c_arrays(), *self._stage)
             if self._real is None:
                 check(lib.approxmul_requantize(*common, out_p))
             else:

@@ -60,6 +60,31 @@ def test_prepared_call_refuses_bad_input_and_bad_stage_arguments():
         linear(np.zeros((2, 3), np.float32))
 
 
+def test_prepared_calls_copy_pickle_and_check_their_geometry_in_the_library():
+    rng = np.random.default_rng(8)
+    m = am.Multiplier.from_spec("drum:k=4")
+    w = rng.integers(0, 256, (3, 2, 3, 3)).astype(np.uint8)
+    stage = stage_arguments(rng, 3)
+    conv = layer_calls.Conv2dRequantizer(w, m, *stage, padding=1, real=(0.05, np.float32))
+    linear = layer_calls.LinearRequantizer(w[:, :, 0, 0], m, *stage)
+    x = rng.integers(0, 256, (2, 2, 5, 5)).astype(np.uint8)
+    for prepared, xs in ((conv, x), (linear, x[:, :, 0, 0])):
+        want = prepared(xs)  # its C arrays made: copies and pickles make their own
+        for twin in (copy.copy(prepared), copy.deepcopy(prepared),
+                     pickle.loads(pickle.dumps(prepared))):
+            np.testing.assert_array_equal(twin(xs), want)
+    # the stage's arrays are the layer's own: changing the caller's later changes nothing
+    bias = stage[0].copy()
+    own = layer_calls.Conv2dRequantizer(w, m, bias, *stage[1:], padding=1)
+    before = own(x)
+    bias += 1000
+    np.testing.assert_array_equal(own(x), before)
+    # a stride no int64 holds is the library's argument error, not Python's OverflowError
+    for bad in (dict(stride=2**63), dict(padding=(0, -2**63 - 1)), dict(dilation=2**70)):
+        with pytest.raises(ApproxmulError):
+            layer_calls.conv2d_requantize(x, w, m, *stage, **bad)
+
+
 @pytest.mark.parametrize("real", [None, (0.05, np.float32), (0.05, np.float64)])
 @pytest.mark.parametrize("signed", [False, True])
 def test_prepared_linear_equals_linear_then_requantize(real, signed):
