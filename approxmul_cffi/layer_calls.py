@@ -21,7 +21,7 @@ import numpy as np
 from ._buffers import DTYPES, REAL_TYPES, as_int, as_matrix, as_pair, as_tensor, dtype_name
 from ._library import check, ffi, lib
 from .errors import ShapeError
-from .ops import _conv2d_output, _handle, _transposed, accumulator_dtype
+from .ops import _conv2d_output, _handle, accumulator_dtype
 from .requant import _channel_parameters, _rounding_code, code_dtype
 
 __all__ = ["Conv2dRequantizer", "LinearRequantizer", "conv2d_requantize"]
@@ -33,6 +33,13 @@ def _c_array(ctype, values):
     if len(values):
         ffi.memmove(out, values, values.nbytes)
     return out
+
+
+def _dense_type(w, view):
+    """The cffi type to export dense NumPy weights with on each call (as layers keep
+    them; quicker than a Tensor), or None for any other layout."""
+    dense = isinstance(w, np.ndarray) and w.flags.c_contiguous and w.size
+    return f"{view.dtype}_t[]" if dense else None
 
 
 class _Stage:
@@ -93,10 +100,7 @@ class Conv2dRequantizer(_Stage):
                  stride=1, padding=0, dilation=1, groups=1, x_zero_point=0, w_zero_point=0,
                  rounding="double", bits=8, real=None):
         with as_tensor(w, "w", 4) as wt:
-            self._w, w_shape, self._w_layout = w, wt.shape, (wt.code, wt.shape, wt.strides)
-            # dense weights (as layers keep them) are exported directly on each call
-            dense = isinstance(w, np.ndarray) and w.flags.c_contiguous and w.size
-            self._w_type = f"{wt.dtype}_t[]" if dense else None
+            self._w, w_shape = w, wt.shape
         self._w_shape = w_shape
         self._geometry = (as_pair(stride, "stride"), as_pair(padding, "padding"),
                           as_pair(dilation, "dilation"), as_int(groups, "groups"))
@@ -113,10 +117,12 @@ class Conv2dRequantizer(_Stage):
 
     def _make_c_arrays(self):
         # shapes, strides and geometry as C arrays once: lists converted on
-        # every call cost a small layer as much as its products
-        code, shape, strides = self._w_layout
-        return (super()._make_c_arrays(),
-                (code, ffi.new("int64_t[4]", list(shape)), ffi.new("int64_t[4]", list(strides))),
+        # every call cost a small layer as much as its products (w's layout
+        # read here: a copy or pickle may have given it other strides)
+        with as_tensor(self._w, "w", 4) as wt:
+            w_layout = (wt.code, ffi.new("int64_t[4]", list(wt.shape)),
+                        ffi.new("int64_t[4]", list(wt.strides)), _dense_type(self._w, wt))
+        return (super()._make_c_arrays(), w_layout,
                 (*(ffi.new("int64_t[2]", pair) for pair in self._geometry[:3]),
                  self._geometry[3]))
 
@@ -134,12 +140,12 @@ class Conv2dRequantizer(_Stage):
     def run(self, xt):
         """The output for an x Tensor (``_buffers.as_tensor``)."""
         shape, x_shape, x_strides, out_shape = self._layout(xt)  # checks the geometry
-        parameters, (w_code, w_shape, w_strides), geometry = self._c_arrays()
+        parameters, (w_code, w_shape, w_strides, w_type), geometry = self._c_arrays()
         out = np.empty(shape, dtype=self._out_dtype)
-        w_buffer = (ffi.from_buffer(self._w_type, self._w) if self._w_type is not None
+        w_buffer = (ffi.from_buffer(w_type, self._w) if w_type is not None
                     else as_tensor(self._w, "w", 4))
         with w_buffer, ffi.from_buffer(out, require_writable=True) as out_p:
-            w_p = w_buffer if self._w_type is not None else w_buffer.pointer
+            w_p = w_buffer if w_type is not None else w_buffer.pointer
             args = (_handle(self._multiplier), xt.code, xt.pointer, x_shape, x_strides,
                     w_code, w_p, w_shape, w_strides, *geometry,
                     *self._zero_points, *parameters, *self._stage)
@@ -202,6 +208,12 @@ class LinearRequantizer(_Stage):
         self._prepare_stage(multiplier, self._out_features, bias, mantissa, shift, zero_point,
                             qmin, qmax, rounding, bits, real)
 
+    def _make_c_arrays(self):
+        # w read as B = w.T: its code and strides (a copy or pickle may have changed them)
+        with as_matrix(self._w, "w") as wv:
+            w_layout = (wv.code, wv.strides[1], wv.strides[0], _dense_type(self._w, wv))
+        return super()._make_c_arrays(), w_layout
+
     def __call__(self, x):
         x = np.asanyarray(x)
         if x.ndim < 1 or x.shape[-1] != self._in_features:
@@ -211,14 +223,19 @@ class LinearRequantizer(_Stage):
         acc = np.empty((rows.shape[0], self._out_features), dtype=self._acc_dtype)
         out = np.empty(acc.shape, dtype=self._out_dtype)
         handle = _handle(self._multiplier)
-        with as_matrix(rows, "x") as xv, as_matrix(self._w, "w") as wv, \
-                as_matrix(acc, "acc", writable=True) as cv:
+        parameters, (w_code, w_row_stride, w_col_stride, w_type) = self._c_arrays()
+        w_buffer = (ffi.from_buffer(w_type, self._w) if w_type is not None
+                    else as_matrix(self._w, "w"))
+        with as_matrix(rows, "x") as xv, w_buffer, \
+                ffi.from_buffer(acc, require_writable=True) as acc_p:
+            w_p = w_buffer if w_type is not None else w_buffer.pointer
             check(lib.approxmul_matmul(handle, xv.rows, self._out_features, self._in_features,
-                                       *xv.args(), *_transposed(wv).args(), *self._zero_points,
-                                       *cv.args()))
+                                       *xv.args(), w_code, w_p, w_row_stride, w_col_stride,
+                                       *self._zero_points, DTYPES[dtype_name(acc.dtype)], acc_p,
+                                       self._out_features, 1))
         with ffi.from_buffer(acc) as acc_p, ffi.from_buffer(out, require_writable=True) as out_p:
             common = (acc.shape[0], self._out_features, 1, DTYPES[dtype_name(acc.dtype)], acc_p,
-                      *self._c_arrays(), *self._stage)
+                      *parameters, *self._stage)
             if self._real is None:
                 check(lib.approxmul_requantize(*common, out_p))
             else:

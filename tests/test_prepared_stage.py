@@ -66,9 +66,11 @@ def test_prepared_calls_copy_pickle_and_check_their_geometry_in_the_library():
     w = rng.integers(0, 256, (3, 2, 3, 3)).astype(np.uint8)
     stage = stage_arguments(rng, 3)
     conv = layer_calls.Conv2dRequantizer(w, m, *stage, padding=1, real=(0.05, np.float32))
+    # weights of other strides (which a deep copy or pickle makes dense)
+    strided = layer_calls.Conv2dRequantizer(w[:, ::-1], m, *stage, padding=1)
     linear = layer_calls.LinearRequantizer(w[:, :, 0, 0], m, *stage)
     x = rng.integers(0, 256, (2, 2, 5, 5)).astype(np.uint8)
-    for prepared, xs in ((conv, x), (linear, x[:, :, 0, 0])):
+    for prepared, xs in ((conv, x), (strided, x), (linear, x[:, :, 0, 0])):
         want = prepared(xs)  # its C arrays made: copies and pickles make their own
         for twin in (copy.copy(prepared), copy.deepcopy(prepared),
                      pickle.loads(pickle.dumps(prepared))):
