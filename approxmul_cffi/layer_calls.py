@@ -42,6 +42,16 @@ def _dense_type(w, view):
     return f"{view.dtype}_t[]" if dense else None
 
 
+def _export_weights(w, ctype, ndim):
+    """(context manager, pointer) of the weights for one call: through ``ctype``
+    (:func:`_dense_type`) when set, else through a Tensor."""
+    if ctype is not None:
+        buffer = ffi.from_buffer(ctype, w)
+        return buffer, buffer
+    tensor = as_tensor(w, "w", ndim)
+    return tensor, tensor.pointer
+
+
 class _Stage:
     """The requantization's arguments in their C form (shared by both calls).
 
@@ -100,12 +110,11 @@ class Conv2dRequantizer(_Stage):
                  stride=1, padding=0, dilation=1, groups=1, x_zero_point=0, w_zero_point=0,
                  rounding="double", bits=8, real=None):
         with as_tensor(w, "w", 4) as wt:
-            self._w, w_shape = w, wt.shape
-        self._w_shape = w_shape
+            self._w, self._w_shape = w, wt.shape
         self._geometry = (as_pair(stride, "stride"), as_pair(padding, "padding"),
                           as_pair(dilation, "dilation"), as_int(groups, "groups"))
         self._zero_points = (x_zero_point, w_zero_point)
-        self._prepare_stage(multiplier, w_shape[0], bias, mantissa, shift, zero_point,
+        self._prepare_stage(multiplier, self._w_shape[0], bias, mantissa, shift, zero_point,
                             qmin, qmax, rounding, bits, real)
         # x's (shape, strides) -> (output shape, and x's shape, strides and the
         # output shape as C arrays), as the C library checked and computed them
@@ -142,10 +151,8 @@ class Conv2dRequantizer(_Stage):
         shape, x_shape, x_strides, out_shape = self._layout(xt)  # checks the geometry
         parameters, (w_code, w_shape, w_strides, w_type), geometry = self._c_arrays()
         out = np.empty(shape, dtype=self._out_dtype)
-        w_buffer = (ffi.from_buffer(w_type, self._w) if w_type is not None
-                    else as_tensor(self._w, "w", 4))
+        w_buffer, w_p = _export_weights(self._w, w_type, 4)
         with w_buffer, ffi.from_buffer(out, require_writable=True) as out_p:
-            w_p = w_buffer if w_type is not None else w_buffer.pointer
             args = (_handle(self._multiplier), xt.code, xt.pointer, x_shape, x_strides,
                     w_code, w_p, w_shape, w_strides, *geometry,
                     *self._zero_points, *parameters, *self._stage)
@@ -224,11 +231,9 @@ class LinearRequantizer(_Stage):
         out = np.empty(acc.shape, dtype=self._out_dtype)
         handle = _handle(self._multiplier)
         parameters, (w_code, w_row_stride, w_col_stride, w_type) = self._c_arrays()
-        w_buffer = (ffi.from_buffer(w_type, self._w) if w_type is not None
-                    else as_matrix(self._w, "w"))
+        w_buffer, w_p = _export_weights(self._w, w_type, 2)
         with as_matrix(rows, "x") as xv, w_buffer, \
                 ffi.from_buffer(acc, require_writable=True) as acc_p:
-            w_p = w_buffer if w_type is not None else w_buffer.pointer
             check(lib.approxmul_matmul(handle, xv.rows, self._out_features, self._in_features,
                                        *xv.args(), w_code, w_p, w_row_stride, w_col_stride,
                                        *self._zero_points, DTYPES[dtype_name(acc.dtype)], acc_p,
