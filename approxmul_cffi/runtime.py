@@ -45,7 +45,7 @@ def info():
     library, threads.
 
     >>> import approxmul_cffi as am
-    >>> am.info()["isa"] in ("generic", "avx2", "avx512", "unavailable")
+    >>> am.info()["isa"] in ("generic", "avx2", "avx512", "avx512amx", "unavailable")
     True
     """
     text = c_string(lib.approxmul_build_info())

@@ -72,7 +72,10 @@ def package_copy(root, with_library=False):
 # the library's feature names -> the kernel's names in /proc/cpuinfo
 CPU_FLAGS = {"avx2": ("avx2", "fma"), "avx512f": ("avx512f",), "avx512bw": ("avx512bw",),
              "avx512vl": ("avx512vl",), "avx512dq": ("avx512dq",),
-             "avx512vnni": ("avx512_vnni",), "avx512vbmi": ("avx512vbmi",)}
+             "avx512vnni": ("avx512_vnni",), "avx512vbmi": ("avx512vbmi",),
+             "amx-int8": ("amx_tile", "amx_int8")}
+AVX512_FEATURES = ("avx2", "avx512f", "avx512bw", "avx512vl", "avx512dq", "avx512vnni",
+                   "avx512vbmi")
 
 
 def cpu_features():
@@ -88,6 +91,8 @@ def supported_isas():
     isas = ["generic"]
     if "avx2" in features:
         isas.append("avx2")
-    if all(f in features for f in CPU_FLAGS):
+    if all(f in features for f in AVX512_FEATURES):
         isas.append("avx512")
+        if "amx-int8" in features:  # Linux grants the tile state to a process without a small altstack
+            isas.append("avx512amx")
     return isas

@@ -188,7 +188,8 @@ def test_forced_unknown_isa_errors_cleanly(python_runner, value):
 
 
 @pytest.mark.parametrize("isa, hidden", [("avx2", "avx2"), ("avx512", "avx512vbmi"),
-                                         ("avx512", "avx512vnni,avx512dq")])
+                                         ("avx512", "avx512vnni,avx512dq"),
+                                         ("avx512amx", "amx-int8"), ("avx512amx", "avx512vbmi")])
 def test_forcing_an_isa_the_cpu_lacks_errors_cleanly(python_runner, isa, hidden):
     # APPROXMUL_HIDE_CPU_FEATURES makes any CPU lack them (test-only)
     code = ("import numpy as np, approxmul_cffi as am\n"
@@ -220,8 +221,11 @@ def test_info_reports_kernels():
     # the best set the CPU supports, judged from the CPU's own flags
     info = am.info()
     assert info["isa"] == supported_isas()[-1]
-    names = {"generic": "generic.cpp", "avx2": "AVX2", "avx512": "AVX-512"}
+    names = {"generic": "generic.cpp", "avx2": "AVX2", "avx512": "AVX-512", "avx512amx": "AVX-512"}
     assert names[info["isa"]] in info["kernel.exact-gemm"]
+    # 8-bit exact and factorized plans: AMX tiles, vpdpbusd, or the int16 GEMM
+    byte_gemm = {"avx512": "vpdpbusd", "avx512amx": "AMX tiles"}.get(info["isa"], "none")
+    assert info["kernel.byte-gemm"].startswith(byte_gemm), info["kernel.byte-gemm"]
     assert info["kernel.function"] == ("tiled reference, one model call per product or per "
                                        "outer-product step; C models: one dot-loop call per "
                                        "output and block")

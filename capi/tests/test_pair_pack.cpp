@@ -139,7 +139,8 @@ static void check_split(const KernelTable &kt, std::mt19937 &rng, int64_t n, int
 
 int main() {
     std::mt19937 rng(7);
-    const KernelTable *sets[] = {generic_kernel_table(), avx2_kernel_table(), avx512_kernel_table()};
+    const KernelTable *sets[] = {generic_kernel_table(), avx2_kernel_table(), avx512_kernel_table(),
+                                 avx512amx_kernel_table()};
     for (const KernelTable *kt : sets) {
         if (kt == nullptr || !cpu_runs(*kt)) continue;
         int cases = 0;

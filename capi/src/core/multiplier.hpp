@@ -67,6 +67,9 @@ struct U8Factors {
     std::vector<int64_t> a_value;       // rank x 256: A's byte as a number (row sums)
     std::vector<int64_t> b_offset;      // rank
     int64_t step_bound = 0;             // max over one inner step of |sum_r u_r v'_r|
+    // rank 1 with b_lut[x] = x ^ b_flip for every byte (exact codes, as
+    // they are or moved by 128): B is packed by XOR instead of lookups
+    int b_flip = -1;
 };
 
 // A rank-1 factorized plan whose factors exceed int16 but span at most 16

@@ -2,7 +2,7 @@
 // which kernel computes each plan.
 //
 // The instruction set is chosen once, at first use: APPROXMUL_ISA
-// (generic|avx2|avx512) when set, else the best the CPU supports. Forcing a
+// (generic|avx2|avx512|avx512amx) when set, else the best the CPU supports. Forcing a
 // set the CPU lacks, or an unknown name, is not a crash: every kernel call
 // then fails with APPROXMUL_ERR_UNSUPPORTED and a message saying why, and
 // approxmul_build_info() reports isa=unavailable with the reason.
@@ -10,6 +10,14 @@
 #include <cstdlib>
 #include <cstring>
 #include <string>
+
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+#include <cpuid.h>
+#endif
+#if defined(__linux__) && defined(__x86_64__)
+#include <sys/syscall.h>
+#include <unistd.h>
+#endif
 
 #include "../core/error.hpp"
 #include "../core/structure.hpp"
@@ -24,8 +32,22 @@ namespace {
 struct Cpu {
     bool avx2 = false;
     bool avx512 = false;  // F, BW, VL, DQ, VNNI and VBMI: the set the avx512 kernels use
+    bool amx = false;     // avx512 and AMX-TILE/INT8, with the kernel's leave to use the tiles
     std::string features;
 };
+
+// Linux gives a process the AMX tile state only when asked (arch_prctl
+// ARCH_REQ_XCOMP_PERM for XFEATURE_XTILEDATA); it refuses where the CPU or
+// the kernel lacks AMX, or where a thread's alternate signal stack is too
+// small for the larger signal frame. Asked once, when the kernels are chosen.
+bool amx_permitted() {
+#if defined(__linux__) && defined(__x86_64__) && defined(SYS_arch_prctl)
+    constexpr long kReqXcompPerm = 0x1023, kXfeatureXtiledata = 18;
+    return syscall(SYS_arch_prctl, kReqXcompPerm, kXfeatureXtiledata) == 0;
+#else
+    return false;
+#endif
+}
 
 Cpu detect_cpu() {
     Cpu cpu;
@@ -57,6 +79,13 @@ Cpu detect_cpu() {
     }
     cpu.avx2 = features[0].present;
     cpu.avx512 = cpu.avx512 && cpu.avx2;
+    // CPUID leaf 7 EDX bits 24 and 25 (compilers' __builtin_cpu_supports
+    // differ on AMX's names); the OS side is amx_permitted's
+    unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
+    const bool amx = __get_cpuid_count(7, 0, &eax, &ebx, &ecx, &edx) && (edx >> 24 & 1) &&
+                     (edx >> 25 & 1) && hide.find(",amx-int8,") == std::string::npos;
+    if (amx) cpu.features += ",amx-int8";
+    cpu.amx = cpu.avx512 && amx;
 #endif
     return cpu;
 }
@@ -73,9 +102,15 @@ Choice choose() {
     choice.cpu_features = cpu.features.empty() ? "none" : cpu.features;
     const KernelTable *avx2 = avx2_kernel_table();      // nullptr when not built
     const KernelTable *avx512 = avx512_kernel_table();  // nullptr when not built
+    const KernelTable *amx = avx512amx_kernel_table();  // nullptr when not built
     const char *forced = std::getenv("APPROXMUL_ISA");
+    const bool forced_amx = forced != nullptr && std::strcmp(forced, "avx512amx") == 0;
+    // only where the set would run: the request changes the process's signal frames
+    const bool amx_usable = cpu.amx && amx && (forced == nullptr || *forced == '\0' || forced_amx) &&
+                            amx_permitted();
     if (forced == nullptr || *forced == '\0') {
-        choice.table = cpu.avx512 && avx512 ? avx512
+        choice.table = amx_usable              ? amx
+                       : cpu.avx512 && avx512 ? avx512
                        : cpu.avx2 && avx2   ? avx2
                                             : generic_kernel_table();
         return choice;
@@ -83,6 +118,15 @@ Choice choose() {
     const std::string name(forced);
     if (name == "generic") {
         choice.table = generic_kernel_table();
+    } else if (name == "avx512amx") {
+        if (amx == nullptr)
+            choice.error = "APPROXMUL_ISA=avx512amx: this build has no avx512amx kernels";
+        else if (!amx_usable)
+            choice.error = "APPROXMUL_ISA=avx512amx: this CPU lacks it, or Linux refused the "
+                           "AMX tile state (needs avx512f,bw,vl,dq,vnni,vbmi and amx-tile, "
+                           "amx-int8; the CPU has " + choice.cpu_features + ")";
+        else
+            choice.table = amx;
     } else if (name == "avx2" || name == "avx512") {
         const bool is512 = name == "avx512";
         const KernelTable *table = is512 ? avx512 : avx2;
@@ -95,7 +139,7 @@ Choice choose() {
         else
             choice.table = table;
     } else {
-        choice.error = "APPROXMUL_ISA=" + name + " is not one of generic, avx2, avx512";
+        choice.error = "APPROXMUL_ISA=" + name + " is not one of generic, avx2, avx512, avx512amx";
     }
     return choice;
 }
@@ -113,11 +157,15 @@ const KernelTable *avx2_kernel_table() { return nullptr; }
 #if !APPROXMUL_HAVE_AVX512
 const KernelTable *avx512_kernel_table() { return nullptr; }
 #endif
+#if !APPROXMUL_HAVE_AVX512AMX
+const KernelTable *avx512amx_kernel_table() { return nullptr; }
+#endif
 
 bool cpu_runs(const KernelTable &t) {
     static const Cpu cpu = detect_cpu();
     if (std::strcmp(t.name, "avx2") == 0) return cpu.avx2;
     if (std::strcmp(t.name, "avx512") == 0) return cpu.avx512;
+    if (std::strcmp(t.name, "avx512amx") == 0) return cpu.amx;
     return true;
 }
 
@@ -211,6 +259,8 @@ std::string dispatch_info() {
     const bool portable = std::strcmp(c.table->name, "generic") == 0;
     info += std::string("\nkernel.exact-gemm=") +
             (portable ? "tiled reference (generic.cpp)" : c.table->gemm_kernel);
+    info += std::string("\nkernel.byte-gemm=") +
+            (c.table->u8_kernel ? c.table->u8_kernel : "none (8-bit plans run on the int16 GEMM)");
     info += std::string("\nkernel.factorized-gemm=") +
             (portable ? "tiled reference over the table" : c.table->gemm_kernel);
     info += std::string("\nkernel.table=") +

@@ -1,6 +1,6 @@
 // The kernel registry: one table of function pointers per instruction set.
 // isa_kernels.cpp is compiled once per instruction set (generic, avx2,
-// avx512) with that set's compiler flags and fills one KernelTable each;
+// avx512, avx512amx) with that set's compiler flags and fills one KernelTable each;
 // dispatch.cpp picks the table for this CPU at first use. Only plain C types
 // cross this interface, so no C++ inline function is ever compiled with two
 // different instruction sets (the linker could otherwise keep the AVX-512
@@ -12,7 +12,7 @@
 namespace approxmul::kernels {
 
 struct KernelTable {
-    const char *name;  // "generic", "avx2", "avx512"
+    const char *name;  // "generic", "avx2", "avx512", "avx512amx"
     const char *gemm_kernel;   // how the int16 GEMM micro-kernel computes
     const char *table_kernel;  // how the table kernel looks products up, or nullptr
 
@@ -82,15 +82,24 @@ struct KernelTable {
     //   a[(kq * u8_mr + r) * 4 + h]   (row r, transformed inner index 4 kq + h)
     //   b[(kq * u8_nr + j) * 4 + h]   (column j)
     // a_signed: A's bytes are int8 and B's uint8; else A uint8 and B int8.
-    int u8_mr, u8_nr;
+    // Tile kernels (u8_tile_quads > 0: AMX, 16 quads per step) take A's
+    // rows whole instead, a[r * S + kq * 4 + h] with S = 4 * kquads rounded
+    // up to whole steps, zero past kquads; they read B up to that whole
+    // step too (rows that meet A's zeros: buffers keep the slack), and run
+    // between u8_tiles(1) and u8_tiles(0) on each thread (the tile
+    // configuration loaded, then the tiles released).
+    const char *u8_kernel;
+    int u8_mr, u8_nr, u8_tile_quads;
+    void (*u8_tiles)(int begin);
     void (*u8_micro)(int64_t kquads, const uint8_t *a, const uint8_t *b, int32_t *c,
                      int64_t ldc, int accumulate, int a_signed);
     // dst[j] = lut[src[j]] for j < n; dst may be src. Every set has one.
     void (*u8_lut)(int64_t n, const uint8_t *src, const uint8_t *lut, uint8_t *dst);
     // Packs 4 streamed rows into B quads: column j's bytes luts[h][rows[h][j]]
-    // go to dst[(j / u8_nr) * panel_stride + (j % u8_nr) * 4 + h], j < n,
-    // written in whole 16-column groups (u8_nr is a multiple of 16).
-    void (*u8_pack)(int64_t n, const uint8_t *const *rows, const uint8_t *const *luts,
+    // (luts nullptr: rows[h][j] ^ flip) go to dst[(j / u8_nr) * panel_stride
+    // + (j % u8_nr) * 4 + h], j < n, written in whole 16-column groups
+    // (u8_nr is a multiple of 16).
+    void (*u8_pack)(int64_t n, const uint8_t *const *rows, const uint8_t *const *luts, int flip,
                     uint8_t *dst, int64_t panel_stride);
 
     // Requantization of n accumulators (int64 if acc64, else int32) into
@@ -161,6 +170,7 @@ struct KernelTable {
 const KernelTable *generic_kernel_table();
 const KernelTable *avx2_kernel_table();
 const KernelTable *avx512_kernel_table();
+const KernelTable *avx512amx_kernel_table();
 // Whether this CPU runs kernel set t: the features dispatch requires of it,
 // less any hidden by APPROXMUL_HIDE_CPU_FEATURES.
 bool cpu_runs(const KernelTable &t);

@@ -644,10 +644,71 @@ constexpr void (*kPtBlock)(int64_t, const uint8_t *, int64_t, const uint8_t *, i
 // ------------------------------------------------------- u8 x s8 GEMM
 #if defined(__AVX512F__) && defined(__AVX512BW__) && defined(__AVX512VNNI__) && \
     defined(__AVX512VBMI__)
-constexpr int kU8Rows = 8, kU8Cols = 32;
 #pragma GCC diagnostic push  // the same header false positive as above
 #pragma GCC diagnostic ignored "-Wuninitialized"
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#if defined(__AMX_TILE__) && defined(__AMX_INT8__)
+// AMX: one step multiplies a 16-row tile of A (64 bytes of each row) by a
+// 16-quad tile of B (16 columns x 4 bytes per row, B's packed panel as it
+// is) into 16 x 16 int32, 16384 byte products per instruction against
+// vpdpbusd's 64. Tiles: 0, 1 C (columns 0-15, 16-31); 2 A; 3, 4 B.
+constexpr int kU8Rows = 16, kU8Cols = 32, kU8TileQuads = 16;
+constexpr const char *kU8Kernel = "AMX tiles (tdpbusd), 16 x 32 int32 per 64-byte step";
+
+struct alignas(64) TileConfig {
+    uint8_t palette, start_row, reserved[14];
+    uint16_t colsb[16];
+    uint8_t rows[16];
+};
+
+constexpr TileConfig tile_config() {
+    TileConfig config{};
+    config.palette = 1;
+    for (int t = 0; t < 5; ++t) config.rows[t] = 16, config.colsb[t] = 64;
+    return config;
+}
+// static: GCC 12 drops stores into a local that only ldtilecfg reads
+constexpr TileConfig kTileConfig = tile_config();
+
+void u8_tiles(int begin) {
+    if (begin)
+        _tile_loadconfig(&kTileConfig);
+    else
+        _tile_release();
+}
+
+void u8_micro(int64_t kquads, const uint8_t *a, const uint8_t *b, int32_t *c, int64_t ldc,
+              int accumulate, int a_signed) {
+    const int64_t steps = (kquads + kU8TileQuads - 1) / kU8TileQuads;
+    const int64_t a_stride = steps * 64, b_stride = kU8Cols * 4, c_stride = ldc * 4;
+    if (accumulate) {
+        _tile_loadd(0, c, c_stride);
+        _tile_loadd(1, c + 16, c_stride);
+    } else {
+        _tile_zero(0);
+        _tile_zero(1);
+    }
+    for (int64_t step = 0; step < steps; ++step) {
+        const uint8_t *bs = b + step * kU8TileQuads * b_stride;
+        _tile_loadd(2, a + step * 64, a_stride);
+        _tile_loadd(3, bs, b_stride);
+        _tile_loadd(4, bs + 64, b_stride);
+        if (a_signed) {  // the first multiplicand is A's, signed here
+            _tile_dpbsud(0, 2, 3);
+            _tile_dpbsud(1, 2, 4);
+        } else {
+            _tile_dpbusd(0, 2, 3);
+            _tile_dpbusd(1, 2, 4);
+        }
+    }
+    _tile_stored(0, c, c_stride);
+    _tile_stored(1, c + 16, c_stride);
+}
+constexpr auto kU8Tiles = u8_tiles;
+#else
+constexpr int kU8Rows = 8, kU8Cols = 32, kU8TileQuads = 0;
+constexpr const char *kU8Kernel = "vpdpbusd zmm (AVX-512 VNNI), 8 x 32 int32 per quad";
+constexpr void (*kU8Tiles)(int) = nullptr;
 
 // kU8Rows x 2 zmm accumulators; the A quad of each row is broadcast, B's
 // two vectors hold 16 columns x 4 inner steps each. vpdpbusd's first
@@ -695,6 +756,7 @@ void u8_micro(int64_t kquads, const uint8_t *a, const uint8_t *b, int32_t *c, in
     else
         u8_micro_t<false>(kquads, a, b, c, ldc, accumulate);
 }
+#endif
 
 // A 256-entry byte table in 4 registers: vpermi2b on each half, blend on
 // the index's top bit.
@@ -719,15 +781,22 @@ void u8_lut(int64_t n, const uint8_t *src, const uint8_t *lut, uint8_t *dst) {
     }
 }
 
-void u8_pack(int64_t n, const uint8_t *const *rows, const uint8_t *const *luts, uint8_t *dst,
-             int64_t panel_stride) {
-    const ByteLut l0(luts[0]), l1(luts[1]), l2(luts[2]), l3(luts[3]);
+// Exact codes' bytes, as they are or moved by 128: one XOR, where a lookup
+// costs two vpermi2b (each 2 cycles of the one shuffle port on Intel cores).
+struct XorBytes {
+    __m512i flip;
+    __m512i operator()(__m512i x) const { return _mm512_xor_si512(x, flip); }
+};
+
+template <typename Map>
+void pack_quads(int64_t n, const uint8_t *const *rows, const Map *maps, uint8_t *dst,
+                int64_t panel_stride) {
     for (int64_t j = 0; j < n; j += 64) {
         const __mmask64 m = n - j >= 64 ? ~__mmask64{0} : (__mmask64{1} << (n - j)) - 1;
-        const __m512i r0 = l0(_mm512_maskz_loadu_epi8(m, rows[0] + j));
-        const __m512i r1 = l1(_mm512_maskz_loadu_epi8(m, rows[1] + j));
-        const __m512i r2 = l2(_mm512_maskz_loadu_epi8(m, rows[2] + j));
-        const __m512i r3 = l3(_mm512_maskz_loadu_epi8(m, rows[3] + j));
+        const __m512i r0 = maps[0](_mm512_maskz_loadu_epi8(m, rows[0] + j));
+        const __m512i r1 = maps[1](_mm512_maskz_loadu_epi8(m, rows[1] + j));
+        const __m512i r2 = maps[2](_mm512_maskz_loadu_epi8(m, rows[2] + j));
+        const __m512i r3 = maps[3](_mm512_maskz_loadu_epi8(m, rows[3] + j));
         // Within each 128-bit lane L (columns 16L..16L+15): q0 = quads of
         // columns 0-3, q1 4-7, q2 8-11, q3 12-15; then a 4x4 transpose of
         // lanes puts columns 16L..16L+15 into one vector.
@@ -746,12 +815,26 @@ void u8_pack(int64_t n, const uint8_t *const *rows, const uint8_t *const *luts, 
         }
     }
 }
+
+void u8_pack(int64_t n, const uint8_t *const *rows, const uint8_t *const *luts, int flip,
+             uint8_t *dst, int64_t panel_stride) {
+    if (luts == nullptr) {
+        const XorBytes x{_mm512_set1_epi8(static_cast<char>(flip))};
+        const XorBytes maps[4] = {x, x, x, x};
+        pack_quads(n, rows, maps, dst, panel_stride);
+        return;
+    }
+    const ByteLut maps[4] = {ByteLut(luts[0]), ByteLut(luts[1]), ByteLut(luts[2]), ByteLut(luts[3])};
+    pack_quads(n, rows, maps, dst, panel_stride);
+}
 #pragma GCC diagnostic pop
 constexpr auto kU8Micro = u8_micro;
 constexpr auto kU8Lut = u8_lut;
 constexpr auto kU8Pack = u8_pack;
 #else
-constexpr int kU8Rows = 0, kU8Cols = 0;
+constexpr int kU8Rows = 0, kU8Cols = 0, kU8TileQuads = 0;
+constexpr const char *kU8Kernel = nullptr;
+constexpr void (*kU8Tiles)(int) = nullptr;
 constexpr void (*kU8Micro)(int64_t, const uint8_t *, const uint8_t *, int32_t *, int64_t, int,
                            int) = nullptr;
 
@@ -778,8 +861,8 @@ void u8_lut(int64_t n, const uint8_t *src, const uint8_t *lut, uint8_t *dst) {
     for (; j < n; ++j) dst[j] = lut[src[j]];
 }
 constexpr auto kU8Lut = u8_lut;
-constexpr void (*kU8Pack)(int64_t, const uint8_t *const *, const uint8_t *const *, uint8_t *,
-                          int64_t) = nullptr;
+constexpr void (*kU8Pack)(int64_t, const uint8_t *const *, const uint8_t *const *, int,
+                          uint8_t *, int64_t) = nullptr;
 #endif
 
 // ------------------------------------------------ byte split (split_gemm)
@@ -1451,8 +1534,11 @@ const KernelTable kTable = {
     kPtSteps,
     kPtMinStream,
     kPtBlock,
+    kU8Kernel,
     kU8Rows,
     kU8Cols,
+    kU8TileQuads,
+    kU8Tiles,
     kU8Micro,
     kU8Lut,
     kU8Pack,

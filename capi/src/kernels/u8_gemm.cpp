@@ -14,6 +14,7 @@
 #include <algorithm>
 #include <cstring>
 #include <limits>
+#include <numeric>
 #include <vector>
 
 #if defined(__SSE2__)
@@ -85,6 +86,12 @@ bool fit_bytes(const std::vector<int16_t> &u, const std::vector<int16_t> &v, int
         if (!done) return false;
     }
     fit.found = true;
+    if (rank == 1) {
+        const int flip = fit.b_lut[0];
+        bool affine = true;
+        for (int x = 0; x < 256 && affine; ++x) affine = fit.b_lut[static_cast<size_t>(x)] == (x ^ flip);
+        fit.b_flip = affine ? flip : -1;
+    }
     return true;
 }
 
@@ -94,6 +101,7 @@ bool fit_bytes(const std::vector<int16_t> &u, const std::vector<int16_t> &v, int
 struct U8Plan {
     MatmulProblem p;
     int64_t MR, NR;
+    int64_t tile_quads;  // the kernel set's, 0 unless it multiplies tiles (isa.hpp)
     uint32_t mask;
     int rank;
     const U8Factors *fit;  // the multiplier's, for the orientation taken
@@ -110,6 +118,8 @@ struct U8Plan {
 
     // A is packed in blocks of block_panels panels of panel_bytes each
     int64_t panel_bytes, block_panels;
+    // bytes past B's packed blocks that the micro-kernel may read
+    int64_t b_slack;
     // B's quads per column job and inner block: b_block_bytes each
     int64_t row_jobs, b_block_bytes;
     // B's blocks packed by each thread for itself (own_pack_fits), instead
@@ -125,6 +135,7 @@ bool fit_problem(const KernelTable &kt, const MatmulProblem &p0, U8Plan &plan) {
     const Multiplier &m = *p0.multiplier;
     plan.MR = kt.u8_mr;
     plan.NR = kt.u8_nr;
+    plan.tile_quads = kt.u8_tile_quads;
     plan.mask = m.operand_mask();
     plan.rank = m.int16_factors().rank;
     auto padded = [&](int64_t rows, int64_t cols) {
@@ -156,16 +167,19 @@ bool fit_problem(const KernelTable &kt, const MatmulProblem &p0, U8Plan &plan) {
     return true;
 }
 
-// k steps per packed block: a multiple of 4 (whole quads for any rank),
-// about 512 transformed bytes, and no more than int32 holds exactly.
+// k steps per packed block: a multiple of 4 (whole quads for any rank;
+// for a tile kernel, whole steps of its quads), about 512 transformed
+// bytes, and no more than int32 holds exactly.
 bool block_inner(U8Plan &plan) {
     const int64_t inner = plan.p.inner;
     const int64_t flush_inner = plan.fit->step_bound == 0
                                     ? inner
                                     : std::numeric_limits<int32_t>::max() / plan.fit->step_bound;
-    int64_t kc = std::min<int64_t>(std::max<int64_t>(4, 512 / plan.rank / 4 * 4), flush_inner / 4 * 4);
-    if (kc < 4) return false;
-    kc = std::min(kc, ceil_div(inner, 4) * 4);
+    const int64_t step_bytes = plan.tile_quads > 0 ? 4 * plan.tile_quads : 4;
+    const int64_t q = plan.tile_quads > 0 ? step_bytes / std::gcd(step_bytes, int64_t{plan.rank}) : 4;
+    int64_t kc = std::min<int64_t>(std::max<int64_t>(q, 512 / plan.rank / q * q), flush_inner / q * q);
+    if (kc < q) return false;
+    kc = std::min(kc, ceil_div(inner, q) * q);
     plan.kc = kc;
     plan.blocks_per_flush = std::max<int64_t>(1, flush_inner / kc);
     plan.k_blocks = ceil_div(inner, kc);
@@ -199,12 +213,14 @@ void split_jobs(U8Plan &plan) {
     plan.threads = static_cast<int>(std::min<int64_t>(threads, row_jobs * plan.col_jobs));
     plan.ldc = plan.ncp * NR;
     plan.row_jobs = row_jobs;
-    plan.b_block_bytes = plan.ncp * plan.kqb * NR * 4 + 64;
+    plan.b_slack = 64 + plan.tile_quads * NR * 4;
+    plan.b_block_bytes = plan.ncp * plan.kqb * NR * 4 + plan.b_slack;
 
     plan.b_bytes = (p.b.dtype == APPROXMUL_UINT8 || p.b.dtype == APPROXMUL_INT8) &&
                    p.b.col_stride == 1;
     plan.a_bytes = p.a.dtype == APPROXMUL_UINT8 || p.a.dtype == APPROXMUL_INT8;
-    plan.panel_bytes = plan.kq_total * MR * 4;
+    // a tile kernel's panels hold each inner block's rows padded to whole steps
+    plan.panel_bytes = (plan.tile_quads > 0 ? plan.k_blocks * plan.kqb : plan.kq_total) * MR * 4;
     plan.block_panels = std::max<int64_t>(
         plan.mcp, std::min<int64_t>(plan.mpanels, (int64_t{4} << 20) /
                                                       std::max<int64_t>(plan.panel_bytes, 1) /
@@ -256,6 +272,22 @@ struct Workspace {
     std::vector<int64_t> col_term;
 };
 
+// A tile kernel's configuration loaded on this thread for one job, the
+// tiles released after it (other code on the thread may use them too).
+struct TileSession {
+    explicit TileSession(const KernelTable &kt) : kt_(kt) {
+        if (kt_.u8_tiles != nullptr) kt_.u8_tiles(1);
+    }
+    ~TileSession() {
+        if (kt_.u8_tiles != nullptr) kt_.u8_tiles(0);
+    }
+    TileSession(const TileSession &) = delete;
+    TileSession &operator=(const TileSession &) = delete;
+
+private:
+    const KernelTable &kt_;
+};
+
 // B's codes of one block, when they are not bytes read in place.
 uint8_t *block_codes(const U8Plan &plan, Workspace &w) {
     return w.codes.reserve(static_cast<size_t>(plan.kc * plan.ncp * plan.NR));
@@ -290,9 +322,37 @@ void interleave_quads(const uint8_t *rows, int64_t stride, int64_t MR, int64_t k
             std::memcpy(panel + (kq * MR + r) * 4, rows + r * stride + kq * 4, 4);
 }
 
+// A panel from the quads layout (a[(kq * MR + r) * 4 + h]) to a tile
+// kernel's (isa.hpp): per inner block, rows of its quads rounded up to whole
+// steps, zeros past them.
+void to_tile_rows(const U8Plan &plan, uint8_t *panel, Workspace &w) {
+    const int64_t MR = plan.MR, step = plan.tile_quads;
+    w.gathered.assign(panel, panel + plan.kq_total * MR * 4);
+    const uint8_t *quads = w.gathered.data();
+    for (int64_t kb = 0; kb < plan.k_blocks; ++kb) {
+        const int64_t kq0 = kb * plan.kqb, kqn = std::min(plan.kqb, plan.kq_total - kq0);
+        const int64_t row = ceil_div(kqn, step) * step * 4;
+        uint8_t *block = panel + kq0 * MR * 4;
+        for (int64_t r = 0; r < MR; ++r) {
+            uint8_t *dst = block + r * row;
+            for (int64_t kq = 0; kq < kqn; ++kq) std::memcpy(dst + kq * 4, quads + ((kq0 + kq) * MR + r) * 4, 4);
+            std::memset(dst + kqn * 4, 0, static_cast<size_t>(row - kqn * 4));
+        }
+    }
+}
+
+void pack_a_quads(const KernelTable &kt, const U8Plan &plan, int64_t panel_index, uint8_t *panel,
+                  int64_t *corr_out, Workspace &w);
+
 // Panel `panel_index` of A (rows panel_index * MR ..) into `panel`, and each
 // row's correction sum_r vo_r sum_k u_r(A[i,k]) into corr[0..MR).
 void pack_a_panel(const KernelTable &kt, const U8Plan &plan, int64_t panel_index, uint8_t *panel,
+                  int64_t *corr_out, Workspace &w) {
+    pack_a_quads(kt, plan, panel_index, panel, corr_out, w);
+    if (plan.tile_quads > 0) to_tile_rows(plan, panel, w);
+}
+
+void pack_a_quads(const KernelTable &kt, const U8Plan &plan, int64_t panel_index, uint8_t *panel,
                   int64_t *corr_out, Workspace &w) {
     const MatmulProblem &p = plan.p;
     const U8Factors &fit = *plan.fit;
@@ -378,7 +438,8 @@ int64_t pack_b_block(const KernelTable &kt, const U8Plan &plan, int64_t j0, int6
             rows[h] = rows_base + (offsets ? offsets[t / rank] : (t / rank) * rows_stride);
             luts[h] = plan.fit->b_lut.data() + (t % rank) * 256;
         }
-        kt.u8_pack(nj, rows, luts, dst + kq * plan.NR * 4, panel_stride);
+        kt.u8_pack(nj, rows, plan.fit->b_flip >= 0 ? nullptr : luts, plan.fit->b_flip,
+                   dst + kq * plan.NR * 4, panel_stride);
     }
     return panel_stride;
 }
@@ -396,7 +457,8 @@ void run_job(const KernelTable &kt, const U8Plan &plan, const CrossTerms &cross,
     const int64_t i0 = (pb0 + pi0) * MR, j0 = cj * plan.ncp * NR;
     const int64_t ni = std::min(ip_count * MR, p.rows - i0), nj = std::min(plan.ncp * NR, p.cols - j0);
     const int64_t jp_count = ceil_div(nj, NR);
-    const size_t b_size = static_cast<size_t>(plan.ncp * plan.kqb * NR * 4 + 64);
+    const size_t b_size = static_cast<size_t>(plan.ncp * plan.kqb * NR * 4 + plan.b_slack);
+    const TileSession tiles(kt);
     if (bpack == nullptr && !plan.own_pack && w.b.size() < b_size)  // panel columns past nj read as 0
         std::memset(w.b.reserve(b_size), 0, b_size);
     w.c.reserve(static_cast<size_t>(plan.mcp * MR * ldc));
