@@ -41,7 +41,8 @@ def info():
 
     Keys: version, abi, openmp, openmp_runtime (the file of the OpenMP runtime in use), isa (the instruction set the kernels run on,
     or "unavailable" with isa_error when APPROXMUL_ISA forces one the CPU
-    lacks), cpu_features, kernel.<plan> (the kernel each plan runs on),
+    lacks), cpu_features, kernel.<plan> (the kernel each plan runs on;
+    kernel.byte-gemm: the one 8-bit exact and factorized plans use first),
     library, threads.
 
     >>> import approxmul_cffi as am
