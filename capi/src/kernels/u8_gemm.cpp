@@ -322,44 +322,56 @@ void interleave_quads(const uint8_t *rows, int64_t stride, int64_t MR, int64_t k
             std::memcpy(panel + (kq * MR + r) * 4, rows + r * stride + kq * 4, 4);
 }
 
-// A panel from the quads layout (a[(kq * MR + r) * 4 + h]) to a tile
-// kernel's (isa.hpp): per inner block, rows of its quads rounded up to whole
-// steps, zeros past them.
-void to_tile_rows(const U8Plan &plan, uint8_t *panel, Workspace &w) {
+// A panel's rows (row r's quad kq at rows[r * stride + kq * 4]) in a tile
+// kernel's layout (isa.hpp): per inner block, rows of its quads rounded up
+// to whole steps, zeros past them.
+void write_tile_rows(const U8Plan &plan, const uint8_t *rows, int64_t stride, uint8_t *panel) {
     const int64_t MR = plan.MR, step = plan.tile_quads;
-    w.gathered.assign(panel, panel + plan.kq_total * MR * 4);
-    const uint8_t *quads = w.gathered.data();
     for (int64_t kb = 0; kb < plan.k_blocks; ++kb) {
         const int64_t kq0 = kb * plan.kqb, kqn = std::min(plan.kqb, plan.kq_total - kq0);
         const int64_t row = ceil_div(kqn, step) * step * 4;
         uint8_t *block = panel + kq0 * MR * 4;
         for (int64_t r = 0; r < MR; ++r) {
             uint8_t *dst = block + r * row;
-            for (int64_t kq = 0; kq < kqn; ++kq) std::memcpy(dst + kq * 4, quads + ((kq0 + kq) * MR + r) * 4, 4);
+            std::memcpy(dst, rows + r * stride + kq0 * 4, static_cast<size_t>(kqn * 4));
             std::memset(dst + kqn * 4, 0, static_cast<size_t>(row - kqn * 4));
         }
     }
 }
 
-void pack_a_quads(const KernelTable &kt, const U8Plan &plan, int64_t panel_index, uint8_t *panel,
+// A panel from the quads layout (a[(kq * MR + r) * 4 + h]) to a tile
+// kernel's, through rows.
+void to_tile_rows(const U8Plan &plan, uint8_t *panel, Workspace &w) {
+    const int64_t MR = plan.MR, stride = plan.kq_total * 4;
+    w.gathered.resize(static_cast<size_t>(MR * stride));
+    for (int64_t kq = 0; kq < plan.kq_total; ++kq)
+        for (int64_t r = 0; r < MR; ++r)
+            std::memcpy(w.gathered.data() + r * stride + kq * 4, panel + (kq * MR + r) * 4, 4);
+    write_tile_rows(plan, w.gathered.data(), stride, panel);
+}
+
+// Panel `panel_index` of A in the kernel's layout; true when already in a
+// tile kernel's rows.
+bool pack_a_quads(const KernelTable &kt, const U8Plan &plan, int64_t panel_index, uint8_t *panel,
                   int64_t *corr_out, Workspace &w);
 
 // Panel `panel_index` of A (rows panel_index * MR ..) into `panel`, and each
 // row's correction sum_r vo_r sum_k u_r(A[i,k]) into corr[0..MR).
 void pack_a_panel(const KernelTable &kt, const U8Plan &plan, int64_t panel_index, uint8_t *panel,
                   int64_t *corr_out, Workspace &w) {
-    pack_a_quads(kt, plan, panel_index, panel, corr_out, w);
-    if (plan.tile_quads > 0) to_tile_rows(plan, panel, w);
+    if (!pack_a_quads(kt, plan, panel_index, panel, corr_out, w) && plan.tile_quads > 0)
+        to_tile_rows(plan, panel, w);
 }
 
-void pack_a_quads(const KernelTable &kt, const U8Plan &plan, int64_t panel_index, uint8_t *panel,
+bool pack_a_quads(const KernelTable &kt, const U8Plan &plan, int64_t panel_index, uint8_t *panel,
                   int64_t *corr_out, Workspace &w) {
     const MatmulProblem &p = plan.p;
     const U8Factors &fit = *plan.fit;
     const int64_t MR = plan.MR, rank = plan.rank;
     if (rank == 1 && plan.a_bytes) {
         // each row looked up whole (a strided one gathered first), zero
-        // quads past the rows and the inner size, then interleaved
+        // quads past the rows and the inner size, then interleaved (or, for
+        // tiles, copied as rows)
         const int64_t kq_n = ceil_div(p.inner, 4), stride = kq_n * 4;
         w.row.resize(static_cast<size_t>(MR * stride));
         for (int64_t r = 0; r < MR; ++r) {
@@ -381,8 +393,12 @@ void pack_a_quads(const KernelTable &kt, const U8Plan &plan, int64_t panel_index
             std::memset(row + p.inner, 0, static_cast<size_t>(stride - p.inner));
             if (fit.b_offset[0] != 0) corr_out[r] = fit.b_offset[0] * byte_sum(row, p.inner, fit.a_signed);
         }
+        if (plan.tile_quads > 0) {
+            write_tile_rows(plan, w.row.data(), stride, panel);
+            return true;
+        }
         interleave_quads(w.row.data(), stride, MR, kq_n, panel);
-        return;
+        return false;
     }
     std::memset(panel, 0, static_cast<size_t>(plan.panel_bytes));
     for (int64_t r = 0; r < MR; ++r) {
@@ -402,6 +418,7 @@ void pack_a_quads(const KernelTable &kt, const U8Plan &plan, int64_t panel_index
             });
         corr_out[r] = plan.any_offset ? corr : 0;
     }
+    return false;
 }
 
 // B's columns j0..j0+nj over inner steps k0..k0+nk as quads in w.b (NR-column
