@@ -151,13 +151,15 @@ struct CrossTerms {
 };
 
 // c[i0 + i, j0 + j] = src[i * ld + j] + base (+ row_extra[i]) + cross(i0 + i,
-// j0 + j) for a ni x nj block: the cross terms are split into a row part and a column
-// part (col_term, nj entries of scratch) so the inner loop is a plain
+// j0 + j) for a ni x nj block (c_scale nonzero: plus c_scale times c's old
+// value): the cross terms are split into a row part and a column part
+// (col_term, nj entries of scratch) so the inner loop is a plain
 // vectorisable add and store.
 template <typename Sum>
 inline void store_block(const MatrixView &c, const CrossTerms &cross, int64_t base, int64_t i0,
                         int64_t j0, int64_t ni, int64_t nj, const Sum *src, int64_t ld,
-                        std::vector<int64_t> &col_term, const int64_t *row_extra = nullptr) {
+                        std::vector<int64_t> &col_term, const int64_t *row_extra = nullptr,
+                        int64_t c_scale = 0) {
     col_term.assign(static_cast<size_t>(nj), 0);
     if (!cross.b_sums.empty())
         for (int64_t j = 0; j < nj; ++j)
@@ -171,7 +173,11 @@ inline void store_block(const MatrixView &c, const CrossTerms &cross, int64_t ba
             const Sum *from = src + i * ld;
             const int64_t *ct = col_term.data();
             Out *dst = out + (i0 + i) * c.row_stride + j0 * c.col_stride;
-            if (c.col_stride == 1)
+            if (c_scale != 0)
+                for (int64_t j = 0; j < nj; ++j)
+                    dst[j * c.col_stride] = static_cast<Out>(c_scale * static_cast<int64_t>(dst[j * c.col_stride]) +
+                                                             row + ct[j] + static_cast<int64_t>(from[j]));
+            else if (c.col_stride == 1)
                 for (int64_t j = 0; j < nj; ++j)
                     dst[j] = static_cast<Out>(row + ct[j] + static_cast<int64_t>(from[j]));
             else

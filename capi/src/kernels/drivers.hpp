@@ -23,9 +23,11 @@ bool u8_gemm(const KernelTable &kernels, const MatmulProblem &problem);
 // int16_gemm.cpp: exact and factorized plans as one int16 GEMM over an inner
 // dimension of rank * inner (vpdpwssd / vpmaddwd).
 bool int16_gemm(const KernelTable &kernels, const MatmulProblem &problem);
-// split_gemm.cpp: exact 9..16-bit plans as three exact 8-bit GEMMs on the
-// operands' bytes (through matmul: u8_gemm or int16_gemm), and factors beyond
-// int16 as three int16 GEMMs on the factors' bytes; combined in int64.
+// split_gemm.cpp: exact 9..16-bit plans (and 16-bit rank-1 factors) on the
+// operands' bytes: one int16 GEMM of one side's bytes by the other's values,
+// or, where the byte GEMM runs on AMX tiles, three byte GEMMs (u8_gemm);
+// factors beyond int16 as three int16 GEMMs on the factors' bytes; combined
+// in int64.
 bool split_gemm(const KernelTable &kernels, const MatmulProblem &problem);
 // exact_plus_table.cpp: wide models whose error is a table of the low bytes,
 // as the exact GEMM (split_gemm) plus an 8-bit table GEMM of the error.

@@ -39,6 +39,10 @@ struct MatmulProblem {
     // image): column k starts a_col_offsets[k] elements past a.data, rows
     // contiguous; a.col_stride is not used. Only matmul_in_place takes it.
     const int64_t *a_col_offsets = nullptr;
+    // Nonzero: C (int64) = c_scale * C + the product, C's old values kept
+    // (split_gemm's byte GEMMs fold their parts as they come). Only u8_gemm
+    // takes it.
+    int64_t c_scale = 0;
 };
 
 void matmul(const MatmulProblem &problem);

@@ -13,13 +13,16 @@
 // GEMMs' worth: the same on AVX-512 VNNI (vpdpbusd does twice vpdpwssd's
 // products) and half on AVX2 (byte products run on int16 pairs there); one
 // GEMM packs less. Measured on a Zen 4 with VNNI: 0.8-1.0x of the three
-// byte GEMMs' time (docs/benchmarks.md).
+// byte GEMMs' time (docs/benchmarks.md). Where the byte GEMM runs on AMX
+// tiles (16384 byte products per instruction, the int16 GEMM still on
+// vpdpwssd) the three byte GEMMs run instead: 0.42-0.78x of the time of
+// the int16 GEMM of bytes on an Emerald Rapids (docs/benchmarks.md).
 // Factorizations of rank 2 or 3 whose factors exceed int16,
 // M(a, b) = sum_r u_r(a) v_r(b), split their factors in the multiplier
 // instead: each part summed over r is a factorized multiplier (ranks r, 2r,
 // r) whose factors fit int16, which int16_gemm runs through its factor
-// tables. Either way the parts go to int64 scratch and are combined with
-// their weights, and the zero points' cross terms are exact and linear,
+// tables. Either way the parts are combined in int64 with their weights,
+// and the zero points' cross terms are exact and linear,
 // whatever M is.
 #include <array>
 #include <memory>
@@ -42,7 +45,8 @@ using Parts = Multiplier::SplitParts;
 // (rank-1 factorized plans: through a table, offset -min f), so both bytes
 // of w are in 0..255; the offset acts as a zero point, f = w - offset. The
 // bytes are stored as int8, byte - 128. A's rows are [hi | lo] (row stride
-// 2 inner), B's rows [lo | hi] (row stride 2 cols).
+// 2 inner); B's rows [lo | hi] (row stride 2 cols) or, stacked, B is
+// [lo ; hi] (2 rows x cols: the byte GEMMs' middle part over 2 inner steps).
 struct ByteSplit {
     Scratch<int8_t> bytes;
     // sums of the stored bytes along each row (A) or column (B)
@@ -61,7 +65,7 @@ struct ByteMap {
 
 // Splits view (rows x cols); A's layout with sum_rows, else B's.
 ByteSplit split_bytes(const KernelTable &kt, const MatrixView &v, const ByteMap &map,
-                      bool sum_rows, int threads) {
+                      bool sum_rows, int threads, bool stacked = false) {
     ByteSplit s;
     const int64_t rows = v.rows, cols = v.cols;
     s.bytes = Scratch<int8_t>(static_cast<size_t>(2 * rows * cols));
@@ -88,8 +92,8 @@ ByteSplit split_bytes(const KernelTable &kt, const MatrixView &v, const ByteMap 
         parallel_for(r1 - r0, threads, [&](int64_t t, int thread) {
             const int64_t i = r0 + t;
             int8_t *row = s.bytes.data() + i * 2 * cols;
-            int8_t *hi = sum_rows ? row : row + cols;
-            int8_t *lo = sum_rows ? row + cols : row;
+            int8_t *hi = sum_rows ? row : stacked ? s.bytes.data() + (rows + i) * cols : row + cols;
+            int8_t *lo = sum_rows ? row + cols : stacked ? s.bytes.data() + i * cols : row;
             const uint16_t *src;
             if (contiguous) {
                 src = static_cast<const uint16_t *>(v.data) + i * v.row_stride;
@@ -334,6 +338,66 @@ void bytes_by_int16(const KernelTable &kt, const MatmulProblem &problem, const S
     });
 }
 
+// Kernel sets whose byte GEMM runs on tiles: three exact signed 8-bit GEMMs
+// of the stored bytes (zero points -128 give the bytes back; the row and
+// column byte sums are handed over, not summed again), each folding the
+// sums so far into its own as it stores (c_scale 256):
+//   S = 2^8 (2^8 HH + (HL + LH)) + LL - ob rowsum(w_A) - oa colsum(w_B) + K oa ob
+void byte_gemms(const KernelTable &kt, const MatmulProblem &problem, const SplitMaps &maps,
+                int threads) {
+    const int64_t rows = problem.rows, cols = problem.cols, inner = problem.inner;
+    const int64_t oa = maps.oa, ob = maps.ob;
+    const ByteSplit a = split_bytes(kt, problem.a, maps.a, true, threads);
+    const ByteSplit b = split_bytes(kt, problem.b, maps.b, false, threads, true);
+    // a factorized plan's zero points act on the codes, not on the factors
+    const CrossTerms cross(maps.exact ? MatmulProblem{} : problem);
+    static const std::shared_ptr<const Multiplier> exact8 = Multiplier::exact(8, true);
+    const SumRows total(problem.c);  // not zero-filled: the first GEMM writes all of it
+    const MatrixView total_view =
+        total.in_place ? problem.c
+                       : MatrixView{problem.c.name, APPROXMUL_INT64, total.scratch.data(), rows, cols, cols, 1};
+    // the middle part's byte sums are both halves'
+    std::vector<int64_t> a_mid(a.hi_sums.size()), b_mid(b.hi_sums.size());
+    for (size_t i = 0; i < a_mid.size(); ++i) a_mid[i] = a.hi_sums[i] + a.lo_sums[i];
+    for (size_t j = 0; j < b_mid.size(); ++j) b_mid[j] = b.hi_sums[j] + b.lo_sums[j];
+    const int8_t *a_hi = a.bytes.data(), *a_lo = a_hi + inner;
+    const int8_t *b_lo = b.bytes.data(), *b_hi = b_lo + inner * cols;
+    struct Step {
+        const int8_t *a, *b;
+        int64_t inner;
+        const int64_t *a_sums, *b_sums;
+    };
+    const Step steps[3] = {{a_hi, b_hi, inner, a.hi_sums.data(), b.hi_sums.data()},
+                           {a_hi, b_lo, 2 * inner, a_mid.data(), b_mid.data()},
+                           {a_lo, b_lo, inner, a.lo_sums.data(), b.lo_sums.data()}};
+    for (int step = 0; step < 3; ++step) {
+        MatmulProblem q = problem;
+        q.multiplier = exact8.get();
+        q.inner = steps[step].inner;
+        q.a = MatrixView{problem.a.name, APPROXMUL_INT8, steps[step].a, rows, q.inner, 2 * inner, 1};
+        q.b = MatrixView{problem.b.name, APPROXMUL_INT8, steps[step].b, q.inner, cols, cols, 1};
+        q.c = total_view;
+        q.c_scale = step == 0 ? 0 : 256;
+        q.a_zero_point = q.b_zero_point = -128;
+        q.b_pack_cache = nullptr;
+        q.a_row_sums = steps[step].a_sums;
+        q.b_col_sums = steps[step].b_sums;
+        if (!u8_gemm(kt, q)) fail(APPROXMUL_ERR_INTERNAL, "split_gemm: the byte GEMM declined part %d", step);
+    }
+    std::vector<int64_t> col_terms(static_cast<size_t>(cols));
+    for (int64_t j = 0; j < cols; ++j)
+        col_terms[static_cast<size_t>(j)] = -oa * b.value_sum(static_cast<size_t>(j), inner);
+    parallel_for(rows, threads, [&](int64_t i, int) {
+        int64_t *__restrict t = total.row(i);
+        const int64_t row_term = inner * oa * ob - ob * a.value_sum(static_cast<size_t>(i), inner);
+        const int64_t *__restrict col = col_terms.data();
+        for (int64_t j = 0; j < cols; ++j) t[j] += row_term + col[j];
+        if (!maps.exact)
+            for (int64_t j = 0; j < cols; ++j) t[j] += cross(i, j);
+        total.store(i);
+    });
+}
+
 // An exact multiplier of 9..16 bits, or a rank-1 factorized one whose
 // factors span at most 16 bits (16-bit DRUM), on the operands' bytes.
 bool byte_split_gemm(const KernelTable &kt, const MatmulProblem &problem) {
@@ -346,7 +410,10 @@ bool byte_split_gemm(const KernelTable &kt, const MatmulProblem &problem) {
         return true;
     }
     const int threads = threads_for(problem, rows);
-    bytes_by_int16(kt, problem, maps, threads);
+    if (kt.u8_tile_quads > 0)
+        byte_gemms(kt, problem, maps, threads);
+    else
+        bytes_by_int16(kt, problem, maps, threads);
     return true;
 }
 

@@ -512,9 +512,9 @@ void run_job(const KernelTable &kt, const U8Plan &plan, const CrossTerms &cross,
     }
     const int64_t *rc = row_corr + pi0 * MR;
     if (plan.wide)
-        store_block(p.c, cross, 0, i0, j0, ni, nj, w.wide.data(), ldc, w.col_term, rc);
+        store_block(p.c, cross, 0, i0, j0, ni, nj, w.wide.data(), ldc, w.col_term, rc, p.c_scale);
     else
-        store_block(p.c, cross, 0, i0, j0, ni, nj, w.c.data(), ldc, w.col_term, rc);
+        store_block(p.c, cross, 0, i0, j0, ni, nj, w.c.data(), ldc, w.col_term, rc, p.c_scale);
 }
 
 }  // namespace
