@@ -12,6 +12,7 @@
 // and per job pack B's quads for each inner block, run the micro-kernel
 // over the tile grid, widen, store.
 #include <algorithm>
+#include <array>
 #include <cstring>
 #include <limits>
 #include <numeric>
@@ -106,6 +107,10 @@ struct U8Plan {
     int rank;
     const U8Factors *fit;  // the multiplier's, for the orientation taken
     bool any_offset;  // some vo_r != 0: rows need corrections
+    // rank 2..8: byte x's inner steps (fit->a_lut of each factor) as the
+    // bytes of one word, and its row correction sum_r vo_r u_r(x)
+    std::array<std::array<uint8_t, 8>, 256> a_steps;
+    std::array<int64_t, 256> a_corr;
 
     // inner blocking: kc steps (kqb quads) per block; int32 sums hold
     // blocks_per_flush blocks, after which (wide) they go to int64
@@ -164,6 +169,15 @@ bool fit_problem(const KernelTable &kt, const MatmulProblem &p0, U8Plan &plan) {
     plan.b_row_offsets = p0.a_col_offsets;
     plan.any_offset = false;
     for (int64_t vo : plan.fit->b_offset) plan.any_offset = plan.any_offset || vo != 0;
+    if (plan.rank > 1 && plan.rank <= 8)
+        for (size_t x = 0; x < 256; ++x) {
+            plan.a_steps[x] = {};
+            plan.a_corr[x] = 0;
+            for (size_t q = 0; q < static_cast<size_t>(plan.rank); ++q) {
+                plan.a_steps[x][q] = plan.fit->a_lut[q * 256 + x];
+                plan.a_corr[x] += plan.fit->b_offset[q] * plan.fit->a_value[q * 256 + x];
+            }
+        }
     return true;
 }
 
@@ -368,12 +382,15 @@ bool pack_a_quads(const KernelTable &kt, const U8Plan &plan, int64_t panel_index
     const MatmulProblem &p = plan.p;
     const U8Factors &fit = *plan.fit;
     const int64_t MR = plan.MR, rank = plan.rank;
-    if (rank == 1 && plan.a_bytes) {
-        // each row looked up whole (a strided one gathered first), zero
-        // quads past the rows and the inner size, then interleaved (or, for
-        // tiles, copied as rows)
-        const int64_t kq_n = ceil_div(p.inner, 4), stride = kq_n * 4;
-        w.row.resize(static_cast<size_t>(MR * stride));
+    if (plan.a_bytes && rank <= 8) {
+        // each row looked up whole (a strided row gathered first), its
+        // factors' bytes side by side at inner step k * rank + q (a whole
+        // block is kc * rank = kqb * 4 steps), zero quads past the rows and
+        // the inner size, then interleaved (or, for tiles, copied as rows).
+        // Rank 1 looks up by vector; higher ranks store each element's steps
+        // as one word, the next element's store overwriting the excess
+        const int64_t kq_n = plan.kq_total, stride = kq_n * 4, steps = p.inner * rank;
+        w.row.resize(static_cast<size_t>(MR * stride + 8));
         for (int64_t r = 0; r < MR; ++r) {
             const int64_t i = panel_index * MR + r;
             uint8_t *row = w.row.data() + r * stride;
@@ -389,9 +406,18 @@ bool pack_a_quads(const KernelTable &kt, const U8Plan &plan, int64_t panel_index
                     w.gathered[static_cast<size_t>(k)] = src[k * p.a.col_stride];
                 src = w.gathered.data();
             }
-            kt.u8_lut(p.inner, src, fit.a_lut.data(), row);
-            std::memset(row + p.inner, 0, static_cast<size_t>(stride - p.inner));
-            if (fit.b_offset[0] != 0) corr_out[r] = fit.b_offset[0] * byte_sum(row, p.inner, fit.a_signed);
+            if (rank == 1) {
+                kt.u8_lut(p.inner, src, fit.a_lut.data(), row);
+                if (fit.b_offset[0] != 0) corr_out[r] = fit.b_offset[0] * byte_sum(row, p.inner, fit.a_signed);
+            } else {
+                int64_t corr = 0;
+                for (int64_t k = 0; k < p.inner; ++k) {
+                    std::memcpy(row + k * rank, plan.a_steps[src[k]].data(), 8);
+                    corr += plan.a_corr[src[k]];
+                }
+                corr_out[r] = corr;
+            }
+            std::memset(row + steps, 0, static_cast<size_t>(stride - steps));
         }
         if (plan.tile_quads > 0) {
             write_tile_rows(plan, w.row.data(), stride, panel);
