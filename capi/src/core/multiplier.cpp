@@ -325,16 +325,22 @@ void Multiplier::finish() {
                            : Plan::Function;
     // a wide table whose error lives in the low bytes (truncation given as a table)
     if (plan_ == Plan::Table && bits_ > 8) take_low_bits_error(8);
-    // an 8-bit table whose error lives in the low nibbles (truncation with
-    // cut <= 4): the exact GEMM and a nibble-kernel GEMM beat the byte table
-    // kernel, and on AVX2 also rank-2 GEMMs (docs/benchmarks.md)
-    const bool nibble_wins = plan_ == Plan::Table || (plan_ == Plan::Factorized &&
-                             factorization_.rank >= kernels::nibble_error_min_rank());
-    if (nibble_wins && bits_ > 4 && bits_ <= 8 && kernels::plans_nibble_errors())
-        take_low_bits_error(4);
     if ((plan_ == Plan::ExactGemm && bits_ <= 8) || (plan_ == Plan::Factorized && factors_fit_int16_))
         build_int16_factors();
     if (int16_factors_.rank > 0 && bits_ <= 8) u8_factors_ = kernels::fit_u8_factors(int16_factors_, bits_);
+    // an 8-bit table whose error lives in the low nibbles (truncation with
+    // cut <= 4): the exact GEMM and a nibble-kernel GEMM beat the byte table
+    // kernel, and on AVX2 also rank-2 GEMMs; on AMX tiles, factors that fit
+    // bytes beat it (docs/benchmarks.md)
+    const bool byte_factors = u8_factors_[0].found || u8_factors_[1].found;
+    const bool nibble_wins = plan_ == Plan::Table ||
+                             (plan_ == Plan::Factorized &&
+                              factorization_.rank >= kernels::nibble_error_min_rank(byte_factors));
+    if (nibble_wins && bits_ > 4 && bits_ <= 8 && kernels::plans_nibble_errors() &&
+        take_low_bits_error(4)) {
+        int16_factors_ = Int16Factors{};  // the exact-plus-table plan has its own
+        u8_factors_ = {};
+    }
     if (plan_ == Plan::Table && bits_ <= kMaxTabulatedBits) {
         const auto offset = static_cast<int32_t>(min_product_);
         planes_ = approxmul::byte_planes(table_, bits_, offset, false);

@@ -247,9 +247,10 @@ bool plans_nibble_errors() {
     return !off && c.table != nullptr && c.table->nibble_block != nullptr;
 }
 
-int nibble_error_min_rank() {
+int nibble_error_min_rank(bool byte_factors) {
     const Choice &c = choice();
-    return c.table != nullptr ? c.table->nibble_error_min_rank : kMaxFactorizedRank + 1;
+    if (c.table == nullptr) return kMaxFactorizedRank + 1;
+    return byte_factors ? c.table->nibble_error_min_rank_u8 : c.table->nibble_error_min_rank;
 }
 
 std::string dispatch_info() {

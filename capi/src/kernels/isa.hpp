@@ -165,6 +165,8 @@ struct KernelTable {
     // the low nibbles runs faster as the exact GEMM plus a nibble-table GEMM
     // (a rank above max_factorized_rank where that was not measured).
     int nibble_error_min_rank;
+    // The same for factorizations whose factors fit the byte GEMM.
+    int nibble_error_min_rank_u8;
 };
 
 const KernelTable *generic_kernel_table();

@@ -653,6 +653,11 @@ constexpr void (*kPtBlock)(int64_t, const uint8_t *, int64_t, const uint8_t *, i
 // is) into 16 x 16 int32, 16384 byte products per instruction against
 // vpdpbusd's 64. Tiles: 0, 1 C (columns 0-15, 16-31); 2 A; 3, 4 B.
 constexpr int kU8Rows = 16, kU8Cols = 32, kU8TileQuads = 16;
+// Factorizations whose factors fit bytes run on the tiles: truncation's
+// (rank 2 to 5, cut 1 to 4) beat the exact GEMM plus a nibble-table GEMM on
+// all three bench_gemm shapes on an Emerald Rapids (1.04-5.27x float32
+// against 0.70-1.17x, bench_factorized.py, docs/benchmarks.md)
+constexpr int kU8NibbleErrorMinRank = Vec::max_factorized_rank + 1;
 constexpr const char *kU8Kernel = "AMX tiles (tdpbusd), 16 x 32 int32 per 64-byte step";
 
 struct alignas(64) TileConfig {
@@ -707,6 +712,7 @@ void u8_micro(int64_t kquads, const uint8_t *a, const uint8_t *b, int32_t *c, in
 constexpr auto kU8Tiles = u8_tiles;
 #else
 constexpr int kU8Rows = 8, kU8Cols = 32, kU8TileQuads = 0;
+constexpr int kU8NibbleErrorMinRank = Vec::nibble_error_min_rank;
 constexpr const char *kU8Kernel = "vpdpbusd zmm (AVX-512 VNNI), 8 x 32 int32 per quad";
 constexpr void (*kU8Tiles)(int) = nullptr;
 
@@ -833,6 +839,7 @@ constexpr auto kU8Lut = u8_lut;
 constexpr auto kU8Pack = u8_pack;
 #else
 constexpr int kU8Rows = 0, kU8Cols = 0, kU8TileQuads = 0;
+constexpr int kU8NibbleErrorMinRank = Vec::nibble_error_min_rank;
 constexpr const char *kU8Kernel = nullptr;
 constexpr void (*kU8Tiles)(int) = nullptr;
 constexpr void (*kU8Micro)(int64_t, const uint8_t *, const uint8_t *, int32_t *, int64_t, int,
@@ -1550,6 +1557,7 @@ const KernelTable kTable = {
     byte_split,
     Vec::max_factorized_rank,
     Vec::nibble_error_min_rank,
+    kU8NibbleErrorMinRank,
 };
 
 }  // namespace

@@ -132,8 +132,9 @@ bool plans_nibble_errors();
 
 // The factorization rank from which such a model takes the exact-plus-table
 // plan too, where plans_nibble_errors(): the kernel set's measured crossover
-// between rank int16 GEMMs and the exact GEMM plus a nibble-table GEMM.
-int nibble_error_min_rank();
+// between rank int16 GEMMs (byte_factors: rank byte GEMMs) and the exact
+// GEMM plus a nibble-table GEMM.
+int nibble_error_min_rank(bool byte_factors);
 
 // "key=value" lines: the instruction set, CPU features, and the kernel
 // each plan runs on (for approxmul_build_info).
