@@ -118,6 +118,12 @@ def multipliers():
     yield ("trunc2", *from_table(truncated_table(2)))
     # rank 5; bit-linear terms with negative u and powers of two to move
     yield ("trunc4", *from_table(truncated_table(4)))
+    # ranks 7 and 8: byte GEMMs where they run on AMX tiles, else the table
+    # kernel (signed: Baugh-Wooley's inverted bits, from the family)
+    yield ("trunc6", *from_table(truncated_table(6)))
+    trunc7s = am.multiplier("truncated:cut=7,signed=1")
+    yield ("trunc7-s8", *from_table(np.asarray(trunc7s.table(), np.int64).reshape(256, 256),
+                                    signed=True))
     # signed, bit-linear in the second operand only (factorized on the transpose)
     t = exact_table(8, signed=True)
     t[:, 1::2] += 3 * (np.arange(256)[:, None] % 2)

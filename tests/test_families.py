@@ -284,8 +284,9 @@ def test_factorized_plans():
     assert am.multiplier("drum:k=4").plan == "factorized-gemm"
     # rank 1 + cut (+ 1 for the correction constant): short sums run as GEMMs,
     # long ones through the table kernel, which is faster past a few GEMMs:
-    # past 2 with AVX2's int16 GEMMs, past 6 elsewhere (docs/benchmarks.md)
-    longest = 2 if am.info()["isa"] == "avx2" else 6
+    # past 2 with AVX2's int16 GEMMs, past 6 elsewhere, past 8 on AMX tiles
+    # for factors that fit bytes, as truncation's do (docs/benchmarks.md)
+    longest = {"avx2": 2, "avx512amx": 8}.get(am.info()["isa"], 6)
     # An error local to the low nibbles runs as the exact GEMM plus a
     # nibble-table GEMM where the kernel set has a nibble kernel, from rank 2
     # on AVX2 and rank 3 on AVX-512; never on AMX tiles, where factors that
@@ -293,12 +294,15 @@ def test_factorized_plans():
     # docs/benchmarks.md)
     nibble = am.info()["kernel.nibble-table"].startswith("16-byte")
     nibble_from = {"avx2": 2, "avx512": 3}.get(am.info()["isa"]) if nibble else None
-    for spec, rank in (("truncated:cut=1", 2), ("truncated:cut=2", 3),
-                       ("truncated:cut=3,correct=1", 5)):
-        expected = ("exact-plus-table" if nibble_from is not None and rank >= nibble_from
+    for spec, rank, nibble_error in (("truncated:cut=1", 2, True), ("truncated:cut=2", 3, True),
+                                     ("truncated:cut=3,correct=1", 5, True),
+                                     ("truncated:cut=6", 7, False),
+                                     ("truncated:cut=6,correct=1", 8, False),
+                                     ("truncated:cut=7,correct=1", 9, False)):
+        expected = ("exact-plus-table" if nibble_error and nibble_from is not None
+                    and rank >= nibble_from
                     else "factorized-gemm" if rank <= longest else "table")
         assert am.multiplier(spec).plan == expected, spec
-    assert am.multiplier("truncated:cut=6,correct=1").plan == "table"
     # wider than 8 bits there is no table kernel to lose to
     assert am.multiplier("truncated:bits=12,cut=4").plan == "factorized-gemm"
     # factors beyond int16 run as byte-split GEMMs, up to rank 3

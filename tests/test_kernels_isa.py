@@ -145,16 +145,17 @@ def test_table_orders_match_generic(battery_results, order):
 
 
 def test_long_factorizations_match_generic(battery_results):
-    """Factorizations of up to rank 6 run as exact GEMMs when forced, on
+    """Factorizations of up to rank 8 run as exact GEMMs when forced, on
     every set, though a set's plan may prefer the table kernel (or exact plus
     a nibble table) for them."""
     from support import run_python
     generic = battery_results["generic"]
     for isa in supported_isas()[1:]:
         results = run_battery(run_python, isa, only="factorized-gemm",
-                              env={"APPROXMUL_MAX_FACTORIZED_RANK": "6",
+                              env={"APPROXMUL_MAX_FACTORIZED_RANK": "8",
                                    "APPROXMUL_NIBBLE_ERRORS": "0"})
         assert any(name.startswith("trunc4-") for name in results)  # rank 5
+        assert any(name.startswith("trunc6-") for name in results)  # rank 7
         for name, (plan, values) in results.items():
             assert values == generic[name][1], f"{isa} (factorized) differs on {name}"
 

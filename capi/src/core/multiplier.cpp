@@ -21,6 +21,22 @@ const char *plan_name(Plan plan) {
     return "unknown";
 }
 
+namespace {
+
+// Whether a factorization with int16 factors of an up-to-8-bit model fits
+// the byte GEMM in either orientation (kernels::fit_u8_factors).
+bool fits_byte_gemm(const Factorization &f, int bits) {
+    if (bits > 8) return false;
+    Int16Factors g;
+    g.rank = f.rank;
+    g.u.assign(f.u.begin(), f.u.end());  // fits int16: fits_int16_kernels said so
+    g.v.assign(f.v.begin(), f.v.end());
+    const auto fits = kernels::fit_u8_factors(g, bits);
+    return fits[0].found || fits[1].found;
+}
+
+}  // namespace
+
 void check_width(int bits, int max_bits) {
     if (bits < 1 || bits > max_bits)
         fail(APPROXMUL_ERR_INVALID_ARGUMENT, "bits: %d is not an operand width in 1..%d", bits,
@@ -298,19 +314,23 @@ void Multiplier::finish() {
     // A supplied factorization is kept for its owner; the kernels use one
     // (supplied or found in the table) only when it is cheap and fits them.
     const int max_rank = table_plan_only_ ? 0 : kernels::max_factorized_rank(bits_);
+    // longer ones where their factors fit a byte GEMM on tiles
+    const int byte_rank = table_plan_only_ ? 0 : kernels::max_byte_factorized_rank(bits_);
+    auto runs_as_gemms = [&](const Factorization &f) {
+        if (f.rank <= 0 || !fits_int16_kernels(f)) return false;
+        return f.rank <= max_rank || (f.rank <= byte_rank && fits_byte_gemm(f, bits_));
+    };
     const Factorization *factors = &factorization_;
     Factorization found;
-    if (!known_exact_ && has_table() &&
-        !(factorization_.rank > 0 && factorization_.rank <= max_rank &&
-          fits_int16_kernels(factorization_))) {
-        found = find_factorization(table_, bits_, max_rank, kernels::max_lattice_rank(bits_));
+    if (!known_exact_ && has_table() && !runs_as_gemms(factorization_)) {
+        found = find_factorization(table_, bits_, std::max(max_rank, byte_rank),
+                                   kernels::max_lattice_rank(bits_));
         if (found.rank > 0) factors = &found;
     }
     // wide models (no table kernel to lose to) whose factors exceed int16,
     // 16-bit DRUM for one, run as byte-split GEMMs rather than one function
     // call per product
-    factors_fit_int16_ = factors->rank > 0 && factors->rank <= max_rank &&
-                         fits_int16_kernels(*factors);
+    factors_fit_int16_ = runs_as_gemms(*factors);
     const bool split = bits_ > kMaxTabulatedBits && !factors_fit_int16_ &&
                        fits_split_kernels(*factors);
     const bool factorized = factors_fit_int16_ || split;

@@ -17,6 +17,12 @@ namespace approxmul {
 // sets with slow int16 GEMMs lower it (kernels::max_factorized_rank).
 constexpr int kMaxFactorizedRank = 6;
 
+// Longest factorization whose factors fit bytes that runs as a GEMM where
+// the byte GEMM multiplies AMX tiles (kernels::max_byte_factorized_rank):
+// rank 8 there costs about what 1.3 int16 GEMMs do elsewhere, and truncation
+// with cut 5-7 (rank 6-8) would otherwise take the table kernel.
+constexpr int kMaxByteFactorizedRank = 8;
+
 // Largest rank taken from the general search below. Its factors seldom
 // fit bytes (an exact product plus a residue error: 0..300), so they run as
 // int16 GEMMs: against the table kernel, rank 2 measured 1.1-1.5x faster,
@@ -45,7 +51,7 @@ bool fits_int16_kernels(const Factorization &f);
 // byte and a high part that fit int16 (|u|, |v| < 2^23): the split GEMM
 // then computes rank, 2 rank and rank int16 terms (kernels/split_gemm.cpp),
 // so the rank stops at half the longest factorized GEMM.
-constexpr int kMaxSplitRank = kMaxFactorizedRank / 2;
+constexpr int kMaxSplitRank = 3;
 bool fits_split_kernels(const Factorization &f);
 // Its parts: with x = 2^8 hi(x) + lo(x) (lo in 0..255), sum_r u_r v_r =
 // P0 + 2^8 P1 + 2^16 P2 for P0 = sum lo(u) lo(v), P1 = sum hi(u) lo(v) +

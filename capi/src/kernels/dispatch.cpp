@@ -208,14 +208,14 @@ const char *active_isa() {
 
 namespace {
 
-// APPROXMUL_MAX_FACTORIZED_RANK=0..6 overrides the set's choice (tests and
+// APPROXMUL_MAX_FACTORIZED_RANK=0..8 overrides the set's choice (tests and
 // benchmarks reach both plans with it on every machine; tables whose error
 // lives in the low nibbles also need APPROXMUL_NIBBLE_ERRORS=0 to keep their
 // factorization on AVX2); -1 when unset or invalid.
 int forced_rank() {
     static const int forced = [] {
         const char *text = std::getenv("APPROXMUL_MAX_FACTORIZED_RANK");
-        const bool valid = text != nullptr && text[0] >= '0' && text[0] <= '0' + kMaxFactorizedRank &&
+        const bool valid = text != nullptr && text[0] >= '0' && text[0] <= '0' + kMaxByteFactorizedRank &&
                            text[1] == '\0';
         return valid ? text[0] - '0' : -1;
     }();
@@ -230,6 +230,13 @@ int max_factorized_rank(int bits) {
     if (bits > kMaxTabulatedBits || c.table == nullptr) return kMaxFactorizedRank;
     if (forced_rank() >= 0) return forced_rank();
     return std::min(kMaxFactorizedRank, c.table->max_factorized_rank);
+}
+
+int max_byte_factorized_rank(int bits) {
+    const Choice &c = choice();
+    const int longest = max_factorized_rank(bits);
+    if (bits > kMaxTabulatedBits || c.table == nullptr || forced_rank() >= 0) return longest;
+    return c.table->u8_tile_quads > 0 ? std::max(longest, kMaxByteFactorizedRank) : longest;
 }
 
 int max_lattice_rank(int bits) {

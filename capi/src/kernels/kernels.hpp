@@ -113,6 +113,11 @@ const char *active_isa();
 // instruction set; wider models have no table kernel, so any short sum wins.
 int max_factorized_rank(int bits);
 
+// The same for factorizations whose factors fit the byte GEMM: longer
+// (kMaxByteFactorizedRank) where it runs on AMX tiles, else
+// max_factorized_rank. APPROXMUL_MAX_FACTORIZED_RANK forces both.
+int max_byte_factorized_rank(int bits);
+
 // The same for a factorization of no known form (find_factorization's
 // general search), whose factors run as int16 GEMMs:
 // min(max_factorized_rank, kMaxLatticeRank) up to 8 bits, unless
