@@ -70,6 +70,11 @@ struct U8Factors {
     // rank 1 with b_lut[x] = x ^ b_flip for every byte (exact codes, as
     // they are or moved by 128): B is packed by XOR instead of lookups
     int b_flip = -1;
+    // rank 2..8: byte x's inner steps (a_lut of each factor) as the bytes of
+    // one word, and its row correction sum_r b_offset[r] a_value[r][x]
+    // (A's packing stores a word per element)
+    std::vector<std::array<uint8_t, 8>> a_steps;
+    std::vector<int64_t> a_corr;
 };
 
 // A rank-1 factorized plan whose factors exceed int16 but span at most 16

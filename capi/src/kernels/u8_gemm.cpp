@@ -87,6 +87,15 @@ bool fit_bytes(const std::vector<int16_t> &u, const std::vector<int16_t> &v, int
         if (!done) return false;
     }
     fit.found = true;
+    if (rank > 1 && rank <= 8) {
+        fit.a_steps.assign(256, {});
+        fit.a_corr.assign(256, 0);
+        for (size_t x = 0; x < 256; ++x)
+            for (size_t q = 0; q < static_cast<size_t>(rank); ++q) {
+                fit.a_steps[x][q] = fit.a_lut[q * 256 + x];
+                fit.a_corr[x] += fit.b_offset[q] * fit.a_value[q * 256 + x];
+            }
+    }
     if (rank == 1) {
         const int flip = fit.b_lut[0];
         bool affine = true;
@@ -107,10 +116,6 @@ struct U8Plan {
     int rank;
     const U8Factors *fit;  // the multiplier's, for the orientation taken
     bool any_offset;  // some vo_r != 0: rows need corrections
-    // rank 2..8: byte x's inner steps (fit->a_lut of each factor) as the
-    // bytes of one word, and its row correction sum_r vo_r u_r(x)
-    std::array<std::array<uint8_t, 8>, 256> a_steps;
-    std::array<int64_t, 256> a_corr;
 
     // inner blocking: kc steps (kqb quads) per block; int32 sums hold
     // blocks_per_flush blocks, after which (wide) they go to int64
@@ -169,15 +174,6 @@ bool fit_problem(const KernelTable &kt, const MatmulProblem &p0, U8Plan &plan) {
     plan.b_row_offsets = p0.a_col_offsets;
     plan.any_offset = false;
     for (int64_t vo : plan.fit->b_offset) plan.any_offset = plan.any_offset || vo != 0;
-    if (plan.rank > 1 && plan.rank <= 8)
-        for (size_t x = 0; x < 256; ++x) {
-            plan.a_steps[x] = {};
-            plan.a_corr[x] = 0;
-            for (size_t q = 0; q < static_cast<size_t>(plan.rank); ++q) {
-                plan.a_steps[x][q] = plan.fit->a_lut[q * 256 + x];
-                plan.a_corr[x] += plan.fit->b_offset[q] * plan.fit->a_value[q * 256 + x];
-            }
-        }
     return true;
 }
 
@@ -364,20 +360,10 @@ void to_tile_rows(const U8Plan &plan, uint8_t *panel, Workspace &w) {
     write_tile_rows(plan, w.gathered.data(), stride, panel);
 }
 
-// Panel `panel_index` of A in the kernel's layout; true when already in a
-// tile kernel's rows.
-bool pack_a_quads(const KernelTable &kt, const U8Plan &plan, int64_t panel_index, uint8_t *panel,
-                  int64_t *corr_out, Workspace &w);
-
-// Panel `panel_index` of A (rows panel_index * MR ..) into `panel`, and each
-// row's correction sum_r vo_r sum_k u_r(A[i,k]) into corr[0..MR).
+// Panel `panel_index` of A (rows panel_index * MR ..) into `panel` in the
+// kernel's layout, and each row's correction sum_r vo_r sum_k u_r(A[i,k])
+// into corr[0..MR).
 void pack_a_panel(const KernelTable &kt, const U8Plan &plan, int64_t panel_index, uint8_t *panel,
-                  int64_t *corr_out, Workspace &w) {
-    if (!pack_a_quads(kt, plan, panel_index, panel, corr_out, w) && plan.tile_quads > 0)
-        to_tile_rows(plan, panel, w);
-}
-
-bool pack_a_quads(const KernelTable &kt, const U8Plan &plan, int64_t panel_index, uint8_t *panel,
                   int64_t *corr_out, Workspace &w) {
     const MatmulProblem &p = plan.p;
     const U8Factors &fit = *plan.fit;
@@ -412,19 +398,18 @@ bool pack_a_quads(const KernelTable &kt, const U8Plan &plan, int64_t panel_index
             } else {
                 int64_t corr = 0;
                 for (int64_t k = 0; k < p.inner; ++k) {
-                    std::memcpy(row + k * rank, plan.a_steps[src[k]].data(), 8);
-                    corr += plan.a_corr[src[k]];
+                    std::memcpy(row + k * rank, fit.a_steps[src[k]].data(), 8);
+                    corr += fit.a_corr[src[k]];
                 }
                 corr_out[r] = corr;
             }
             std::memset(row + steps, 0, static_cast<size_t>(stride - steps));
         }
-        if (plan.tile_quads > 0) {
+        if (plan.tile_quads > 0)
             write_tile_rows(plan, w.row.data(), stride, panel);
-            return true;
-        }
-        interleave_quads(w.row.data(), stride, MR, kq_n, panel);
-        return false;
+        else
+            interleave_quads(w.row.data(), stride, MR, kq_n, panel);
+        return;
     }
     std::memset(panel, 0, static_cast<size_t>(plan.panel_bytes));
     for (int64_t r = 0; r < MR; ++r) {
@@ -444,7 +429,7 @@ bool pack_a_quads(const KernelTable &kt, const U8Plan &plan, int64_t panel_index
             });
         corr_out[r] = plan.any_offset ? corr : 0;
     }
-    return false;
+    if (plan.tile_quads > 0) to_tile_rows(plan, panel, w);
 }
 
 // B's columns j0..j0+nj over inner steps k0..k0+nk as quads in w.b (NR-column
