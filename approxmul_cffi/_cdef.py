@@ -225,4 +225,15 @@ approxmul_status approxmul_conv2d_requantize_dequantize(
     int32_t zero_point, int32_t qmin, int32_t qmax, approxmul_rounding rounding,
     approxmul_dtype code_dtype, double out_scale, approxmul_real_type out_type, void *out,
     const int64_t *out_shape);
+approxmul_status approxmul_conv2d_real(
+    const approxmul_multiplier *m,
+    approxmul_real_type x_type, const void *x, const int64_t *x_shape, const int64_t *x_strides,
+    double x_scale, int32_t x_qmin, int32_t x_qmax, approxmul_dtype x_dtype,
+    approxmul_dtype w_dtype, const void *w, const int64_t *w_shape, const int64_t *w_strides,
+    const int64_t *stride, const int64_t *padding, const int64_t *dilation, int64_t groups,
+    int64_t x_zero_point, int64_t w_zero_point,
+    const int32_t *bias, const int32_t *mantissa, const int32_t *shift,
+    int32_t zero_point, int32_t qmin, int32_t qmax, approxmul_rounding rounding,
+    approxmul_dtype code_dtype, double out_scale, approxmul_real_type out_type, void *out,
+    const int64_t *out_shape);
 """

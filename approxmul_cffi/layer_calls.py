@@ -20,7 +20,8 @@ import numpy as np
 
 from ._buffers import DTYPES, REAL_TYPES, as_int, as_matrix, as_pair, as_tensor, dtype_name
 from ._library import check, ffi, lib
-from .errors import ShapeError
+from .affine import _memory_order
+from .errors import DTypeError, InvalidArgumentError, ShapeError
 from .ops import _conv2d_output, _handle, accumulator_dtype
 from .requant import _channel_parameters, _rounding_code, code_dtype
 
@@ -161,6 +162,58 @@ class Conv2dRequantizer(_Stage):
             else:
                 check(lib.approxmul_conv2d_requantize_dequantize(*args, *self._real, out_p,
                                                                  out_shape))
+        return out
+
+    def run_real(self, x, x_scale, x_qmin, x_qmax, x_dtype):
+        """The real output (``real`` given at construction) for a real input:
+        ``x`` (a float32 or float64 ndarray, N C H W) quantized with one scale,
+        the x zero point and the codes ``x_qmin..x_qmax`` of ``x_dtype`` (the
+        multiplier's domain), then :meth:`run` of those codes, in one C call
+        (``approxmul_conv2d_real``) whose scratch holds the codes. The same
+        bits as quantizing first; NaN or infinity in ``x`` raises
+        :class:`~approxmul_cffi.errors.InvalidArgumentError`.
+
+        >>> import approxmul_cffi as am
+        >>> from approxmul_cffi.quant import quantize_multiplier
+        >>> m, s = quantize_multiplier(0.25)
+        >>> w = np.full((1, 1, 1, 1), 2, np.uint8)
+        >>> stage = Conv2dRequantizer(w, am.Multiplier.exact(8), 1, m, s, 0, 0, 255,
+        ...                           real=(0.5, np.float32))
+        >>> stage.run_real(np.full((1, 1, 1, 2), 1.2, np.float32), 0.25, 0, 255, np.uint8).tolist()
+        [[[[1.5, 1.5]]]]
+        """
+        if self._real is None:
+            raise InvalidArgumentError("run_real: the stage was made without real=(scale, dtype)")
+        name = dtype_name(x.dtype)
+        if name not in REAL_TYPES or not x.dtype.isnative or x.ndim != 4:
+            raise DTypeError(f"x: a 4-D float32 or float64 array, got {x.ndim}-D {x.dtype}")
+        order = None if x.flags.c_contiguous else _memory_order(x)
+        if order is None and not x.flags.c_contiguous:
+            x = np.ascontiguousarray(x)
+        # dense in some axis order: the C library reads x whole from its first
+        # element, and the codes keep that layout
+        flat = x if order is None else x.transpose(order)
+        strides = tuple(s // x.itemsize for s in x.strides)
+        layout = self._layouts.get((x.shape, strides, "real"))
+        if layout is None:
+            shape = _conv2d_output(self._multiplier, x.shape, self._w_shape, *self._geometry,
+                                   *self._zero_points)[0]
+            layout = (shape, *(ffi.new("int64_t[4]", list(v)) for v in (x.shape, strides, shape)))
+            if len(self._layouts) < 16:
+                self._layouts[(x.shape, strides, "real")] = layout
+        shape, x_shape, x_strides, out_shape = layout
+        parameters, (w_code, w_shape, w_strides, w_type), geometry = self._c_arrays()
+        out = np.empty(shape, dtype=self._out_dtype)
+        if out.size == 0:
+            return out
+        w_buffer, w_p = _export_weights(self._w, w_type, 4)
+        with w_buffer, ffi.from_buffer(flat) as x_p, \
+                ffi.from_buffer(out, require_writable=True) as out_p:
+            check(lib.approxmul_conv2d_real(
+                _handle(self._multiplier), REAL_TYPES[name], x_p, x_shape, x_strides,
+                float(x_scale), int(x_qmin), int(x_qmax), DTYPES[dtype_name(np.dtype(x_dtype))], w_code, w_p, w_shape,
+                w_strides, *geometry, *self._zero_points, *parameters, *self._stage,
+                *self._real, out_p, out_shape))
         return out
 
 

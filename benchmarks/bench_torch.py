@@ -12,8 +12,9 @@ own block after a short pause (best of --repeat):
 - adapter overhead: one approximate Conv2d layer vs a raw approxmul_cffi.conv2d
   of the same codes (the adapter adds quantize, requantize, dequantize), the
   median ratio of 9 rounds of one block each; and, in the same rounds, vs the
-  library's own quantize and fused conv2d + output stage from the same float
-  input (what is left is the adapter's Python and torch glue);
+  library's own call from the same float input (the evaluator's layer,
+  quantizing inside its fused conv2d + output stage): what is left is the
+  adapter's Python and torch glue;
 - per-call cost: a 1x4x4x4 conv, float torch vs raw conv2d vs the layer, and a
   Linear(64, 10) on 8 samples, float vs the layer;
 - interleaving: an approximate layer's call right after a float torch conv vs
@@ -130,11 +131,12 @@ def main():
     q = layer.quantized(False)
     codes = layer.integer_forward(x)[1].numpy()
     w = q["w_codes"].numpy()
-    # the library's own calls from the same float input to the same float
-    # output, without torch: its quantize, then the evaluator's fused conv2d
-    # and output stage (what the layer adds beyond these is the adapter's glue)
-    xn, in_qp, node = x.numpy(), layer.q_node.in_qparams, layer.q_node
-    library = lambda: node.forward_codes(in_qp.quantize(xn, finite=True), m, real=np.float32)  # noqa: E731
+    # the library's own call from the same float input to the same float
+    # output, without torch: the evaluator's layer quantizing inside its
+    # fused conv2d and output stage (approxmul_conv2d_real); what the layer
+    # adds beyond it is the adapter's glue
+    xn, node = x.numpy(), layer.q_node
+    library = lambda: node.forward_real(xn, m, np.float32)  # noqa: E731
     with torch.no_grad():  # the same work: the same bits
         assert np.array_equal(library(), approx(x).numpy()), "library path differs from the layer"
     # rounds of one block per engine; each overhead is the median of the
@@ -163,7 +165,7 @@ def main():
                 f"{100 * (rs[3 * len(rs) // 4] - 1):.1f} %")
     print(f"{'adapter overhead, conv 16x32x32, drum:k=4':44s} raw conv2d {t_raw * 1e3:8.2f} ms  "
           f"layer {t_layer * 1e3:8.2f} ms  overhead {100 * overhead:6.1f} % ({quartiles(ratios)})")
-    print(f"{'  of it glue (vs quantize + fused conv2d)':44s} library {t_lib * 1e3:8.2f} ms  "
+    print(f"{'  of it glue (vs the fused real-input conv2d)':44s} library {t_lib * 1e3:8.2f} ms  "
           f"layer {t_layer * 1e3:8.2f} ms  overhead {100 * glue_overhead:6.1f} % "
           f"({quartiles(glue)})")
     # ---- fixed cost per call: a layer too small for the kernels to matter

@@ -28,6 +28,7 @@ import dataclasses
 import numpy as np
 
 from .. import ops, quant
+from .._buffers import REAL_TYPES, dtype_name
 from ..errors import ModelError
 from ..multipliers import Multiplier
 from ..requant_float import float_scale, requantize_float
@@ -229,20 +230,9 @@ class QuantizedLayer:
             out = self.forward_codes(codes, multiplier)
             return self.output_qparams(multiplier.signed).dequantize(out, dtype=real)
         signed = bool(multiplier.signed)
-        fused = getattr(self.layer, "requantizer", None)
-        if fused is not None and self.config.requantization != "onnxruntime":
-            # the layer's call, prepared once (Conv2d: one pass of the C library in
-            # which the accumulators never exist whole)
-            real_type = None if real is None else np.dtype(real)
-            cached = self._requantizer
-            if cached is None or cached[0] is not multiplier or cached[1] != real_type:
-                stage, options = self._stage(multiplier, signed, real)
-                prepared = self.prepare(signed)
-                cached = (multiplier, real_type, fused(prepared.codes, multiplier,
-                                                       self._grid(signed)[0],
-                                                       prepared.zero_point, *stage, **options))
-                self._requantizer = cached
-            return cached[2](quant.convert_codes(codes, signed, bits=self.in_qparams.bits))
+        call = self._fused_call(multiplier, real)
+        if call is not None:
+            return call(quant.convert_codes(codes, signed, bits=self.in_qparams.bits))
         stage, options = self._stage(multiplier, signed, real)
         acc = self.accumulators(codes, multiplier)
         axis = getattr(self.layer, "channel_axis", 1)
@@ -251,6 +241,42 @@ class QuantizedLayer:
             return requantize_float(acc, bias, self.prepare(signed).scale, zero_point,
                                     lo, hi, axis=axis).astype(self._grid(signed)[1].dtype)
         return quant.requantize(acc, *stage, axis=axis, signed=signed, **options)
+
+    def forward_real(self, x, multiplier, real):
+        """Real outputs (``real``: float32 or float64) for real inputs ``x``:
+        ``forward_codes(self.in_qparams.quantize(x, finite=True), multiplier,
+        real=real)``, bit for bit. A convolution quantizes inside its C call
+        (``approxmul_conv2d_real``): one pass over ``x``, no codes array.
+        NaN or infinity in ``x`` raises
+        :class:`~approxmul_cffi.errors.InvalidArgumentError`."""
+        in_qp, x = self.in_qparams, np.asarray(x)
+        call = None  # where forward_codes takes the fused call, and x is a C real type
+        if not in_qp.per_channel and self.out_qparams.axis is None and \
+                dtype_name(x.dtype) in REAL_TYPES and x.dtype.isnative:
+            call = self._fused_call(multiplier, real)
+        if getattr(call, "run_real", None) is None:
+            return self.forward_codes(in_qp.quantize(x, finite=True), multiplier, real=real)
+        grid = in_qp.to_domain(bool(multiplier.signed))
+        return call.run_real(x, float(grid.scale), grid.qmin, grid.qmax, grid.dtype)
+
+    def _fused_call(self, multiplier, real):
+        """The layer's integer call with its output stage, prepared once for
+        ``multiplier`` and ``real`` (Conv2d: one pass of the C library in which
+        the accumulators never exist whole), or None where the layer has none."""
+        fused = getattr(self.layer, "requantizer", None)
+        if fused is None or self.config.requantization == "onnxruntime":
+            return None
+        real_type = None if real is None else np.dtype(real)
+        cached = self._requantizer
+        if cached is None or cached[0] is not multiplier or cached[1] != real_type:
+            signed = bool(multiplier.signed)
+            stage, options = self._stage(multiplier, signed, real)
+            prepared = self.prepare(signed)
+            cached = (multiplier, real_type, fused(prepared.codes, multiplier,
+                                                   self._grid(signed)[0],
+                                                   prepared.zero_point, *stage, **options))
+            self._requantizer = cached
+        return cached[2]
 
     def _stage(self, multiplier, signed, real):
         """(bias, mantissa, shift, zero point, qmin, qmax) of the output stage with

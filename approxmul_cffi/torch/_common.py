@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import math
+import re
 
 import numpy as np
 import torch
@@ -71,6 +72,15 @@ def check_input(x, what, values=True):
     if values and x.numel() and not all(
             map(math.isfinite, (float(v) for v in torch.aminmax(x.detach())))):
         raise nonfinite_error(what)
+
+
+# the C library's refusal of a value that has no code (quantize's messages)
+_NONFINITE = re.compile(r"x\[\d+\] is (NaN|infinite)")
+
+
+def refuses_nonfinite(error):
+    """Whether an InvalidArgumentError is quantization refusing NaN or infinity."""
+    return _NONFINITE.match(str(error)) is not None
 
 
 def nonfinite_error(what, detail=""):

@@ -23,7 +23,7 @@ from .. import nn, quant
 from ..ops import conv2d_output_shape
 from . import _op
 from ..errors import InvalidArgumentError
-from ._common import ApproximationError, check_input, nonfinite_error
+from ._common import ApproximationError, check_input, nonfinite_error, refuses_nonfinite
 
 class ApproxLayer:
     """Mixed into the swapped layer's own class (``ApproxConv2d`` etc.).
@@ -174,14 +174,20 @@ class ApproxLayer:
         if self.q_conv1d:
             xn = xn[:, :, None, :]
         in_qp = self.q_node.in_qparams
-        try:
-            codes = nn.QTensor(in_qp.quantize(xn, finite=True), in_qp)
-        except InvalidArgumentError as error:  # "x[i] is NaN ..." (flat index)
-            raise nonfinite_error(what, f" ({error})") from None
         # float32 straight from C: the same bits as float64 then .to(float32);
         # half types round once from float64, as before
         real = np.float32 if x.dtype == torch.float32 else np.float64
-        y = torch.from_numpy(self.q_node.forward_codes(codes.codes, m, real=real)).to(x.dtype)
+        try:
+            if with_codes:
+                codes = nn.QTensor(in_qp.quantize(xn, finite=True), in_qp)
+                y = self.q_node.forward_codes(codes.codes, m, real=real)
+            else:  # inference: the input quantized inside the layer's C call
+                y = self.q_node.forward_real(xn, m, real)
+        except InvalidArgumentError as error:  # "x[i] is NaN ..." (flat index)
+            if not refuses_nonfinite(error):
+                raise
+            raise nonfinite_error(what, f" ({error})") from None
+        y = torch.from_numpy(y).to(x.dtype)
         x_codes = torch.from_numpy(codes.to_domain(bool(m.signed)).codes) if with_codes else None
         if self.q_conv1d:
             y = y[:, :, 0]

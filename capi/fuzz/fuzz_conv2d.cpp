@@ -187,6 +187,49 @@ void check_output_stage(FuzzedDataProvider &in, const Model &m, const Geometry &
                "output written by a failing output stage", got_status);
     else
         expect(got == want, "output stage differs from conv2d then requantize");
+    if (!real || got_status != APPROXMUL_OK || x.elements == 0) return;
+    // approxmul_conv2d_real from x's real values (code - x_zero) 2^k, which
+    // quantize back to the codes exactly, laid out NCHW or channels-last: the
+    // same bytes; a NaN, an infinity or codes beyond the multiplier's: refused,
+    // nothing written
+    const int64_t *s = x.shape;
+    const bool channels_last = in.ConsumeBool(), x64 = in.ConsumeBool();
+    const int64_t nchw[4] = {s[1] * s[2] * s[3], s[2] * s[3], s[3], 1};
+    const int64_t nhwc[4] = {s[1] * s[2] * s[3], 1, s[3] * s[1], s[1]};
+    const int64_t *dense = channels_last ? nhwc : nchw;
+    const double x_scale = std::ldexp(1.0, in.ConsumeIntegralInRange(-8, 8));
+    std::vector<double> values(static_cast<size_t>(s[0] * s[1] * s[2] * s[3]));
+    x.for_each([&](const int64_t *i) {
+        int64_t at = 0;
+        for (int d = 0; d < 4; ++d) at += i[d] * dense[d];
+        values[static_cast<size_t>(at)] = static_cast<double>(x.get(i) - x_zero) * x_scale;
+    });
+    const int fault = in.ConsumeIntegralInRange(0, 7);  // 1 NaN, 2 infinity, 3 qmax, 4 qmin
+    if (fault == 1 || fault == 2)
+        values[in.ConsumeIntegralInRange<size_t>(0, values.size() - 1)] =
+            fault == 1 ? std::nan("") : -HUGE_VAL;
+    std::vector<float> values32(values.begin(), values.end());  // exact: codes have <= 16 bits
+    const int64_t x_qmin = m.min_operand() - (fault == 4), x_qmax = m.max_operand() + (fault == 3);
+    std::vector<unsigned char> from_real(got.size(), 0x5a);
+    const approxmul_status status = checked(approxmul_conv2d_real(
+        m.handle, x64 ? APPROXMUL_FLOAT64 : APPROXMUL_FLOAT32,
+        x64 ? static_cast<const void *>(values.data()) : values32.data(), x.shape, dense,
+        x_scale, static_cast<int32_t>(x_qmin), static_cast<int32_t>(x_qmax),
+        static_cast<approxmul_dtype>(x.dtype), static_cast<approxmul_dtype>(w.dtype), w.data,
+        w.shape, w.strides, g.stride, g.padding, g.dilation, g.groups, x_zero, w_zero, bias_p,
+        mantissa.data(), shift.data(), zero_point, qmin, qmax,
+        static_cast<approxmul_rounding>(rounding), code, scale, real_type, from_real.data(),
+        g.out_shape));
+    const approxmul_status expected = fault == 1 || fault == 2 ? APPROXMUL_ERR_INVALID_ARGUMENT
+                                      : fault == 3 || fault == 4 ? APPROXMUL_ERR_OUT_OF_RANGE
+                                                                 : APPROXMUL_OK;
+    expect(status == expected, "conv2d_real status", status);
+    if (status == APPROXMUL_OK)
+        expect(from_real == got, "conv2d_real differs from quantize then conv2d");
+    else
+        expect(std::all_of(from_real.begin(), from_real.end(),
+                           [](unsigned char b) { return b == 0x5a; }),
+               "output written by a failing conv2d_real", status);
 }
 
 }  // namespace

@@ -575,6 +575,30 @@ APPROXMUL_API approxmul_status approxmul_conv2d_requantize_dequantize(
     approxmul_dtype code_dtype, double out_scale, approxmul_real_type out_type, void *out,
     const int64_t *out_shape);
 
+/* A float framework's quantized conv2d layer from its real input to its
+ * real output in one call: x (float32 or float64, x_type) to codes of
+ * x_dtype as approxmul_quantize_finite computes them with one scale
+ * (x_scale), the zero point x_zero_point and the range x_qmin..x_qmax
+ * (within the multiplier's operands), then
+ * approxmul_conv2d_requantize_dequantize of those codes, whose other
+ * arguments these are. x_shape and x_strides are approxmul_conv2d's, and x
+ * must be dense in some axis order (contiguous, channels-last, ...). The
+ * codes live in the library's scratch memory, checked and quantized in one
+ * pass: NaN or an infinity in x is APPROXMUL_ERR_INVALID_ARGUMENT (the
+ * message names its index in memory order), and out is not written. The
+ * same bits as the two calls, without their second pass over x. */
+APPROXMUL_API approxmul_status approxmul_conv2d_real(
+    const approxmul_multiplier *m,
+    approxmul_real_type x_type, const void *x, const int64_t *x_shape, const int64_t *x_strides,
+    double x_scale, int32_t x_qmin, int32_t x_qmax, approxmul_dtype x_dtype,
+    approxmul_dtype w_dtype, const void *w, const int64_t *w_shape, const int64_t *w_strides,
+    const int64_t *stride, const int64_t *padding, const int64_t *dilation, int64_t groups,
+    int64_t x_zero_point, int64_t w_zero_point,
+    const int32_t *bias, const int32_t *mantissa, const int32_t *shift,
+    int32_t zero_point, int32_t qmin, int32_t qmax, approxmul_rounding rounding,
+    approxmul_dtype code_dtype, double out_scale, approxmul_real_type out_type, void *out,
+    const int64_t *out_shape);
+
 #ifdef __cplusplus
 }
 #endif

@@ -1,10 +1,14 @@
 // The C ABI of the quantized-inference helpers, through the same
 // exception-to-status boundary as the core (core/boundary.hpp).
 #include <algorithm>
+#include <array>
+#include <utility>
 
 #include "approxmul.h"
 #include "capi_arguments.hpp"
 #include "core/boundary.hpp"
+#include "core/error.hpp"
+#include "core/scratch.hpp"
 #include "quant/affine.hpp"
 #include "quant/requantize.hpp"
 
@@ -82,6 +86,25 @@ void conv2d_staged(approxmul::kernels::Conv2dProblem &p,
     kernels::conv2d(p);
 }
 
+// Whether a 4-d layout is a permutation of a contiguous one (NCHW,
+// channels-last, ...): its count elements lie consecutively from its first.
+bool dense_layout(const int64_t *shape, const int64_t *strides) {
+    std::array<std::pair<int64_t, int64_t>, 4> dims;  // (stride, size) of sizes > 1, by stride
+    size_t n = 0;
+    for (int d = 0; d < 4; ++d) {
+        if (shape[d] <= 1) continue;
+        size_t at = n++;
+        for (; at > 0 && dims[at - 1].first > strides[d]; --at) dims[at] = dims[at - 1];
+        dims[at] = {strides[d], shape[d]};
+    }
+    int64_t expected = 1;
+    for (size_t d = 0; d < n; ++d) {
+        if (dims[d].first != expected) return false;
+        expected *= dims[d].second;
+    }
+    return true;
+}
+
 }  // namespace
 
 extern "C" {
@@ -123,6 +146,52 @@ approxmul_status approxmul_conv2d_requantize_dequantize(
                                                 code_dtype, nullptr);
         const approxmul::quant::RealOutput real{out_scale, real_type_argument(out_type, "out"),
                                                 out};
+        conv2d_staged(p, requant, &real, out_shape);
+    });
+}
+
+approxmul_status approxmul_conv2d_real(
+    const approxmul_multiplier *m, approxmul_real_type x_type, const void *x,
+    const int64_t *x_shape, const int64_t *x_strides, double x_scale, int32_t x_qmin,
+    int32_t x_qmax, approxmul_dtype x_dtype, approxmul_dtype w_dtype, const void *w,
+    const int64_t *w_shape, const int64_t *w_strides, const int64_t *stride,
+    const int64_t *padding, const int64_t *dilation, int64_t groups, int64_t x_zero_point,
+    int64_t w_zero_point, const int32_t *bias, const int32_t *mantissa, const int32_t *shift,
+    int32_t zero_point, int32_t qmin, int32_t qmax, approxmul_rounding rounding,
+    approxmul_dtype code_dtype, double out_scale, approxmul_real_type out_type, void *out,
+    const int64_t *out_shape) {
+    using namespace approxmul;
+    return guarded([&] {
+        auto p = conv2d_arguments(m, x_dtype, x, x_shape, x_strides, w_dtype, w, w_shape,
+                                  w_strides, stride, padding, dilation, groups, x_zero_point,
+                                  w_zero_point);
+        const auto requant = requantize_problem(0, 0, 0, APPROXMUL_INT32, nullptr, bias, mantissa,
+                                                shift, zero_point, qmin, qmax, rounding,
+                                                code_dtype, nullptr);
+        const quant::RealOutput real{out_scale, real_type_argument(out_type, "out"), out};
+        // the geometry and zero points first: they need no values
+        kernels::checked_output_shape(p);
+        const int64_t count = p.x.size();
+        if (count > 0 && !dense_layout(p.x.shape, p.x.strides))
+            fail(APPROXMUL_ERR_INVALID_ARGUMENT,
+                 "x_strides: x must be dense in some axis order (contiguous, channels-last, ...)");
+        // codes the multiplier takes, so the convolution need not scan them
+        const Multiplier &multiplier = *p.multiplier;
+        if (x_qmin < multiplier.min_operand() || x_qmax > multiplier.max_operand())
+            fail(APPROXMUL_ERR_OUT_OF_RANGE,
+                 "x_qmin..x_qmax = %d..%d: the multiplier takes codes %lld..%lld", x_qmin,
+                 x_qmax, static_cast<long long>(multiplier.min_operand()),
+                 static_cast<long long>(multiplier.max_operand()));
+        // x's codes in the library's scratch, in x's own layout: quantized and
+        // checked in one pass, as nobody else sees them
+        const int32_t zero = static_cast<int32_t>(x_zero_point);  // fits x_dtype: checked
+        quant::QuantizeProblem quantize{{1, 1, count, &x_scale, &zero},
+                                        real_type_argument(x_type, "x"), x, x_qmin, x_qmax,
+                                        p.x.dtype, nullptr, true};
+        Scratch<char> codes(static_cast<size_t>(count) * dtype_size(p.x.dtype));
+        quantize.out = codes.data();
+        quant::quantize_checked(quantize);
+        if (count > 0) p.x.data = codes.data();
         conv2d_staged(p, requant, &real, out_shape);
     });
 }

@@ -118,7 +118,10 @@ void for_blocks(int64_t count, const Body &body) {
 
 }  // namespace
 
-void check(const QuantizeProblem &p) {
+namespace {
+
+// Every argument but the values of x (check's NaN pass); the count of elements.
+int64_t check_arguments(const QuantizeProblem &p) {
     const int64_t count = element_count(p.layout);
     check_real_type(p.x_type, "x");
     if (p.out_dtype != APPROXMUL_INT8 && p.out_dtype != APPROXMUL_UINT8 &&
@@ -126,7 +129,7 @@ void check(const QuantizeProblem &p) {
         fail(APPROXMUL_ERR_DTYPE, "out: element type %s; codes are int8, uint8, int16 or uint16",
              dtype_name(p.out_dtype));
     check_code_range(p.qmin, p.qmax, p.out_dtype);
-    if (count == 0) return;
+    if (count == 0) return 0;
     require_pointer(p.x, "x");
     require_pointer(p.out, "out");
     check_scales(p.layout);
@@ -136,21 +139,17 @@ void check(const QuantizeProblem &p) {
                  static_cast<long long>(c), p.layout.zero_point[c]);
     check_apart(p.x, count * static_cast<int64_t>(real_size(p.x_type)), p.out,
                 count * static_cast<int64_t>(dtype_size(p.out_dtype)), "x");
-    // NaN has no code (nor, if finite_only, does an infinity): refused before
-    // anything is written, so a read-only pass
+    return count;
+}
+
+// The value refused, from the first block flagged (bad: one flag per block).
+[[noreturn]] void refuse_first(const QuantizeProblem &p, const std::vector<char> &bad) {
     const kernels::KernelTable &kt = affine_kernels();
     const int x64 = p.x_type == APPROXMUL_FLOAT64;
     const int infinite = p.finite_only ? 1 : 0;
     const auto *x = static_cast<const char *>(p.x);
     const int64_t item = static_cast<int64_t>(real_size(p.x_type));
-    std::vector<char> bad(static_cast<size_t>((count + kBlock - 1) / kBlock), 0);
-    for_blocks(count, [&](int64_t begin, int64_t end) {
-        bad[static_cast<size_t>(begin / kBlock)] =
-            static_cast<char>(kt.any_nan(end - begin, x + begin * item, x64, infinite));
-    });
-    const auto first_bad = std::find(bad.begin(), bad.end(), 1);
-    if (first_bad == bad.end()) return;
-    int64_t i = (first_bad - bad.begin()) * kBlock;
+    int64_t i = (std::find(bad.begin(), bad.end(), 1) - bad.begin()) * kBlock;
     while (!kt.any_nan(1, x + i * item, x64, infinite)) ++i;
     if (kt.any_nan(1, x + i * item, x64, 0))
         fail(APPROXMUL_ERR_INVALID_ARGUMENT, "x[%lld] is NaN, which has no code",
@@ -160,24 +159,62 @@ void check(const QuantizeProblem &p) {
          static_cast<long long>(i));
 }
 
-void quantize(const QuantizeProblem &p) {
-    const AffineLayout &l = p.layout;
-    const int64_t count = l.outer * l.channels * l.inner;
-    if (count == 0) return;
-    const Params params = expand(l);
+// Whether the block [begin, end) of x holds a value that has no code.
+bool block_refused(const QuantizeProblem &p, int64_t begin, int64_t end) {
+    const int64_t item = static_cast<int64_t>(real_size(p.x_type));
+    return affine_kernels().any_nan(end - begin, static_cast<const char *>(p.x) + begin * item,
+                                    p.x_type == APPROXMUL_FLOAT64, p.finite_only ? 1 : 0) != 0;
+}
+
+// Quantizes the elements [begin, end) of x.
+void quantize_block(const QuantizeProblem &p, const Params &params, int64_t begin, int64_t end) {
     const kernels::KernelTable &kt = affine_kernels();
     const int x64 = p.x_type == APPROXMUL_FLOAT64;
     const auto *x = static_cast<const char *>(p.x);
     auto *out = static_cast<char *>(p.out);
     const int64_t in_item = static_cast<int64_t>(real_size(p.x_type));
     const int64_t out_item = static_cast<int64_t>(dtype_size(p.out_dtype));
-    for_blocks(count, [&](int64_t begin, int64_t end) {
-        for_runs(l, params, begin, end, [&](int64_t i, int64_t n, const double *s, const int32_t *z,
-                                            int step) {
-            kt.quantize(n, x + i * in_item, x64, s, z, step, p.qmin, p.qmax, p.out_dtype,
-                        out + i * out_item);
-        });
+    for_runs(p.layout, params, begin, end, [&](int64_t i, int64_t n, const double *s,
+                                               const int32_t *z, int step) {
+        kt.quantize(n, x + i * in_item, x64, s, z, step, p.qmin, p.qmax, p.out_dtype,
+                    out + i * out_item);
     });
+}
+
+}  // namespace
+
+void check(const QuantizeProblem &p) {
+    const int64_t count = check_arguments(p);
+    if (count == 0) return;
+    // NaN has no code (nor, if finite_only, does an infinity): refused before
+    // anything is written, so a read-only pass
+    std::vector<char> bad(static_cast<size_t>((count + kBlock - 1) / kBlock), 0);
+    for_blocks(count, [&](int64_t begin, int64_t end) {
+        bad[static_cast<size_t>(begin / kBlock)] = static_cast<char>(block_refused(p, begin, end));
+    });
+    if (std::find(bad.begin(), bad.end(), 1) != bad.end()) refuse_first(p, bad);
+}
+
+void quantize_checked(const QuantizeProblem &p) {
+    const int64_t count = check_arguments(p);
+    if (count == 0) return;
+    // each block checked, then quantized while it is still in cache: half
+    // the reads of check() and quantize(), for outputs nobody else sees
+    const Params params = expand(p.layout);
+    std::vector<char> bad(static_cast<size_t>((count + kBlock - 1) / kBlock), 0);
+    for_blocks(count, [&](int64_t begin, int64_t end) {
+        const bool refused = block_refused(p, begin, end);
+        bad[static_cast<size_t>(begin / kBlock)] = static_cast<char>(refused);
+        if (!refused) quantize_block(p, params, begin, end);
+    });
+    if (std::find(bad.begin(), bad.end(), 1) != bad.end()) refuse_first(p, bad);
+}
+
+void quantize(const QuantizeProblem &p) {
+    const int64_t count = p.layout.outer * p.layout.channels * p.layout.inner;
+    if (count == 0) return;
+    const Params params = expand(p.layout);
+    for_blocks(count, [&](int64_t begin, int64_t end) { quantize_block(p, params, begin, end); });
 }
 
 void check(const DequantizeProblem &p) {
