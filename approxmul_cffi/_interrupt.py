@@ -49,6 +49,9 @@ _WORK = {
                                                             // max(1, int(a[6][0]))),
     "approxmul_conv2d_requantize_dequantize": lambda ffi, lib, m, *a: (
         _product(a[-1]) * _product(a[6]) // max(1, int(a[6][0]))),
+    # the same from real input: w_shape follows x's scale, range and code type
+    "approxmul_conv2d_real": lambda ffi, lib, m, *a: (
+        _product(a[-1]) * _product(a[10]) // max(1, int(a[10][0]))),
     "approxmul_requantize": lambda ffi, lib, outer, channels, inner, *_: outer * channels * inner,
     "approxmul_requantize_dequantize": lambda ffi, lib, outer, channels, inner, *_:
         outer * channels * inner,

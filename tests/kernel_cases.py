@@ -392,3 +392,30 @@ def nonfinite_cases():
                 for real in ("float32", "float64"):
                     out.append((f"finite {size} {position} {bad} {real}", x.astype(real)))
     return out
+
+
+def real_input_cases():
+    """(name, x, Conv2dRequantizer, (scale, qmin, qmax, dtype)) for run_real
+    (approxmul_conv2d_real): nonfinite_cases' values and the per-tensor
+    affine_cases' float values of 8-bit codes, as one row of an image through
+    a 1x1 convolution whose output stage hands back the codes' real values
+    (so every code shows)."""
+    from approxmul_cffi import quant
+    from approxmul_cffi.layer_calls import Conv2dRequantizer
+    one = quant.quantize_multiplier(1.0)
+    out = []
+    for signed, dtype, zero in ((False, np.uint8, 3), (True, np.int8, -5)):
+        m = am.Multiplier.exact(8, signed=signed)
+        lo, hi = quant.code_range(signed)
+        call = Conv2dRequantizer(np.ones((1, 1, 1, 1), dtype), m, 0, *one, 0, lo, hi,
+                                 x_zero_point=zero, real=(1.0, np.float32))
+        cases = [(name, x, 0.01) for name, x in nonfinite_cases()]
+        # (without the infinities and the float32 overflow they start with)
+        cases += [(name, args[0].ravel()[4:], float(args[1]))
+                  for name, kind, args, kw in affine_cases()
+                  if kind == "quantize" and kw.get("axis") is None and
+                  kw["dtype"] in ("int8", "int16")]
+        for name, x, scale in cases:
+            out.append((f"real input {name} {dtype.__name__}", x.reshape(1, 1, 1, -1), call,
+                        (scale, lo, hi, dtype)))
+    return out

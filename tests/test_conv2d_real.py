@@ -100,17 +100,24 @@ def test_property_real_input_equals_two_calls(seed, name, stride, padding, dilat
 
 
 @pytest.mark.parametrize("bad", [np.nan, np.inf, -np.inf])
-def test_nonfinite_input_is_refused_and_nothing_written(bad):
+@pytest.mark.parametrize("real", [np.float32, np.float64])
+@pytest.mark.parametrize("where", ["lanes", "tail"])
+def test_nonfinite_input_is_refused_and_nothing_written(bad, real, where):
     rng = np.random.default_rng(1)
-    m, w, x = case("exact-u8", rng, n=4, size=40)  # several of the quantization's blocks
-    x.flat[20_000] = bad
+    # 24336 values: two of the quantization's blocks, the second ending in a
+    # tail of 16 that the vector lanes leave to the scalar loop
+    m, w, x = case("exact-u8", rng, n=4, size=39)
+    x = x.astype(real)
+    at = 20_000 if where == "lanes" else x.size - 3
+    x.flat[at] = bad
     scale, zero, qmin, qmax, dtype = grid(m, rng)
-    call = stage(m, w, rng, np.float32, padding=1, x_zero_point=zero)
-    with pytest.raises(InvalidArgumentError, match=r"x\[20000\] is (NaN|infinite)"):
+    call = stage(m, w, rng, real, padding=1, x_zero_point=zero)
+    with pytest.raises(InvalidArgumentError, match=rf"x\[{at}\] is (NaN|infinite)"):
         call.run_real(x, scale, qmin, qmax, dtype)
     # the C call itself: out keeps its contents
-    out = np.full((4, 6, 40, 40), 7.5, np.float32)
-    status = c_call(call, x, scale, qmin, qmax, lib.APPROXMUL_UINT8, out)
+    out = np.full((4, 6, 39, 39), 7.5, np.float32)
+    x_type = lib.APPROXMUL_FLOAT32 if real == np.float32 else lib.APPROXMUL_FLOAT64
+    status = c_call(call, x, scale, qmin, qmax, lib.APPROXMUL_UINT8, out, x_type=x_type)
     assert status == lib.APPROXMUL_ERR_INVALID_ARGUMENT and (out == 7.5).all()
 
 
@@ -195,3 +202,16 @@ def test_layer_forward_real_equals_forward_codes(signed, kind):
     assert len(np.unique(got)) > 10
     with pytest.raises(InvalidArgumentError, match="NaN"):
         layer.forward_real(np.where(x > 5, np.nan, x), m, np.float32)
+
+
+def test_long_calls_are_interruptible():
+    """A long approxmul_conv2d_real call takes the Ctrl-C route, its work counted
+    as conv2d_requantize_dequantize's (output elements times weights per channel)."""
+    from approxmul_cffi import _interrupt
+    w_shape, out_shape = [64, 32, 3, 3], [16, 64, 56, 56]
+    real = [None] * 10 + [w_shape] + [None] * 18 + [out_shape]  # the 30 arguments after m
+    codes = [None] * 6 + [w_shape] + [None] * 18 + [out_shape]  # the 26 after m
+    work = _interrupt._WORK
+    assert work["approxmul_conv2d_real"](ffi, lib, None, *real) == \
+        work["approxmul_conv2d_requantize_dequantize"](ffi, lib, None, *codes) == \
+        16 * 64 * 56 * 56 * 32 * 9 > _interrupt.LONG_WORK

@@ -48,6 +48,12 @@ for name, x in ([] if only else nonfinite_cases()):
         out[name] = ["affine", affine.quantize(x, 0.01, 0, -128, 127, finite=True).tolist()]
     except ValueError as error:
         out[name] = ["affine", str(error)]
+from kernel_cases import real_input_cases
+for name, x, call, grid in ([] if only else real_input_cases()):
+    try:  # approxmul_conv2d_real: quantizing and refusing in one pass
+        out[name] = ["real input", repr(call.run_real(x, *grid).tolist())]
+    except ValueError as error:
+        out[name] = ["real input", str(error)]
 print(json.dumps({{"isa": am.info()["isa"], "results": out}}))
 """
 
@@ -115,6 +121,16 @@ def test_every_isa_matches_generic_and_numpy(battery_results):
         else:
             kind = "NaN" if np.isnan(x[bad[0]]) else "infinite"
             assert generic[name][1].startswith(f"x[{bad[0]}] is {kind}"), name
+    from kernel_cases import real_input_cases
+    for name, x, call, grid in real_input_cases():
+        bad = np.flatnonzero(~np.isfinite(x.ravel()))
+        if bad.size:
+            kind = "NaN" if np.isnan(x.flat[bad[0]]) else "infinite"
+            assert generic[name][1].startswith(f"x[{bad[0]}] is {kind}"), name
+        else:  # the codes path: quantize_finite, then the fused conv2d
+            codes = affine.quantize(x, grid[0], call._zero_points[0], *grid[1:3],
+                                    dtype=grid[3], finite=True)
+            assert generic[name][1] == repr(call(codes).tolist()), name
     from kernel_cases import affine_cases
     for name, kind, args, kw in affine_cases():
         reference = getattr(affine, kind + "_reference")

@@ -135,9 +135,12 @@ struct KernelTable {
     // of type out_code (an approxmul_dtype value: int8, uint8, int16, uint16):
     // out[i] = clamp(sign(v) * floor(|v| + 0.5) + zero[i * step], lo, hi),
     // v = x[i] / scale[i * step], step 0 (one channel) or 1 (per element);
-    // quant/affine.cpp states it. No NaN in x; lo, hi within the code type.
-    void (*quantize)(int64_t n, const void *x, int x64, const double *scale, const int32_t *zero,
-                     int step, int32_t lo, int32_t hi, int out_code, void *out);
+    // quant/affine.cpp states it; lo, hi within the code type. refuse 0: x
+    // has no NaN (checked before), returns 0; 1: returns whether x has a NaN,
+    // 2: a NaN or +-infinity, and the codes are then unspecified (the check
+    // of any_nan folded into the same pass, for outputs nobody else sees).
+    int (*quantize)(int64_t n, const void *x, int x64, const double *scale, const int32_t *zero,
+                    int step, int32_t lo, int32_t hi, int out_code, void *out, int refuse);
     // out[i] = scale[i * step] * (codes[i] - zero[i * step]) in double, stored
     // as double if out64, else rounded to float; codes of type code (int8,
     // uint8, int16, uint16 or int32 as approxmul_dtype values).

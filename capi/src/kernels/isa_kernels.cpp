@@ -1242,10 +1242,19 @@ constexpr double kQuantizeCap = 1073741824.0;  // 2^30
 // After the rounding the code is an integer (|r| <= 2^30, |zero| <= 2^24):
 // sign, zero point and clamp in int32 lanes, half the width of the double
 // ones (a fifth less time than the same steps in double on a Zen 4).
-template <int Step, typename In, typename Out>
-void quantize_loop(int64_t n, const In *__restrict x, const double *__restrict scale,
-                   const int32_t *__restrict zero, int32_t lo, int32_t hi, Out *__restrict out) {
+// Whether x is refused: Refuse 1, NaN; 2, NaN or +-infinity (x - x is 0
+// for finite x and NaN for the others).
+template <int Refuse, typename In>
+inline bool refused(In x) {
+    return Refuse == 2 ? x - x != 0 : Refuse == 1 && x != x;
+}
+
+template <int Step, typename In, typename Out, int Refuse = 0>
+int quantize_loop(int64_t n, const In *__restrict x, const double *__restrict scale,
+                  const int32_t *__restrict zero, int32_t lo, int32_t hi, Out *__restrict out) {
+    int bad = 0;
     for (int64_t i = 0; i < n; ++i) {
+        bad |= refused<Refuse>(x[i]);
         const double v = static_cast<double>(x[i]) / scale[i * Step];
         double a = __builtin_fabs(v);
         a = a < kQuantizeCap ? a : kQuantizeCap;
@@ -1255,6 +1264,7 @@ void quantize_loop(int64_t n, const In *__restrict x, const double *__restrict s
         q = q > hi ? hi : q;
         out[i] = static_cast<Out>(q);
     }
+    return bad;
 }
 
 // float32 activations with one scale (what every adapter quantizes per
@@ -1290,13 +1300,15 @@ struct FastQuantize {
 #pragma GCC diagnostic ignored "-Wuninitialized"
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 // FastQuantize's steps on n values; returns 0 when every value was clear
-// of a rounding point, else 1 (the codes written must then be redone).
-template <typename Out>
+// of a rounding point, else 1 (the codes written must then be redone); bad
+// gains whether a value is refused (refused<Refuse>).
+template <int Refuse, typename Out>
 int fast_quantize_values(int64_t n, const float *__restrict x, const FastQuantize &f,
-                         int32_t zero, int32_t lo, int32_t hi, Out *__restrict out) {
-    int near = 0;
+                         int32_t zero, int32_t lo, int32_t hi, Out *__restrict out, int &bad) {
+    int near = 0, seen = 0;
     const float top = 1.0f - f.thr;
     for (int64_t i = 0; i < n; ++i) {
+        seen |= refused<Refuse>(x[i]);
         float a = __builtin_fabsf(x[i]) * f.rcp;
         a = a < f.cap ? a : f.cap;
         const float t = a + 0.5f;
@@ -1308,16 +1320,19 @@ int fast_quantize_values(int64_t n, const float *__restrict x, const FastQuantiz
         q = q > hi ? hi : q;
         out[i] = static_cast<Out>(q);
     }
+    bad |= seen;
     return near;
 }
 
 // FastQuantize over n values in blocks of kBlock, redo(i, k) for each block
-// [i, i + k) that came close to a rounding point.
-template <typename Out, typename Redo>
-void fast_quantize(int64_t n, const float *__restrict x, const FastQuantize &f, int32_t zero,
-                   int32_t lo, int32_t hi, Out *__restrict out, const Redo &redo) {
+// [i, i + k) that came close to a rounding point; returns whether a value
+// is refused (refused<Refuse>).
+template <int Refuse, typename Out, typename Redo>
+int fast_quantize(int64_t n, const float *__restrict x, const FastQuantize &f, int32_t zero,
+                  int32_t lo, int32_t hi, Out *__restrict out, const Redo &redo) {
     constexpr int64_t kBlock = FastQuantize::kBlock;
     int64_t i = 0;
+    int bad = 0;
 #if defined(__AVX512BW__)
     // GCC keeps fast_quantize_values in 256-bit lanes here, no faster than
     // the double loop's 512-bit ones. In 16 float lanes, signed: u = x
@@ -1331,11 +1346,17 @@ void fast_quantize(int64_t n, const float *__restrict x, const FastQuantize &f, 
                  u_lo = _mm512_set1_ps(static_cast<float>(lo - zero)),
                  u_hi = _mm512_set1_ps(static_cast<float>(hi - zero));
     const __m512i zp = _mm512_set1_epi32(zero);
+    __mmask16 refused_lanes = 0;
     for (; i + kBlock <= n; i += kBlock) {
         __mmask16 close = 0;
         for (int64_t j = i; j < i + kBlock; j += 16) {
-            const __m512 u = _mm512_min_ps(
-                _mm512_max_ps(_mm512_mul_ps(_mm512_loadu_ps(x + j), rcp), u_lo), u_hi);
+            const __m512 v = _mm512_loadu_ps(x + j);
+            if constexpr (Refuse == 2)  // x - x: NaN for NaN and +-infinity
+                refused_lanes |= _mm512_cmp_ps_mask(_mm512_sub_ps(v, v), _mm512_setzero_ps(),
+                                                    _CMP_NEQ_UQ);
+            else if constexpr (Refuse == 1)
+                refused_lanes |= _mm512_cmp_ps_mask(v, v, _CMP_UNORD_Q);
+            const __m512 u = _mm512_min_ps(_mm512_max_ps(_mm512_mul_ps(v, rcp), u_lo), u_hi);
             // u - rint(u), exact, in [-1/2, 1/2]: near a tie where its size passes 1/2 - thr
             const __m512 off = _mm512_reduce_ps(u, _MM_FROUND_TO_NEAREST_INT);
             close |= _mm512_cmp_ps_mask(_mm512_abs_ps(off), edge, _CMP_GT_OQ);
@@ -1348,11 +1369,13 @@ void fast_quantize(int64_t n, const float *__restrict x, const FastQuantize &f, 
         }
         if (close) redo(i, kBlock);
     }
+    bad = refused_lanes != 0;
 #endif
     for (; i < n; i += kBlock) {
         const int64_t k = n - i < kBlock ? n - i : kBlock;
-        if (fast_quantize_values(k, x + i, f, zero, lo, hi, out + i)) redo(i, k);
+        if (fast_quantize_values<Refuse>(k, x + i, f, zero, lo, hi, out + i, bad)) redo(i, k);
     }
+    return bad;
 }
 #pragma GCC diagnostic pop
 
@@ -1368,8 +1391,7 @@ void dequantize_loop(int64_t n, const In *__restrict codes, const double *__rest
 template <bool Infinite, typename In>
 int nan_loop(int64_t n, const In *x) {
     int bad = 0;
-    // x - x is 0 for finite x and NaN for NaN and +-infinity
-    for (int64_t i = 0; i < n; ++i) bad |= Infinite ? x[i] - x[i] != 0 : x[i] != x[i];
+    for (int64_t i = 0; i < n; ++i) bad |= refused<Infinite ? 2 : 1>(x[i]);
     return bad;
 }
 
@@ -1475,8 +1497,11 @@ void with_real_type(int is64, F &&f) {
         f(static_cast<float *>(nullptr));
 }
 
-void quantize(int64_t n, const void *x, int x64, const double *scale, const int32_t *zero,
-              int step, int32_t lo, int32_t hi, int out_code, void *out) {
+template <int Refuse>
+int quantize_refusing(int64_t n, const void *x, int x64, const double *scale,
+                      const int32_t *zero, int step, int32_t lo, int32_t hi, int out_code,
+                      void *out) {
+    int bad = 0;
     with_real_type(x64, [&](auto in_type) {
         with_code_type(out_code, [&](auto out_type) {
             using In = std::remove_pointer_t<decltype(in_type)>;
@@ -1486,16 +1511,25 @@ void quantize(int64_t n, const void *x, int x64, const double *scale, const int3
             FastQuantize f;
             if constexpr (std::is_same<In, float>::value) {
                 if (!step && FastQuantize::usable(*scale, *zero, lo, hi, &f)) {
-                    fast_quantize(n, in, f, *zero, lo, hi, codes, [&](int64_t i, int64_t k) {
+                    bad = fast_quantize<Refuse>(n, in, f, *zero, lo, hi, codes,
+                                                [&](int64_t i, int64_t k) {
                         quantize_loop<0, In, Out>(k, in + i, scale, zero, lo, hi, codes + i);
                     });
                     return;
                 }
             }
-            (step ? quantize_loop<1, In, Out> : quantize_loop<0, In, Out>)(n, in, scale, zero, lo,
-                                                                           hi, codes);
+            bad = (step ? quantize_loop<1, In, Out, Refuse> : quantize_loop<0, In, Out, Refuse>)(
+                n, in, scale, zero, lo, hi, codes);
         });
     });
+    return bad;
+}
+
+int quantize(int64_t n, const void *x, int x64, const double *scale, const int32_t *zero,
+             int step, int32_t lo, int32_t hi, int out_code, void *out, int refuse) {
+    auto run = refuse == 2 ? quantize_refusing<2> : refuse == 1 ? quantize_refusing<1>
+                                                                : quantize_refusing<0>;
+    return run(n, x, x64, scale, zero, step, lo, hi, out_code, out);
 }
 
 void dequantize(int64_t n, const void *codes, int code, const double *scale,

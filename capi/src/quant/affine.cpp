@@ -166,19 +166,23 @@ bool block_refused(const QuantizeProblem &p, int64_t begin, int64_t end) {
                                     p.x_type == APPROXMUL_FLOAT64, p.finite_only ? 1 : 0) != 0;
 }
 
-// Quantizes the elements [begin, end) of x.
-void quantize_block(const QuantizeProblem &p, const Params &params, int64_t begin, int64_t end) {
+// Quantizes the elements [begin, end) of x; refuse as the kernels take it
+// (0: x was checked; 1 or 2: returns whether a NaN, or also an infinity, was met).
+bool quantize_block(const QuantizeProblem &p, const Params &params, int64_t begin, int64_t end,
+                    int refuse = 0) {
     const kernels::KernelTable &kt = affine_kernels();
     const int x64 = p.x_type == APPROXMUL_FLOAT64;
     const auto *x = static_cast<const char *>(p.x);
     auto *out = static_cast<char *>(p.out);
     const int64_t in_item = static_cast<int64_t>(real_size(p.x_type));
     const int64_t out_item = static_cast<int64_t>(dtype_size(p.out_dtype));
+    bool bad = false;
     for_runs(p.layout, params, begin, end, [&](int64_t i, int64_t n, const double *s,
                                                const int32_t *z, int step) {
-        kt.quantize(n, x + i * in_item, x64, s, z, step, p.qmin, p.qmax, p.out_dtype,
-                    out + i * out_item);
+        bad |= kt.quantize(n, x + i * in_item, x64, s, z, step, p.qmin, p.qmax, p.out_dtype,
+                           out + i * out_item, refuse) != 0;
     });
+    return bad;
 }
 
 }  // namespace
@@ -198,14 +202,13 @@ void check(const QuantizeProblem &p) {
 void quantize_checked(const QuantizeProblem &p) {
     const int64_t count = check_arguments(p);
     if (count == 0) return;
-    // each block checked, then quantized while it is still in cache: half
-    // the reads of check() and quantize(), for outputs nobody else sees
+    // the kernels look for refused values as they quantize: one read of x
+    // where check() and quantize() make two, for outputs nobody else sees
     const Params params = expand(p.layout);
     std::vector<char> bad(static_cast<size_t>((count + kBlock - 1) / kBlock), 0);
     for_blocks(count, [&](int64_t begin, int64_t end) {
-        const bool refused = block_refused(p, begin, end);
-        bad[static_cast<size_t>(begin / kBlock)] = static_cast<char>(refused);
-        if (!refused) quantize_block(p, params, begin, end);
+        bad[static_cast<size_t>(begin / kBlock)] =
+            static_cast<char>(quantize_block(p, params, begin, end, p.finite_only ? 2 : 1));
     });
     if (std::find(bad.begin(), bad.end(), 1) != bad.end()) refuse_first(p, bad);
 }

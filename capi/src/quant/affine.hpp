@@ -39,8 +39,8 @@ struct DequantizeProblem {
 // run before the call that writes.
 void check(const QuantizeProblem &p);
 void quantize(const QuantizeProblem &p);
-// check() and quantize() in one pass, block by block, for an out that is the
-// library's own scratch: blocks before a refused value may have been written.
+// check() and quantize() in one pass, for an out that is the library's own
+// scratch: out is written whether or not a value is refused.
 void quantize_checked(const QuantizeProblem &p);
 void check(const DequantizeProblem &p);
 void dequantize(const DequantizeProblem &p);
