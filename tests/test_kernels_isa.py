@@ -179,7 +179,7 @@ def test_long_factorizations_match_generic(battery_results):
 def test_battery_covers_every_plan(battery_results):
     plans = {plan for plan, _ in battery_results["generic"].values()}
     assert plans == {"exact-gemm", "factorized-gemm", "table", "exact-plus-table", "function",
-                     "requantize", "affine", "stage"}
+                     "requantize", "affine", "stage", "real input"}
 
 
 def test_forced_isa_reported(python_runner):
