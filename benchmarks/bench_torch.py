@@ -1,6 +1,7 @@
 """The torch adapter's speed: approximate layers vs the same float torch model.
 
     python benchmarks/bench_torch.py [--threads 2] [--repeat 5] [--rounds 3] [--json FILE]
+                                     [--only overhead]
 
 One run, one thread count for torch and approxmul, each engine timed in its
 own block after a short pause (best of --repeat):
@@ -15,7 +16,9 @@ own block after a short pause (best of --repeat):
   pool, no torch operator between them), 300 each, ratio of the medians;
   and, in the same calls, vs the library's own call from the same float
   input (the evaluator's layer, quantizing inside its fused conv2d + output
-  stage): what is left is the adapter's Python and torch glue;
+  stage): what is left is the adapter's Python and torch glue; then the
+  same three in blocks of 60 calls of one engine, 12 rounds (median of the
+  rounds' ratios of block medians); --only overhead runs these rows alone;
 - per-call cost: a 1x4x4x4 conv, float torch vs raw conv2d vs the layer, and a
   Linear(64, 10) on 8 samples, float vs the layer;
 - interleaving: an approximate layer's call right after a float torch conv vs
@@ -39,6 +42,7 @@ from timing import median_time
 
 PAUSE = 0.2
 OVERHEAD_SAMPLES = 300
+OVERHEAD_BLOCKS, OVERHEAD_BLOCK_CALLS = 12, 60
 INTERLEAVE_SAMPLES = 21
 
 
@@ -76,56 +80,10 @@ def resnet20():
     return torch.nn.Sequential(*layers).eval()
 
 
-def main():
-    args, table, _ = timing.torch_vs_approxmul(__doc__.splitlines()[0], rounds=3)
-    torch.manual_seed(0)
-    multipliers = {"exact": "exact", "drum:k=4": "drum:k=4", "random table": table}
-    results = {"machine": platform.processor() or platform.machine(), "threads": args.threads,
-               "torch": torch.__version__, "rows": []}
-
-    def row(name, float_s, approx_s, what):
-        ratio = float_s / approx_s
-        results["rows"].append(dict(name=name, float_ms=float_s * 1e3, approx_ms=approx_s * 1e3,
-                                    ratio=ratio, what=what))
-        print(f"{name:44s} float {float_s * 1e3:8.2f} ms  approx {approx_s * 1e3:8.2f} ms  "
-              f"{what} {ratio:5.2f}x", flush=True)
-
-    # ---- single ResNet-20-shaped layers
-    for c, size in ((16, 32), (32, 16), (64, 8)):
-        net = torch.nn.Sequential(torch.nn.Conv2d(c, c, 3, padding=1)).eval()
-        x = torch.randn(args.batch, c, size, size)
-        with torch.no_grad():
-            t_float = best(lambda: net(x), args.repeat)
-            for label, m in multipliers.items():
-                approx = approximate(net, m, calibration=[x], gradient="none")
-                row(f"conv {c}x{size}x{size} forward, {label}", t_float,
-                    best(lambda: approx(x), args.repeat), "speed vs float")
-    # ---- whole ResNet-20: per round the float model's block, then each
-    # approximated model's; the row is the round with the median ratio (a
-    # burst of load during one float block moved a single ratio by 30 %)
-    net = resnet20()
-    x = torch.randn(args.batch, 3, 32, 32)
-    with torch.no_grad():
-        models = {label: approximate(net, m, calibration=[x], gradient="none")
-                  for label, m in multipliers.items()}
-        rounds = {label: [] for label in models}
-        for _ in range(args.rounds):
-            t_float = best(lambda: net(x), args.repeat)
-            for label, approx in models.items():
-                rounds[label].append((t_float, best(lambda: approx(x), args.repeat)))
-        for label, times in rounds.items():
-            t_float, t_approx = sorted(times, key=lambda t: t[0] / t[1])[len(times) // 2]
-            row(f"ResNet-20 forward, {label}", t_float, t_approx,
-                f"speed vs float (median of {len(times)} rounds)")
-    # ---- backward (ste), the whole model
-    train_net = resnet20()
-    approx = approximate(train_net, "drum:k=4", calibration=[x], gradient="ste")
-    out_f = train_net(x)
-    t_float = best(lambda: out_f.sum().backward(retain_graph=True), args.repeat)
-    out_a = approx(x)
-    row("ResNet-20 backward (ste), drum:k=4", t_float,
-        best(lambda: out_a.sum().backward(retain_graph=True), args.repeat), "speed vs float")
-    # ---- adapter overhead: one layer vs the raw kernel on the same codes
+def adapter_overhead(args, results):
+    """One approximate Conv2d layer against a raw conv2d of the same codes and the
+    library's own real-input call (rows of ``results``); returns (the
+    approximated model, its input, its channels)."""
     c, size = 16, 32
     net = torch.nn.Sequential(torch.nn.Conv2d(c, c, 3, padding=1)).eval()
     x = torch.randn(args.batch, c, size, size)
@@ -180,6 +138,88 @@ def main():
           f"{med['library'] * 1e3:8.2f} ms  layer {med['layer'] * 1e3:8.2f} ms  overhead "
           f"{100 * glue_overhead:6.1f} % ({what} "
           f"{100 * (p10['layer'] / p10['library'] - 1):.1f} %)")
+    # the same three in blocks of OVERHEAD_BLOCK_CALLS calls of one engine,
+    # OVERHEAD_BLOCKS rounds: a layer called again and again, as a network's
+    # is; each ratio is of two blocks' medians in one round
+    rounds = {name: [] for name in engines}
+    with torch.no_grad():
+        for _ in range(OVERHEAD_BLOCKS):
+            for name, fn in engines.items():
+                fn()
+                ts = []
+                for _ in range(OVERHEAD_BLOCK_CALLS):
+                    start = time.perf_counter()
+                    fn()
+                    ts.append(time.perf_counter() - start)
+                rounds[name].append(statistics.median(ts))
+    for label, top, bottom in (("adapter overhead (blocks)", "layer", "raw"),
+                               ("adapter glue (blocks)", "layer", "library")):
+        ratios = sorted(t / b - 1 for t, b in zip(rounds[top], rounds[bottom]))
+        middle = ratios[len(ratios) // 2]
+        results["rows"].append(dict(name=label, overhead=middle, round_overheads=ratios))
+        print(f"{'  ' + label:44s} {100 * middle:6.1f} % (median of {OVERHEAD_BLOCKS} rounds "
+              f"of {OVERHEAD_BLOCK_CALLS}-call blocks, quartiles "
+              f"{100 * ratios[len(ratios) // 4]:.1f} to {100 * ratios[3 * len(ratios) // 4]:.1f} %)")
+    return approx, x, c
+
+
+def main():
+    args, table, _ = timing.torch_vs_approxmul(
+        __doc__.splitlines()[0], rounds=3,
+        options=lambda p: p.add_argument("--only", choices=["all", "overhead"], default="all",
+                                         help="overhead: the adapter overhead rows alone"))
+    torch.manual_seed(0)
+    multipliers = {"exact": "exact", "drum:k=4": "drum:k=4", "random table": table}
+    results = {"machine": platform.processor() or platform.machine(), "threads": args.threads,
+               "torch": torch.__version__, "rows": []}
+
+    def row(name, float_s, approx_s, what):
+        ratio = float_s / approx_s
+        results["rows"].append(dict(name=name, float_ms=float_s * 1e3, approx_ms=approx_s * 1e3,
+                                    ratio=ratio, what=what))
+        print(f"{name:44s} float {float_s * 1e3:8.2f} ms  approx {approx_s * 1e3:8.2f} ms  "
+              f"{what} {ratio:5.2f}x", flush=True)
+
+    if args.only == "overhead":
+        adapter_overhead(args, results)
+        write(results, args.json)
+        return
+    # ---- single ResNet-20-shaped layers
+    for c, size in ((16, 32), (32, 16), (64, 8)):
+        net = torch.nn.Sequential(torch.nn.Conv2d(c, c, 3, padding=1)).eval()
+        x = torch.randn(args.batch, c, size, size)
+        with torch.no_grad():
+            t_float = best(lambda: net(x), args.repeat)
+            for label, m in multipliers.items():
+                approx = approximate(net, m, calibration=[x], gradient="none")
+                row(f"conv {c}x{size}x{size} forward, {label}", t_float,
+                    best(lambda: approx(x), args.repeat), "speed vs float")
+    # ---- whole ResNet-20: per round the float model's block, then each
+    # approximated model's; the row is the round with the median ratio (a
+    # burst of load during one float block moved a single ratio by 30 %)
+    net = resnet20()
+    x = torch.randn(args.batch, 3, 32, 32)
+    with torch.no_grad():
+        models = {label: approximate(net, m, calibration=[x], gradient="none")
+                  for label, m in multipliers.items()}
+        rounds = {label: [] for label in models}
+        for _ in range(args.rounds):
+            t_float = best(lambda: net(x), args.repeat)
+            for label, approx in models.items():
+                rounds[label].append((t_float, best(lambda: approx(x), args.repeat)))
+        for label, times in rounds.items():
+            t_float, t_approx = sorted(times, key=lambda t: t[0] / t[1])[len(times) // 2]
+            row(f"ResNet-20 forward, {label}", t_float, t_approx,
+                f"speed vs float (median of {len(times)} rounds)")
+    # ---- backward (ste), the whole model
+    train_net = resnet20()
+    approx = approximate(train_net, "drum:k=4", calibration=[x], gradient="ste")
+    out_f = train_net(x)
+    t_float = best(lambda: out_f.sum().backward(retain_graph=True), args.repeat)
+    out_a = approx(x)
+    row("ResNet-20 backward (ste), drum:k=4", t_float,
+        best(lambda: out_a.sum().backward(retain_graph=True), args.repeat), "speed vs float")
+    approx, x, c = adapter_overhead(args, results)
     # ---- fixed cost per call: a layer too small for the kernels to matter
     tiny = torch.nn.Sequential(torch.nn.Conv2d(4, 4, 3, padding=1)).eval()
     xt = torch.randn(1, 4, 4, 4)
@@ -222,8 +262,12 @@ def main():
     print(f"{'interleaved after a float conv, drum:k=4':44s} alone {alone * 1e3:8.2f} ms  "
           f"inside {inside * 1e3:8.2f} ms  speed {alone / inside:5.2f}x of isolated (medians of "
           f"{INTERLEAVE_SAMPLES})")
-    if args.json:
-        with open(args.json, "w") as f:
+    write(results, args.json)
+
+
+def write(results, path):
+    if path:
+        with open(path, "w") as f:
             json.dump(results, f, indent=1)
 
 

@@ -43,12 +43,15 @@ def median_time(target, before, samples, pause=0.2):
     return sorted(times)[len(times) // 2]
 
 
-def torch_vs_approxmul(description, *, repeat=5, rounds=1):
-    """Parsed ``--threads --repeat --batch --rounds --json`` of a torch-vs-approxmul script,
-    with torch and approxmul both set to ``--threads`` threads and a random
-    8x8 table multiplier (seeded) for the "arbitrary table" rows:
-    (args, table, the generator that made it, for the script's data)."""
+def torch_vs_approxmul(description, *, repeat=5, rounds=1, options=None):
+    """Parsed ``--threads --repeat --batch --rounds --json`` of a torch-vs-approxmul script
+    (and what ``options(parser)`` adds), with torch and approxmul both set to
+    ``--threads`` threads and a random 8x8 table multiplier (seeded) for the
+    "arbitrary table" rows: (args, table, the generator that made it, for the
+    script's data)."""
     p = argparse.ArgumentParser(description=description)
+    if options is not None:
+        options(p)
     p.add_argument("--threads", type=int, default=2)
     p.add_argument("--repeat", type=int, default=repeat)
     p.add_argument("--batch", type=int, default=64)
