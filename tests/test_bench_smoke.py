@@ -148,6 +148,14 @@ def test_bench_torch_small_runs(tmp_path):
     assert inter["ratio"] == pytest.approx(inter["alone_ms"] / inter["inside_ms"])
 
 
+def test_bench_pointwise_runs():
+    """conv2d and matmul agree on every pointwise shape; a ratio per shape."""
+    result = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "bench_pointwise.py"),
+                             "--samples", "1"], capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert result.stdout.count("conv2d / matmul") == 5
+
+
 def c_compiler():
     compiler = shutil.which("cc") or shutil.which("gcc")
     assert compiler, "a C compiler (CI installs gcc)"
