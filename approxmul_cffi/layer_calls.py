@@ -136,20 +136,20 @@ class Conv2dRequantizer(_Stage):
                 (*(ffi.new("int64_t[2]", pair) for pair in self._geometry[:3]),
                  self._geometry[3]))
 
-    def _layout(self, xt):
-        key = (xt.shape, xt.strides)
+    def _layout(self, shape, strides):
+        key = (shape, strides)
         layout = self._layouts.get(key)
         if layout is None:  # the C library checks x against everything else
-            shape = _conv2d_output(self._multiplier, xt.shape, self._w_shape, *self._geometry,
-                                   *self._zero_points)[0]
-            layout = (shape, *(ffi.new("int64_t[4]", list(v)) for v in (*key, shape)))
+            out_shape = _conv2d_output(self._multiplier, shape, self._w_shape, *self._geometry,
+                                       *self._zero_points)[0]
+            layout = (out_shape, *(ffi.new("int64_t[4]", list(v)) for v in (*key, out_shape)))
             if len(self._layouts) < 16:
                 self._layouts[key] = layout
         return layout
 
     def run(self, xt):
         """The output for an x Tensor (``_buffers.as_tensor``)."""
-        shape, x_shape, x_strides, out_shape = self._layout(xt)  # checks the geometry
+        shape, x_shape, x_strides, out_shape = self._layout(xt.shape, xt.strides)
         parameters, (w_code, w_shape, w_strides, w_type), geometry = self._c_arrays()
         out = np.empty(shape, dtype=self._out_dtype)
         w_buffer, w_p = _export_weights(self._w, w_type, 4)
@@ -187,21 +187,17 @@ class Conv2dRequantizer(_Stage):
         name = dtype_name(x.dtype)
         if name not in REAL_TYPES or not x.dtype.isnative or x.ndim != 4:
             raise DTypeError(f"x: a 4-D float32 or float64 array, got {x.ndim}-D {x.dtype}")
-        order = None if x.flags.c_contiguous else _memory_order(x)
-        if order is None and not x.flags.c_contiguous:
-            x = np.ascontiguousarray(x)
         # dense in some axis order: the C library reads x whole from its first
-        # element, and the codes keep that layout
-        flat = x if order is None else x.transpose(order)
-        strides = tuple(s // x.itemsize for s in x.strides)
-        layout = self._layouts.get((x.shape, strides, "real"))
-        if layout is None:
-            shape = _conv2d_output(self._multiplier, x.shape, self._w_shape, *self._geometry,
-                                   *self._zero_points)[0]
-            layout = (shape, *(ffi.new("int64_t[4]", list(v)) for v in (x.shape, strides, shape)))
-            if len(self._layouts) < 16:
-                self._layouts[(x.shape, strides, "real")] = layout
-        shape, x_shape, x_strides, out_shape = layout
+        # element (through `flat`, x's memory in order), and the codes keep that layout
+        flat = x
+        if not x.flags.c_contiguous:
+            order = _memory_order(x)
+            if order is None:
+                x = flat = np.ascontiguousarray(x)
+            else:
+                flat = x.transpose(order)
+        shape, x_shape, x_strides, out_shape = self._layout(
+            x.shape, tuple(s // x.itemsize for s in x.strides))
         parameters, (w_code, w_shape, w_strides, w_type), geometry = self._c_arrays()
         out = np.empty(shape, dtype=self._out_dtype)
         if out.size == 0:
@@ -211,9 +207,9 @@ class Conv2dRequantizer(_Stage):
                 ffi.from_buffer(out, require_writable=True) as out_p:
             check(lib.approxmul_conv2d_real(
                 _handle(self._multiplier), REAL_TYPES[name], x_p, x_shape, x_strides,
-                float(x_scale), int(x_qmin), int(x_qmax), DTYPES[dtype_name(np.dtype(x_dtype))], w_code, w_p, w_shape,
-                w_strides, *geometry, *self._zero_points, *parameters, *self._stage,
-                *self._real, out_p, out_shape))
+                float(x_scale), int(x_qmin), int(x_qmax), DTYPES[dtype_name(np.dtype(x_dtype))],
+                w_code, w_p, w_shape, w_strides, *geometry, *self._zero_points, *parameters,
+                *self._stage, *self._real, out_p, out_shape))
         return out
 
 

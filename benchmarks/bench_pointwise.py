@@ -14,13 +14,12 @@ checks that both give the same sums. A ratio above 1 is time conv2d loses.
 """
 
 import argparse
-import random
 import statistics
-import time
 
 import numpy as np
 
 import approxmul_cffi as am
+import timing  # benchmarks/timing.py
 
 # (batch, in channels, out channels, image side)
 SHAPES = [(8, 256, 64, 28), (8, 64, 256, 56), (1, 1024, 256, 14), (64, 1024, 1024, 1),
@@ -36,7 +35,6 @@ def main():
     am.set_num_threads(args.threads)
     m = am.multiplier(args.spec)
     rng = np.random.default_rng(0)
-    order = random.Random(0)
     for n, c, o, side in SHAPES:
         x = rng.integers(0, 256, (n, c, side, side)).astype(np.uint8)
         w = rng.integers(0, 256, (o, c, 1, 1)).astype(np.uint8)
@@ -45,14 +43,7 @@ def main():
         engines = {"conv2d": lambda: am.conv2d(x, w, m), "matmul": lambda: am.matmul(rows, weights, m)}
         sums = engines["conv2d"]().transpose(0, 2, 3, 1).reshape(-1, o)
         assert np.array_equal(sums, engines["matmul"]()), "conv2d and matmul sums differ"
-        times = {name: [] for name in engines}
-        for _ in range(args.samples):
-            names = list(engines)
-            order.shuffle(names)
-            for name in names:
-                start = time.perf_counter()
-                engines[name]()
-                times[name].append(time.perf_counter() - start)
+        times = timing.interleaved_times(engines, args.samples)
         conv, mm = (statistics.median(times[k]) for k in ("conv2d", "matmul"))
         print(f"N={n:<3d} C={c:<5d} O={o:<5d} {side:>2d}x{side:<2d}  conv2d {conv * 1e3:8.3f} ms  "
               f"matmul {mm * 1e3:8.3f} ms  conv2d / matmul {conv / mm:5.2f}", flush=True)

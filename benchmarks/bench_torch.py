@@ -28,7 +28,6 @@ Prints the ratios (>1: the approximate model is faster).
 
 import json
 import platform
-import random
 import statistics
 import time
 
@@ -109,18 +108,8 @@ def adapter_overhead(args, results):
     engines = {"raw": lambda: am.conv2d(codes, w, m, padding=1, x_zero_point=q["z_x"],
                                         w_zero_point=q["z_w"]),
                "library": library, "layer": lambda: approx(x)}
-    samples = {name: [] for name in engines}
-    order = random.Random(0)
     with torch.no_grad():
-        for fn in engines.values():
-            fn()  # warm-up
-        for _ in range(OVERHEAD_SAMPLES):
-            names = list(engines)
-            order.shuffle(names)
-            for name in names:
-                start = time.perf_counter()
-                engines[name]()
-                samples[name].append(time.perf_counter() - start)
+        samples = timing.interleaved_times(engines, OVERHEAD_SAMPLES)
     med = {name: statistics.median(ts) for name, ts in samples.items()}
     p10 = {name: sorted(ts)[len(ts) // 10] for name, ts in samples.items()}
     overhead, glue_overhead = med["layer"] / med["raw"] - 1, med["layer"] / med["library"] - 1

@@ -5,6 +5,7 @@ puts this folder on ``sys.path``).
 """
 
 import argparse
+import random
 import time
 
 
@@ -41,6 +42,24 @@ def median_time(target, before, samples, pause=0.2):
         target()
         times.append(time.perf_counter() - start)
     return sorted(times)[len(times) // 2]
+
+
+def interleaved_times(engines, samples, seed=0):
+    """{name: seconds of each of ``samples`` calls} of ``engines`` ({name: fn}),
+    one call of each per sample in a shuffled order, after one warm-up call
+    each: engines on the same thread pool, drift falling on all alike."""
+    order = random.Random(seed)
+    for fn in engines.values():
+        fn()
+    times = {name: [] for name in engines}
+    for _ in range(samples):
+        names = list(engines)
+        order.shuffle(names)
+        for name in names:
+            start = time.perf_counter()
+            engines[name]()
+            times[name].append(time.perf_counter() - start)
+    return times
 
 
 def torch_vs_approxmul(description, *, repeat=5, rounds=1, options=None):
