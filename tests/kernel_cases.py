@@ -304,14 +304,21 @@ def stage_cases():
                    ("drum", am.Multiplier.from_table(drum_table()))]
     # "cut": a 64x64 image's 4224 wide pixels exceed a block (3584 for 72
     # taps), so blocks end and start inside images, mid-row
+    # "pointwise" (1x1 kernel, channels_last x) and "images" (1x1 images):
+    # x read in place, the 1x1 images' stage one span of rows
     geometries = [("wide", dict(padding=1)), ("rows", dict(stride=2, padding=1, dilation=2)),
-                  ("small", dict(padding=0)), ("cut", dict(padding=1))]
+                  ("small", dict(padding=0)), ("cut", dict(padding=1)), ("pointwise", {}),
+                  ("images", {})]
     for (mname, m), (gname, geom) in itertools.product(multipliers, geometries):
         signed = bool(m.signed)
-        size = {"small": 7, "cut": 64}.get(gname, 19)
+        size = {"small": 7, "cut": 64, "images": 1}.get(gname, 19)
+        batch = 70 if gname == "images" else 3
+        k = 1 if gname in ("pointwise", "images") else 3
         lo, hi = (-128, 127) if signed else (0, 255)
-        x = rng.integers(lo, hi + 1, (3, 8, size, size)).astype(np.int8 if signed else np.uint8)
-        w = rng.integers(lo, hi + 1, (6, 8, 3, 3)).astype(x.dtype)
+        x = rng.integers(lo, hi + 1, (batch, 8, size, size)).astype(np.int8 if signed else np.uint8)
+        if gname == "pointwise":
+            x = np.ascontiguousarray(x.transpose(0, 2, 3, 1)).transpose(0, 3, 1, 2)
+        w = rng.integers(lo, hi + 1, (6, 8, k, k)).astype(x.dtype)
         zx, zw = (0, 0) if gname == "small" else (int(rng.integers(0, 4)), int(rng.integers(1, 4)))
         if signed:
             zx, zw = -zx, -zw

@@ -296,6 +296,8 @@ public:
           // every channel sum and receptive-field sum of codes fits int32
           sums32_(wide_ && K < (int64_t{1} << 31) / (item_ == 1 ? 256 : 65536)),
           padded_rows_(!wide_ && Cg * plane_len_ * item_ <= kPaddedRowBytes),
+          pixel_step_(pointwise(p) ? pixel_chain(p.x, false) : 0),
+          batch_step_(pointwise(p) ? pixel_chain(p.x, true) : 0),
           out_dtype_(sum_dtype(p, m_, K, fold_x_sums_)),
           sum_bound_(p.stage != nullptr
                          ? accumulator_bound(m_, K, p.x_zero_point, p.w_zero_point) : 0) {}
@@ -310,6 +312,37 @@ public:
     static bool wide_pays(Plan plan, int64_t OW, int64_t Wp) {
         const int64_t parts = plan == Plan::Table || plan == Plan::Function ? 16 : 4;
         return OW * parts >= Wp * (parts - 1);
+    }
+
+    // Pointwise layers (1x1 kernel, stride 1, no padding) need no im2col:
+    // the GEMM reads x's pixels in place, as rows of a pixels x channels
+    // matrix, where they lie at one step from each other: within an image,
+    // or across the whole batch (NHWC, 1x1 images). Without an output stage
+    // it writes its sums straight into out the same way where out's pixels
+    // allow. (Through the gathers and the scatter, a batch of 1x1 images
+    // cost a copy per code and a 1024->1024 layer 6-8x its matmul.)
+    static bool pointwise(const Conv2dProblem &p) {
+        // (no channels: an empty x may be NULL, and no pointer is formed into it)
+        return p.w.shape[2] == 1 && p.w.shape[3] == 1 && p.stride[0] == 1 && p.stride[1] == 1 &&
+               p.padding[0] == 0 && p.padding[1] == 0 && p.x.shape[1] > 0;
+    }
+
+    // The step in elements between consecutive pixels of t (N C H W) within
+    // an image, or across the batch, or 0 where there is none: the axes of
+    // size > 1, innermost first (x, y, then n), must each step over the
+    // whole extent of the one before (a size-1 axis's stride says nothing).
+    // Zero and negative steps take the general path.
+    static int64_t pixel_chain(const TensorView &t, bool across_images) {
+        int64_t step = 0, next = 0;
+        const int axes[3] = {3, 2, 0};
+        for (int i = 0; i < (across_images ? 3 : 2); ++i) {
+            const int a = axes[i];
+            if (t.shape[a] <= 1) continue;
+            if (step == 0 ? t.strides[a] <= 0 : t.strides[a] != next) return 0;
+            if (step == 0) step = t.strides[a];
+            next = t.strides[a] * t.shape[a];  // within t's checked byte range
+        }
+        return step != 0 ? step : 1;
     }
 
     // The pixel blocks and the jobs; prepares everything jobs share.
@@ -356,12 +389,21 @@ public:
         if (sums32_) ws.tap_sums32.resize(static_cast<size_t>(block_));
         const int64_t g = job / pixel_blocks_;
         const int64_t r0 = job % pixel_blocks_ * block_, np = std::min(block_, N * Pr - r0);
-        // a wide block inside one image: the GEMM reads its taps in place
-        const bool in_place = wide_ && item_ == 1 && np <= Pr - r0 % Pr;
-        if (wide_) {
-            with_x_type([&](auto zero) { gather_wide<decltype(zero)>(g, r0, np, ws, !in_place); });
+        if (direct_) {  // the GEMMs' sums are the output
+            multiply_pointwise(g, r0, np, ws, inner_threads);
+            return;
+        }
+        bool terms32_written = false;
+        if (pixel_step_ != 0) {
+            if (fold_x_sums_) pixel_terms(g, r0, np, ws);
+            multiply_pointwise(g, r0, np, ws, inner_threads);
         } else {
-            if (padded_rows_) {  // codes mapped in the padded image
+            // a wide block inside one image: the GEMM reads its taps in place
+            const bool in_place = wide_ && item_ == 1 && np <= Pr - r0 % Pr;
+            if (wide_) {
+                with_x_type([&](auto zero) { gather_wide<decltype(zero)>(g, r0, np, ws, !in_place); });
+                terms32_written = sums32_;  // by wide_terms
+            } else if (padded_rows_) {  // codes mapped in the padded image
                 with_x_type([&](auto zero) { gather_padded<decltype(zero)>(g, r0, np, ws); });
             } else {
                 if (item_ == 1)
@@ -372,11 +414,11 @@ public:
                     for (int64_t k = 0; k < K; ++k)
                         map_codes(map_x_, reinterpret_cast<uint8_t *>(ws.col.data()) + k * block_, np);
             }
-            if (fold_x_sums_) pixel_terms(g, r0, np, ws);
+            if (!wide_ && fold_x_sums_) pixel_terms(g, r0, np, ws);
+            multiply(g, r0, np, ws, inner_threads, in_place);
         }
-        multiply(g, r0, np, ws, inner_threads, in_place);
         const bool narrow = terms32();
-        if (narrow && !sums32_) {  // else wide_terms wrote them
+        if (narrow && !terms32_written) {
             for (int64_t t = 0; t < np; ++t)
                 ws.pixel_term32[static_cast<size_t>(t)] = static_cast<int32_t>(
                     static_cast<uint32_t>(static_cast<uint64_t>(ws.pixel_term[static_cast<size_t>(t)])));
@@ -555,6 +597,13 @@ private:
             target_.dtype = APPROXMUL_INT64;
             const int64_t st[4] = {O * P, P, OW, 1};
             std::copy(st, st + 4, target_.strides);
+        }
+        // out as the GEMMs' C: no stage or staging between, and the cross
+        // terms left to the GEMM (it sums the original codes unless mapped)
+        if (pixel_step_ != 0 && p_.stage == nullptr && staged_.empty() && !(mapped_ && fold_x_sums_)) {
+            out_pixel_step_ = pixel_chain(p_.out, false);
+            out_batch_step_ = pixel_chain(p_.out, true);
+            direct_ = out_pixel_step_ != 0;
         }
         pixel_offsets_.resize(static_cast<size_t>(P));
         for (int64_t px = 0; px < P; ++px)
@@ -876,6 +925,23 @@ private:
     // they are copied now.
     void multiply(int64_t g, int64_t r0, int64_t np, Workspace &ws, int inner_threads,
                   bool in_place) const {
+        MatmulProblem mp = block_problem(g, np, ws, inner_threads);
+        if (in_place) {
+            const int64_t u0 = r0 % Pr;
+            ws.tap_offsets.resize(static_cast<size_t>(K));
+            for (int64_t k = 0; k < K; ++k) ws.tap_offsets[static_cast<size_t>(k)] = tap_offset(k) + u0;
+            MatmulProblem direct = mp;
+            direct.a.data = ws.padded.data();
+            direct.a_col_offsets = ws.tap_offsets.data();
+            if (matmul_in_place(direct)) return;
+            copy_taps<uint8_t>(0, u0, np, ws);  // bytes: in_place holds only for them
+        }
+        matmul(mp);
+    }
+
+    // The GEMM of group g over np pixels of the k-major block in ws.col,
+    // into ws.out.
+    MatmulProblem block_problem(int64_t g, int64_t np, Workspace &ws, int inner_threads) const {
         MatmulProblem mp{gemm_m_, np, Og, K,
                          MatrixView{"x", p_.x.dtype, ws.col.data(), np, K, 1, block_},
                          MatrixView{"w", p_.w.dtype,
@@ -889,17 +955,74 @@ private:
             if (!fold_x_sums_ && p_.w_zero_point != 0)
                 fail(APPROXMUL_ERR_INTERNAL, "conv2d: mapped codes need the folded x sums");
         }
-        if (in_place) {
-            const int64_t u0 = r0 % Pr;
-            ws.tap_offsets.resize(static_cast<size_t>(K));
-            for (int64_t k = 0; k < K; ++k) ws.tap_offsets[static_cast<size_t>(k)] = tap_offset(k) + u0;
-            MatmulProblem direct = mp;
-            direct.a.data = ws.padded.data();
-            direct.a_col_offsets = ws.tap_offsets.data();
-            if (matmul_in_place(direct)) return;
-            copy_taps<uint8_t>(0, u0, np, ws);  // bytes: in_place holds only for them
+        return mp;
+    }
+
+    // fn(q, n, pixel, count) for each run of the block's pixels that lies at
+    // one step in x (and in out, direct_): the whole block, or its part in each image
+    template <typename Fn>
+    void for_pointwise_runs(int64_t r0, int64_t np, const Fn &fn) const {
+        const bool whole = batch_step_ != 0 && (!direct_ || out_batch_step_ != 0);
+        for (int64_t q = 0; q < np;) {
+            const int64_t r = r0 + q, n = r / P, pixel = r % P;
+            const int64_t run = whole ? np - q : std::min(P - pixel, np - q);
+            fn(q, n, pixel, run);
+            q += run;
         }
-        matmul(mp);
+    }
+
+    // A pointwise block: each run of pixels is A of its own GEMM, read where
+    // it lies in x. Mapped codes (rank-1 factors) go through their map into
+    // ws.col on the way (each code is read once: a 1x1 kernel has one tap),
+    // pixel-major where x's channels are adjacent, else channel-major. The
+    // sums go to ws.out, or (direct_) into out, with the GEMM adding both
+    // cross terms.
+    void multiply_pointwise(int64_t g, int64_t r0, int64_t np, Workspace &ws, int inner_threads) const {
+        MatmulProblem mp = block_problem(g, np, ws, inner_threads);
+        if (direct_) mp.b_zero_point = p_.w_zero_point;
+        const int64_t *st = p_.x.strides;
+        const bool pixel_major = mapped_ && st[1] == 1;
+        if (pixel_major) mp.a.row_stride = K, mp.a.col_stride = 1;
+        auto *col = reinterpret_cast<uint8_t *>(ws.col.data());
+        const auto *x = static_cast<const uint8_t *>(p_.x.data);
+        for_pointwise_runs(r0, np, [&](int64_t q, int64_t n, int64_t pixel, int64_t run) {
+            const int64_t step = run > 1 && n != (r0 + q + run - 1) / P ? batch_step_ : pixel_step_;
+            const int64_t from = n * st[0] + g * Cg * st[1] + pixel * step;  // x[n, g * Cg, pixel]
+            MatmulProblem part = mp;
+            part.rows = run;
+            if (!mapped_) {
+                part.a = MatrixView{"x", p_.x.dtype, offset_ptr(p_.x.data, from, p_.x.dtype), run, K, step,
+                                    st[1]};
+            } else if (pixel_major) {
+                for (int64_t t = 0; t < run; ++t) map_into(x + from + t * step, 1, Cg, col + (q + t) * K);
+                part.a.data = col + q * K;
+            } else {
+                for (int64_t c = 0; c < Cg; ++c) map_into(x + from + c * st[1], step, run, col + c * block_ + q);
+                part.a.data = col + q;
+            }
+            if (direct_) {
+                const int64_t *os = p_.out.strides;
+                const int64_t out_step = run > 1 && n != (r0 + q + run - 1) / P ? out_batch_step_ : out_pixel_step_;
+                part.c = MatrixView{"out", p_.out.dtype,
+                                    offset_ptr(p_.out.data, n * os[0] + g * Og * os[1] + pixel * out_step,
+                                               p_.out.dtype),
+                                    run, Og, out_step, os[1]};
+            } else {
+                part.c.rows = run;
+                part.c.data = static_cast<const char *>(mp.c.data) +
+                              q * static_cast<int64_t>(dtype_size(out_dtype_));
+            }
+            matmul(part);
+        });
+    }
+
+    // count codes from src (step apart) through map_x_ into dst
+    void map_into(const uint8_t *src, int64_t step, int64_t count, uint8_t *dst) const {
+        if (step == 1) {
+            selected_kernels().u8_lut(count, src, map_x_, dst);
+            return;
+        }
+        for (int64_t t = 0; t < count; ++t) dst[t] = map_x_[src[t * step]];
     }
 
     // fn(q, n, pixel, count) for each run of the block's pixels q..q+count
@@ -951,6 +1074,22 @@ private:
     // row's run at a time
     void scatter(int64_t g, int64_t r0, int64_t np, const int64_t *sums,
                  const int64_t *pixel_term, const int32_t *pixel_term32) const {
+        if (P == 1) {  // 1x1 outputs: the block's images transposed out in tiles
+            auto *out = static_cast<char *>(const_cast<void *>(target_.data)) +
+                        (r0 * target_.strides[0] + g * Og * target_.strides[1]) *
+                            static_cast<int64_t>(dtype_size(target_.dtype));
+            auto run = [&](const auto *typed_sums, const auto *term) {
+                if (target_.dtype == APPROXMUL_INT32)
+                    scatter_images(typed_sums, term, np, reinterpret_cast<int32_t *>(out));
+                else
+                    scatter_images(typed_sums, term, np, reinterpret_cast<int64_t *>(out));
+            };
+            if (out_dtype_ == APPROXMUL_INT32)
+                run(reinterpret_cast<const int32_t *>(sums), pixel_term32);
+            else
+                run(sums, pixel_term);
+            return;
+        }
         for_runs(r0, np, [&](int64_t q, int64_t n, int64_t pixel, int64_t count) {
             for (int64_t o = 0; o < Og; ++o) {
                 const int64_t e = o * block_ + q;
@@ -966,6 +1105,29 @@ private:
                                 target_);
             }
         });
+    }
+
+    // Channel-major sums (Og x block_) of np 1x1 images into out (image
+    // t's channel o at t * strides[0] + o * strides[1] of the target), plus
+    // their x cross terms: a transpose, in 16 x 16 tiles whose reads and
+    // writes are whole cache lines (channel by channel over a block, each
+    // write a new line: two thirds of a 64->256 layer over 25088 images).
+    template <typename Sum, typename Term, typename Out>
+    void scatter_images(const Sum *sums, const Term *term, int64_t np, Out *out) const {
+        constexpr int64_t kTile = 16;
+        const int64_t image_step = target_.strides[0], channel_step = target_.strides[1];
+        for (int64_t t0 = 0; t0 < np; t0 += kTile) {
+            const int64_t t1 = std::min(np, t0 + kTile);
+            for (int64_t o0 = 0; o0 < Og; o0 += kTile) {
+                const int64_t o1 = std::min(Og, o0 + kTile);
+                for (int64_t t = t0; t < t1; ++t) {
+                    const Term add = term != nullptr ? term[t] : Term{0};
+                    Out *dst = out + t * image_step;
+                    for (int64_t o = o0; o < o1; ++o)
+                        dst[o * channel_step] = static_cast<Out>(add_term(sums[o * block_ + t], add));
+                }
+            }
+        }
     }
 
     int64_t stage_item() const {
@@ -1062,9 +1224,13 @@ private:
         // the spans once per block, not once per channel (each output row
         // of for_runs costs a division; 6 % of a 16->16 32x32 layer)
         ws.spans.clear();
-        for_spans(r0, np, [&](int64_t q, int64_t n, int64_t pixel, int64_t rows, int64_t cols) {
-            ws.spans.push_back({q, n, pixel, rows, cols});
-        });
+        if (P == 1)  // 1x1 outputs: the block's images are the rows of one span, O apart in out
+            ws.spans.push_back({0, r0 / Pr, 0, np, 1});
+        else
+            for_spans(r0, np, [&](int64_t q, int64_t n, int64_t pixel, int64_t rows, int64_t cols) {
+                ws.spans.push_back({q, n, pixel, rows, cols});
+            });
+        const int64_t out_row_stride = P == 1 ? O : OW;
         for (int64_t o = 0; o < Og; ++o) {
             const int64_t oc = g * Og + o;
             const int32_t *row = reinterpret_cast<const int32_t *>(ws.out.data()) + o * block_;
@@ -1078,7 +1244,7 @@ private:
                                    s.qmin, s.qmax, s.single, saturate, s.scale,
                                    static_cast<int>(item), s.real_bytes != 0 ? 1 : 0,
                                    static_cast<char *>(s.out) + ((n * O + oc) * P + pixel) * item,
-                                   OW);
+                                   out_row_stride);
             }
         }
     }
@@ -1095,6 +1261,12 @@ private:
     const int64_t plane_len_;   // codes per padded channel plane
     const bool sums32_;         // wide path: the x cross term's code sums in int32
     const bool padded_rows_;    // per-row path: taps copied from a padded image (gather_padded)
+    // pointwise layers: x's step between pixels in an image, and across the
+    // batch (0: none; pointwise_step)
+    const int64_t pixel_step_, batch_step_;
+    // the same steps in out, and whether the GEMMs write there (set_target)
+    int64_t out_pixel_step_ = 0, out_batch_step_ = 0;
+    bool direct_ = false;
     const approxmul_dtype out_dtype_;  // of the GEMM's sums
     const int64_t sum_bound_;          // on |final sum| (accumulator_bound), for the stage
     Scratch<char> weights_;               // the weights regrouped, where they must be

@@ -51,6 +51,13 @@ int wanted_threads(const MatmulProblem &p);
 // per job.
 int threads_for(const MatmulProblem &p, int64_t jobs);
 
+// dst[r * ld + c] = code of v[r0 + r, c0 + c], r < nr, c < nc: the order of
+// the two loops follows the view's shorter stride, and 8-bit rows that are
+// contiguous are copied whole (masked: exact_plus_table hands its low-bits
+// model the operands' own bytes).
+void pack_codes(const MatrixView &v, uint32_t mask, int64_t r0, int64_t nr, int64_t c0,
+                int64_t nc, uint8_t *dst, int64_t ld);
+
 // C^T = B^T A^T: the same products with the operands' roles swapped, so a
 // kernel can put whichever operand suits it first. A multiplier's operands
 // swap with them (the callers pick the table or factors of the other side).
