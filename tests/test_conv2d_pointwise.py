@@ -168,29 +168,57 @@ def test_many_pixel_blocks(name, threads, n, size):
     np.testing.assert_array_equal(got, reference(m, x, w, 1, zx, zw))
 
 
-@pytest.mark.parametrize("name", ["exact-u8", "exact-s8", "drum-u8", "table-u8", "exact-u16"])
-@pytest.mark.parametrize("size", [1, 6])
-@pytest.mark.parametrize("real", [None, np.float32])
-def test_output_stage_of_pointwise_layers(name, size, real):
-    # the torch layer's call: requantized (and dequantized) in the same
-    # call; a batch of 1x1 images is one span of rows, O apart in out
-    factory, dtype = MULTIPLIERS[name]
-    m = factory()
-    rng = np.random.default_rng(zlib.crc32(repr((name, size, real)).encode()))
-    n, c, o = 45, 12, 7
-    x = channels_last(codes(rng, dtype, (n, c, size, size)))
-    w = codes(rng, dtype, (o, c, 1, 1))
-    zx, zw = zero_points(m, (5, 3))
+def stage_arguments(rng, m, o, bias=True):
     bits = 16 if m.bits > 8 else 8
     lo, hi = quant.code_range(bool(m.signed), bits=bits)
     mantissa, shift = quant.quantize_multiplier(np.exp2(rng.uniform(-14, -8, o)))
-    args = (rng.integers(-500, 500, o), mantissa, shift, int((lo + hi) // 2), lo, hi)
-    sums = reference(m, x, w, 1, zx, zw)
+    return bits, (rng.integers(-500, 500, o) if bias else 0, mantissa, shift,
+                  int((lo + hi) // 2), lo, hi)
+
+
+@pytest.mark.parametrize("name", ["exact-u8", "exact-s8", "drum-u8", "table-u8", "exact-u16"])
+@pytest.mark.parametrize("size, groups", [(1, 1), (1, 2), (6, 1), (6, 2)])
+@pytest.mark.parametrize("real", [None, np.float32])
+def test_output_stage_of_pointwise_layers(name, size, groups, real):
+    # the torch layer's call: requantized (and dequantized) in the same
+    # call; 1x1 images' sums pixel-major, each image's channels in one call
+    factory, dtype = MULTIPLIERS[name]
+    m = factory()
+    rng = np.random.default_rng(zlib.crc32(repr((name, size, groups, real)).encode()))
+    n, c, o = 45, 12, 14
+    x = channels_last(codes(rng, dtype, (n, c, size, size)))
+    w = codes(rng, dtype, (o, c // groups, 1, 1))
+    zx, zw = zero_points(m, (5, 3))
+    bits, args = stage_arguments(rng, m, o, bias=groups == 1)
+    sums = reference(m, x, w, groups, zx, zw)
     kwargs = {} if real is None else {"real": (0.25, real)}
     want = quant.requantize(sums, *args, signed=bool(m.signed), bits=bits, **kwargs)
     got = quant.conv2d_requantize(x, w, m, *args, x_zero_point=zx, w_zero_point=zw, bits=bits,
-                                  **kwargs)
+                                  groups=groups, **kwargs)
     assert got.dtype == want.dtype
+    np.testing.assert_array_equal(got, want)
+
+
+@pytest.mark.parametrize("name", ["exact-s8", "drum-u8", "table-u8"])
+@pytest.mark.parametrize("real", [None, np.float64])
+def test_one_pixel_outputs_of_wider_kernels(name, real):
+    # a 3x3 kernel over 3x3 images (not pointwise): one output pixel per
+    # image through the gathers, the scatter's tiles and the stage's rows
+    factory, dtype = MULTIPLIERS[name]
+    m = factory()
+    rng = np.random.default_rng(zlib.crc32(name.encode()))
+    n, c, o = 50, 5, 20
+    x = codes(rng, dtype, (n, c, 3, 3))
+    w = codes(rng, dtype, (o, c, 3, 3))
+    zx, zw = zero_points(m, (2, 7))
+    # one output pixel: the pointwise sum over c * 9 channels
+    sums = reference(m, x.reshape(n, c * 9, 1, 1), w.reshape(o, c * 9, 1, 1), 1, zx, zw)
+    np.testing.assert_array_equal(am.conv2d(x, w, m, x_zero_point=zx, w_zero_point=zw), sums)
+    bits, args = stage_arguments(rng, m, o)
+    kwargs = {} if real is None else {"real": (0.5, real)}
+    want = quant.requantize(sums, *args, signed=bool(m.signed), bits=bits, **kwargs)
+    got = quant.conv2d_requantize(x, w, m, *args, x_zero_point=zx, w_zero_point=zw, bits=bits,
+                                  **kwargs)
     np.testing.assert_array_equal(got, want)
 
 

@@ -288,7 +288,11 @@ public:
           K(Cg * KH * KW), P(OH * OW),
           item_(static_cast<int64_t>(dtype_size(p.x.dtype))),
           w_item_(dtype_size(p.w.dtype)),
-          fold_x_sums_(p.w_zero_point != 0),
+          pixel_step_(pointwise(p) ? pixel_chain(p.x, false) : 0),
+          batch_step_(pointwise(p) ? pixel_chain(p.x, true) : 0),
+          // (a pointwise GEMM reads x in place: its row sums cost what the
+          // channel sums would)
+          fold_x_sums_(p.w_zero_point != 0 && pixel_step_ == 0),
           Wp(W + 2 * p.padding[1]), Hp(H + 2 * p.padding[0]),
           wide_(p.stride[0] == 1 && p.stride[1] == 1 && wide_pays(m_.plan(), OW, Wp)),
           row_len_(wide_ ? Wp : OW), Pr(OH * row_len_),
@@ -296,8 +300,6 @@ public:
           // every channel sum and receptive-field sum of codes fits int32
           sums32_(wide_ && K < (int64_t{1} << 31) / (item_ == 1 ? 256 : 65536)),
           padded_rows_(!wide_ && Cg * plane_len_ * item_ <= kPaddedRowBytes),
-          pixel_step_(pointwise(p) ? pixel_chain(p.x, false) : 0),
-          batch_step_(pointwise(p) ? pixel_chain(p.x, true) : 0),
           out_dtype_(sum_dtype(p, m_, K, fold_x_sums_)),
           sum_bound_(p.stage != nullptr
                          ? accumulator_bound(m_, K, p.x_zero_point, p.w_zero_point) : 0) {}
@@ -378,6 +380,7 @@ public:
         PackCache weight_pack;            // the GEMM's packed weights, kept across blocks
         std::vector<int64_t> acc;         // output stage: one channel's final sums
         std::vector<char> stage_codes, stage_out;  // and their codes (and real values)
+        std::vector<int32_t> zero_bias;   // stage_images without a bias
         std::vector<int64_t> tap_offsets;  // per tap: its row's offset in ws.padded
         std::vector<std::array<int64_t, 5>> spans;  // stage_rows_block: the block's for_spans
     };
@@ -395,7 +398,6 @@ public:
         }
         bool terms32_written = false;
         if (pixel_step_ != 0) {
-            if (fold_x_sums_) pixel_terms(g, r0, np, ws);
             multiply_pointwise(g, r0, np, ws, inner_threads);
         } else {
             // a wide block inside one image: the GEMM reads its taps in place
@@ -598,9 +600,9 @@ private:
             const int64_t st[4] = {O * P, P, OW, 1};
             std::copy(st, st + 4, target_.strides);
         }
-        // out as the GEMMs' C: no stage or staging between, and the cross
-        // terms left to the GEMM (it sums the original codes unless mapped)
-        if (pixel_step_ != 0 && p_.stage == nullptr && staged_.empty() && !(mapped_ && fold_x_sums_)) {
+        image_sums_ = pixel_step_ != 0 && P == 1 && p_.stage != nullptr && staged_.empty();
+        // out as the GEMMs' C: no stage or staging between
+        if (pixel_step_ != 0 && p_.stage == nullptr && staged_.empty()) {
             out_pixel_step_ = pixel_chain(p_.out, false);
             out_batch_step_ = pixel_chain(p_.out, true);
             direct_ = out_pixel_step_ != 0;
@@ -952,7 +954,7 @@ private:
                          &ws.weight_pack};
         if (mapped_) {  // the cross terms of the original codes (fold_x_sums_ or w_zero 0)
             mp.b_col_sums = w_sums_.data() + g * Og;
-            if (!fold_x_sums_ && p_.w_zero_point != 0)
+            if (!fold_x_sums_ && p_.w_zero_point != 0 && pixel_step_ == 0)
                 fail(APPROXMUL_ERR_INTERNAL, "conv2d: mapped codes need the folded x sums");
         }
         return mp;
@@ -974,12 +976,17 @@ private:
     // A pointwise block: each run of pixels is A of its own GEMM, read where
     // it lies in x. Mapped codes (rank-1 factors) go through their map into
     // ws.col on the way (each code is read once: a 1x1 kernel has one tap),
-    // pixel-major where x's channels are adjacent, else channel-major. The
-    // sums go to ws.out, or (direct_) into out, with the GEMM adding both
-    // cross terms.
+    // pixel-major where x's channels are adjacent, else channel-major, and
+    // their original codes are summed there for the GEMM's w cross term.
+    // The GEMM adds every cross term (fold_x_sums_ is off); its sums go to
+    // ws.out, or (direct_) into out.
     void multiply_pointwise(int64_t g, int64_t r0, int64_t np, Workspace &ws, int inner_threads) const {
         MatmulProblem mp = block_problem(g, np, ws, inner_threads);
-        if (direct_) mp.b_zero_point = p_.w_zero_point;
+        const bool row_sums = mapped_ && p_.w_zero_point != 0;
+        if (row_sums) {
+            ws.pixel_term.assign(static_cast<size_t>(np), 0);
+            mp.a_row_sums = ws.pixel_term.data();
+        }
         const int64_t *st = p_.x.strides;
         const bool pixel_major = mapped_ && st[1] == 1;
         if (pixel_major) mp.a.row_stride = K, mp.a.col_stride = 1;
@@ -994,13 +1001,25 @@ private:
                 part.a = MatrixView{"x", p_.x.dtype, offset_ptr(p_.x.data, from, p_.x.dtype), run, K, step,
                                     st[1]};
             } else if (pixel_major) {
-                for (int64_t t = 0; t < run; ++t) map_into(x + from + t * step, 1, Cg, col + (q + t) * K);
+                for (int64_t t = 0; t < run; ++t) {
+                    map_into(x + from + t * step, 1, Cg, col + (q + t) * K);
+                    if (row_sums) ws.pixel_term[static_cast<size_t>(q + t)] = byte_sum(x + from + t * step, Cg, m_.is_signed());
+                }
                 part.a.data = col + q * K;
             } else {
-                for (int64_t c = 0; c < Cg; ++c) map_into(x + from + c * st[1], step, run, col + c * block_ + q);
+                for (int64_t c = 0; c < Cg; ++c) {
+                    map_into(x + from + c * st[1], step, run, col + c * block_ + q);
+                    if (row_sums) add_codes(x + from + c * st[1], step, run, ws.pixel_term.data() + q);
+                }
                 part.a.data = col + q;
             }
-            if (direct_) {
+            if (row_sums) part.a_row_sums = mp.a_row_sums + q;
+            if (image_sums_) {  // 1x1 outputs for the stage: pixel-major, Og apart
+                part.c = MatrixView{"out", out_dtype_,
+                                    static_cast<const char *>(mp.c.data) +
+                                        q * Og * static_cast<int64_t>(dtype_size(out_dtype_)),
+                                    run, Og, Og, 1};
+            } else if (direct_) {
                 const int64_t *os = p_.out.strides;
                 const int64_t out_step = run > 1 && n != (r0 + q + run - 1) / P ? out_batch_step_ : out_pixel_step_;
                 part.c = MatrixView{"out", p_.out.dtype,
@@ -1014,6 +1033,15 @@ private:
             }
             matmul(part);
         });
+    }
+
+    // sums[t] += code t of count from src (step apart), signed as the multiplier
+    void add_codes(const uint8_t *src, int64_t step, int64_t count, int64_t *sums) const {
+        if (m_.is_signed()) {
+            for (int64_t t = 0; t < count; ++t) sums[t] += static_cast<int8_t>(src[t * step]);
+        } else {
+            for (int64_t t = 0; t < count; ++t) sums[t] += src[t * step];
+        }
     }
 
     // count codes from src (step apart) through map_x_ into dst
@@ -1165,6 +1193,10 @@ private:
     // The accumulators' type bounds every final sum, so int32 ones add
     // modulo 2^32.
     void stage_block(int64_t g, int64_t r0, int64_t np, Workspace &ws) const {
+        if (image_sums_) {
+            stage_images(g, r0, np, ws);
+            return;
+        }
         const bool acc64 = p_.out.dtype == APPROXMUL_INT64, sums64 = out_dtype_ == APPROXMUL_INT64;
         if (!acc64 && !sums64) {
             stage_rows_block(g, r0, np, ws);
@@ -1213,6 +1245,31 @@ private:
         }
     }
 
+    // The stage of 1x1 outputs (a classifier or squeeze-excitation layer
+    // after a global pool), whose sums the GEMM wrote pixel-major: each
+    // image's Og channels requantized in one call with per-channel
+    // parameters, then written (or their real values) as one run of out.
+    // (Channel by channel, each call handled a column of one-value rows: a
+    // 64-image 1024->1024 layer's stage took three times its GEMM.)
+    void stage_images(int64_t g, int64_t r0, int64_t np, Workspace &ws) const {
+        const Conv2dOutputStage &s = *p_.stage;
+        const bool acc64 = out_dtype_ == APPROXMUL_INT64;
+        const auto sum_bytes = static_cast<int64_t>(dtype_size(out_dtype_));
+        const int64_t item = stage_item();
+        ws.stage_codes.resize(static_cast<size_t>(Og) * 2);
+        ws.zero_bias.resize(s.bias == nullptr ? static_cast<size_t>(Og) : 0, 0);
+        const int32_t *bias = s.bias != nullptr ? s.bias + g * Og : ws.zero_bias.data();
+        const char *sums = reinterpret_cast<const char *>(ws.out.data());
+        auto *out = static_cast<char *>(s.out);
+        for (int64_t t = 0; t < np; ++t) {
+            selected_kernels().requantize(Og, sums + t * Og * sum_bytes, acc64 ? 1 : 0, bias,
+                                          s.mantissa + g * Og, s.shift + g * Og, 1, s.zero_point,
+                                          s.qmin, s.qmax, s.single, s.code_dtype,
+                                          ws.stage_codes.data());
+            emit_codes(ws.stage_codes.data(), Og, out + ((r0 + t) * O + g * Og) * item);
+        }
+    }
+
     // stage_block's common case, int32 sums: the sum, its x cross term,
     // requantization and (for real values) dequantization in one kernel
     // pass per span of whole output rows, straight into out.
@@ -1254,6 +1311,9 @@ private:
     const int64_t N, C, H, W, O, KH, KW, OH, OW, G, Cg, Og, K, P;
     const int64_t item_;    // bytes per x element
     const size_t w_item_;   // bytes per w element
+    // pointwise layers: x's step between pixels in an image, and across the
+    // batch (0: none; pixel_chain)
+    const int64_t pixel_step_, batch_step_;
     const bool fold_x_sums_;  // the x cross term is added here, not by the GEMM
     const int64_t Wp, Hp;       // the padded image
     const bool wide_;           // pixels over the padded width (gather_wide)
@@ -1261,12 +1321,11 @@ private:
     const int64_t plane_len_;   // codes per padded channel plane
     const bool sums32_;         // wide path: the x cross term's code sums in int32
     const bool padded_rows_;    // per-row path: taps copied from a padded image (gather_padded)
-    // pointwise layers: x's step between pixels in an image, and across the
-    // batch (0: none; pointwise_step)
-    const int64_t pixel_step_, batch_step_;
     // the same steps in out, and whether the GEMMs write there (set_target)
     int64_t out_pixel_step_ = 0, out_batch_step_ = 0;
     bool direct_ = false;
+    // 1x1 outputs of a pointwise layer with a stage: the GEMMs' sums pixel-major
+    bool image_sums_ = false;
     const approxmul_dtype out_dtype_;  // of the GEMM's sums
     const int64_t sum_bound_;          // on |final sum| (accumulator_bound), for the stage
     Scratch<char> weights_;               // the weights regrouped, where they must be
