@@ -154,6 +154,7 @@ def test_bench_pointwise_runs():
                              "--samples", "1"], capture_output=True, text=True, timeout=300)
     assert result.returncode == 0, result.stderr[-2000:]
     assert result.stdout.count("conv2d / matmul") == 5
+    assert result.stdout.count("NHWC / matmul") == 5
 
 
 def c_compiler():
