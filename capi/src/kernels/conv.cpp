@@ -336,13 +336,18 @@ public:
     // Zero and negative steps take the general path.
     static int64_t pixel_chain(const TensorView &t, bool across_images) {
         int64_t step = 0, next = 0;
+        bool reachable = true;  // next fits int64 (a valid view's stride * (size - 1) does)
         const int axes[3] = {3, 2, 0};
         for (int i = 0; i < (across_images ? 3 : 2); ++i) {
             const int a = axes[i];
             if (t.shape[a] <= 1) continue;
-            if (step == 0 ? t.strides[a] <= 0 : t.strides[a] != next) return 0;
-            if (step == 0) step = t.strides[a];
-            next = t.strides[a] * t.shape[a];  // within t's checked byte range
+            if (step == 0) {
+                if (t.strides[a] <= 0) return 0;
+                step = t.strides[a];
+            } else if (!reachable || t.strides[a] != next) {
+                return 0;
+            }
+            reachable = !__builtin_mul_overflow(t.strides[a], t.shape[a], &next);
         }
         return step != 0 ? step : 1;
     }
