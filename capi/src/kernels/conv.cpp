@@ -10,7 +10,9 @@
 // worker: one such block, its O/groups x pixels outputs and one padded
 // image of one group, independent of the batch size. Stride 1 indexes
 // pixels over the padded width (gather_wide: one copy per tap and image);
-// other strides gather per output-row segment (gather).
+// other strides gather per output-row segment (gather). Pointwise layers
+// (1x1, stride 1, no padding) skip the gather where x allows: the GEMM
+// reads x in place and may write out directly (multiply_pointwise).
 #include <algorithm>
 #include <array>
 #include <limits>
@@ -372,8 +374,9 @@ public:
         // afresh, a batch-1 512->512 7x7 layer spent a third of its time in
         // page faults
         Scratch<char> col;     // K x block codes, k-major (a block row per tap)
-        Scratch<int64_t> out;  // Og x block sums, channel-major
-        std::vector<int64_t> pixel_term;  // per pixel of the block: its x cross term
+        Scratch<int64_t> out;  // Og x block sums, channel-major (pixel-major: image_sums_)
+        // per pixel of the block: its x cross term (pointwise mapped codes: their sum)
+        std::vector<int64_t> pixel_term;
         std::vector<int32_t> pixel_term32;  // the same modulo 2^32, for int32 sums
         std::vector<int64_t> plane;       // channel sums of one image and group
         std::vector<int32_t> plane32;     // the same on the wide path where sums32_
@@ -397,13 +400,9 @@ public:
         if (sums32_) ws.tap_sums32.resize(static_cast<size_t>(block_));
         const int64_t g = job / pixel_blocks_;
         const int64_t r0 = job % pixel_blocks_ * block_, np = std::min(block_, N * Pr - r0);
-        if (direct_) {  // the GEMMs' sums are the output
-            multiply_pointwise(g, r0, np, ws, inner_threads);
-            return;
-        }
         bool terms32_written = false;
         if (pixel_step_ != 0) {
-            multiply_pointwise(g, r0, np, ws, inner_threads);
+            if (multiply_pointwise(g, r0, np, ws, inner_threads)) return;  // sums written into out
         } else {
             // a wide block inside one image: the GEMM reads its taps in place
             const bool in_place = wide_ && item_ == 1 && np <= Pr - r0 % Pr;
@@ -957,7 +956,9 @@ private:
                          MatrixView{"out", out_dtype_, ws.out.data(), np, Og, 1, block_},
                          p_.x_zero_point, fold_x_sums_ ? 0 : p_.w_zero_point, inner_threads,
                          &ws.weight_pack};
-        if (mapped_) {  // the cross terms of the original codes (fold_x_sums_ or w_zero 0)
+        // the cross terms of the original codes: the weights' sums here, x's
+        // folded (fold_x_sums_), zero (w_zero 0) or handed over (pointwise)
+        if (mapped_) {
             mp.b_col_sums = w_sums_.data() + g * Og;
             if (!fold_x_sums_ && p_.w_zero_point != 0 && pixel_step_ == 0)
                 fail(APPROXMUL_ERR_INTERNAL, "conv2d: mapped codes need the folded x sums");
@@ -965,87 +966,93 @@ private:
         return mp;
     }
 
-    // fn(q, n, pixel, count) for each run of the block's pixels that lies at
-    // one step in x (and in out, direct_): the whole block, or its part in each image
-    template <typename Fn>
-    void for_pointwise_runs(int64_t r0, int64_t np, const Fn &fn) const {
-        const bool whole = batch_step_ != 0 && (!direct_ || out_batch_step_ != 0);
-        for (int64_t q = 0; q < np;) {
-            const int64_t r = r0 + q, n = r / P, pixel = r % P;
-            const int64_t run = whole ? np - q : std::min(P - pixel, np - q);
-            fn(q, n, pixel, run);
-            q += run;
-        }
-    }
-
-    // A pointwise block: each run of pixels is A of its own GEMM, read where
-    // it lies in x. Mapped codes (rank-1 factors) go through their map into
-    // ws.col on the way (each code is read once: a 1x1 kernel has one tap),
-    // pixel-major where x's channels are adjacent, else channel-major, and
-    // their original codes are summed there for the GEMM's w cross term.
-    // The GEMM adds every cross term (fold_x_sums_ is off); its sums go to
-    // ws.out, or (direct_) into out.
-    void multiply_pointwise(int64_t g, int64_t r0, int64_t np, Workspace &ws, int inner_threads) const {
+    // A pointwise block as one GEMM, which adds every cross term
+    // (fold_x_sums_ is off). It reads x in place where the block lies at one
+    // step in x and x's orientation is that of the sums' destination (rows
+    // of channels for rows of channels, channel planes for channel planes:
+    // crossed, the GEMM stores or packs one element per cache line, 2.5-4x
+    // slower); else the block is copied into ws.col in the destination's
+    // orientation (one copy per code: a 1x1 kernel has one tap), mapped
+    // codes through their map, with their original codes' sums for the
+    // GEMM. NCHW blocks of several images are copied too: a GEMM per image
+    // repacked the weights for each. Returns whether the sums went straight
+    // into out (direct_, where out's pixels lie at one step for the block);
+    // else they are in ws.out, channel-major, or pixel-major for image_sums_.
+    bool multiply_pointwise(int64_t g, int64_t r0, int64_t np, Workspace &ws, int inner_threads) const {
         MatmulProblem mp = block_problem(g, np, ws, inner_threads);
+        const int64_t *st = p_.x.strides, *os = p_.out.strides;
+        const int64_t n0 = r0 / P, pixel0 = r0 % P;
+        const bool one_image = n0 == (r0 + np - 1) / P;
+        const int64_t step = one_image ? pixel_step_ : batch_step_;  // 0: several runs
+        const int64_t out_step = !direct_ ? 0 : one_image ? out_pixel_step_ : out_batch_step_;
+        // a destination with a unit step on one side (C's rows or columns)
+        const bool direct = step != 0 && out_step != 0 && (os[1] == 1 || out_step == 1);
+        const bool rows = direct ? out_step != 1 : image_sums_;  // C's rows are pixels' channels
+        if (direct)
+            mp.c = MatrixView{"out", p_.out.dtype,
+                              offset_ptr(p_.out.data, n0 * os[0] + g * Og * os[1] + pixel0 * out_step,
+                                         p_.out.dtype),
+                              np, Og, out_step, os[1]};
+        else if (image_sums_)
+            mp.c = MatrixView{"out", out_dtype_, mp.c.data, np, Og, Og, 1};
+        if (!mapped_ && step != 0 && (rows ? st[1] == 1 || K == 1 : step == 1 || np == 1)) {
+            mp.a = MatrixView{"x", p_.x.dtype,
+                              offset_ptr(p_.x.data, n0 * st[0] + g * Cg * st[1] + pixel0 * step, p_.x.dtype),
+                              np, K, step, st[1]};
+            matmul(mp);
+            return direct;
+        }
         const bool row_sums = mapped_ && p_.w_zero_point != 0;
         if (row_sums) {
             ws.pixel_term.assign(static_cast<size_t>(np), 0);
             mp.a_row_sums = ws.pixel_term.data();
         }
-        const int64_t *st = p_.x.strides;
-        const bool pixel_major = mapped_ && st[1] == 1;
-        if (pixel_major) mp.a.row_stride = K, mp.a.col_stride = 1;
-        auto *col = reinterpret_cast<uint8_t *>(ws.col.data());
-        const auto *x = static_cast<const uint8_t *>(p_.x.data);
-        for_pointwise_runs(r0, np, [&](int64_t q, int64_t n, int64_t pixel, int64_t run) {
-            const int64_t step = run > 1 && n != (r0 + q + run - 1) / P ? batch_step_ : pixel_step_;
-            const int64_t from = n * st[0] + g * Cg * st[1] + pixel * step;  // x[n, g * Cg, pixel]
-            MatmulProblem part = mp;
-            part.rows = run;
-            if (!mapped_) {
-                part.a = MatrixView{"x", p_.x.dtype, offset_ptr(p_.x.data, from, p_.x.dtype), run, K, step,
-                                    st[1]};
-            } else if (pixel_major) {
+        if (rows) mp.a.row_stride = K, mp.a.col_stride = 1;
+        const auto *x = static_cast<const char *>(p_.x.data);
+        char *col = ws.col.data();
+        // count codes from src (step elements apart) to dst, through the map if mapped
+        auto copy = [&](const char *src, int64_t from_step, int64_t count, char *dst) {
+            if (mapped_)
+                map_into(reinterpret_cast<const uint8_t *>(src), from_step, count, reinterpret_cast<uint8_t *>(dst));
+            else if (item_ == 1)
+                copy_run(reinterpret_cast<uint8_t *>(dst), reinterpret_cast<const uint8_t *>(src), count, from_step);
+            else
+                copy_run(reinterpret_cast<uint16_t *>(dst), reinterpret_cast<const uint16_t *>(src), count, from_step);
+        };
+        for (int64_t q = 0; q < np;) {  // runs within an image, or the whole block where the batch chains
+            const int64_t r = r0 + q, n = r / P, pixel = r % P;
+            const int64_t run = batch_step_ != 0 ? np - q : std::min(P - pixel, np - q);
+            const int64_t run_step = batch_step_ != 0 ? batch_step_ : pixel_step_;
+            const char *src = x + (n * st[0] + g * Cg * st[1] + pixel * run_step) * item_;
+            if (rows) {
                 for (int64_t t = 0; t < run; ++t) {
-                    map_into(x + from + t * step, 1, Cg, col + (q + t) * K);
-                    if (row_sums) ws.pixel_term[static_cast<size_t>(q + t)] = byte_sum(x + from + t * step, Cg, m_.is_signed());
+                    copy(src + t * run_step * item_, st[1], Cg, col + (q + t) * K * item_);
+                    if (row_sums)
+                        add_codes(reinterpret_cast<const uint8_t *>(src) + t * run_step, st[1], Cg,
+                                  ws.pixel_term.data() + q + t, 0);
                 }
-                part.a.data = col + q * K;
             } else {
                 for (int64_t c = 0; c < Cg; ++c) {
-                    map_into(x + from + c * st[1], step, run, col + c * block_ + q);
-                    if (row_sums) add_codes(x + from + c * st[1], step, run, ws.pixel_term.data() + q);
+                    copy(src + c * st[1] * item_, run_step, run, col + (c * block_ + q) * item_);
+                    if (row_sums)
+                        add_codes(reinterpret_cast<const uint8_t *>(src) + c * st[1], run_step, run,
+                                  ws.pixel_term.data() + q, 1);
                 }
-                part.a.data = col + q;
             }
-            if (row_sums) part.a_row_sums = mp.a_row_sums + q;
-            if (image_sums_) {  // 1x1 outputs for the stage: pixel-major, Og apart
-                part.c = MatrixView{"out", out_dtype_,
-                                    static_cast<const char *>(mp.c.data) +
-                                        q * Og * static_cast<int64_t>(dtype_size(out_dtype_)),
-                                    run, Og, Og, 1};
-            } else if (direct_) {
-                const int64_t *os = p_.out.strides;
-                const int64_t out_step = run > 1 && n != (r0 + q + run - 1) / P ? out_batch_step_ : out_pixel_step_;
-                part.c = MatrixView{"out", p_.out.dtype,
-                                    offset_ptr(p_.out.data, n * os[0] + g * Og * os[1] + pixel * out_step,
-                                               p_.out.dtype),
-                                    run, Og, out_step, os[1]};
-            } else {
-                part.c.rows = run;
-                part.c.data = static_cast<const char *>(mp.c.data) +
-                              q * static_cast<int64_t>(dtype_size(out_dtype_));
-            }
-            matmul(part);
-        });
+            q += run;
+        }
+        matmul(mp);
+        return direct;
     }
 
-    // sums[t] += code t of count from src (step apart), signed as the multiplier
-    void add_codes(const uint8_t *src, int64_t step, int64_t count, int64_t *sums) const {
+    // sums[t * sums_step] += code t of count from src (step apart), signed
+    // as the multiplier (sums_step 0: their total into sums[0])
+    void add_codes(const uint8_t *src, int64_t step, int64_t count, int64_t *sums,
+                   int64_t sums_step) const {
         if (m_.is_signed()) {
-            for (int64_t t = 0; t < count; ++t) sums[t] += static_cast<int8_t>(src[t * step]);
+            for (int64_t t = 0; t < count; ++t) sums[t * sums_step] += static_cast<int8_t>(src[t * step]);
         } else {
-            for (int64_t t = 0; t < count; ++t) sums[t] += src[t * step];
+            for (int64_t t = 0; t < count; ++t) sums[t * sums_step] += src[t * step];
         }
     }
 
