@@ -8,7 +8,8 @@
  *
  * Operands: random codes of the multiplier's width, stored as (u)int8 up to
  * 8 bits and as (u)int16 above, signed as the multiplier is; rows in memory
- * order; zero points 0. */
+ * order (B's columns with AB_B_COLUMNS=1: a Linear layer's x @ W^T, conv2d's
+ * weights for channels-last pixels); zero points 0. */
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -29,6 +30,7 @@ struct Call {
     matmul_fn matmul[2];
     approxmul_multiplier *m[2];
     int64_t M, N, K;
+    int64_t b_row_stride, b_col_stride;
     approxmul_dtype dtype;
     const void *a, *b;
     int64_t *out[2];
@@ -36,7 +38,7 @@ struct Call {
 
 static approxmul_status run_matmul(int l, void *context) {
     const struct Call *c = context;
-    return c->matmul[l](c->m[l], c->M, c->N, c->K, c->dtype, c->a, c->K, 1, c->dtype, c->b, c->N, 1,
+    return c->matmul[l](c->m[l], c->M, c->N, c->K, c->dtype, c->a, c->K, 1, c->dtype, c->b, c->b_row_stride, c->b_col_stride,
                         0, 0, APPROXMUL_INT64, c->out[l], c->N, 1);
 }
 
@@ -76,12 +78,15 @@ int main(int argc, char **argv) {
             *at = (uint8_t)code;
         }
     }
-    struct Call call = {{matmul[0], matmul[1]}, {m[0], m[1]}, M, N, K, dtype, a, b, {out[0], out[1]}};
+    const char *columns = getenv("AB_B_COLUMNS");
+    const int b_columns = columns != NULL && atoi(columns) != 0;
+    struct Call call = {{matmul[0], matmul[1]}, {m[0], m[1]}, M, N, K,
+                        b_columns ? 1 : N, b_columns ? K : 1, dtype, a, b, {out[0], out[1]}};
     double best[2];
     if (ab_alternate(rounds, run_matmul, &call, "matmul", best) != APPROXMUL_OK) return 1;
     const int same = memcmp(out[0], out[1], 8 * (size_t)(M * N)) == 0;
-    printf("%s %lldx%lldx%lld, %d threads: old %.3f ms, new %.3f ms, new/old %.3f%s\n", spec,
-           (long long)M, (long long)K, (long long)N, threads, best[0] * 1e3, best[1] * 1e3,
+    printf("%s %lldx%lldx%lld%s, %d threads: old %.3f ms, new %.3f ms, new/old %.3f%s\n", spec,
+           (long long)M, (long long)K, (long long)N, b_columns ? " (B by columns)" : "", threads, best[0] * 1e3, best[1] * 1e3,
            best[1] / best[0], same ? "" : "  OUTPUTS DIFFER");
     return same ? 0 : 1;
 }

@@ -26,6 +26,12 @@ SHAPES = [(0, 3, 4), (1, 1, 1), (3, 0, 5), (7, 33, 5), (9, 65, 129), (33, 130, 1
 # index odd and not a multiple of 3: C-ordered A, zero points).
 BYTE_SHAPES = [(40, 100, 700), (72, 70000, 2), (96, 600, 40), (90, 1100, 300)]
 BYTE_PATH = ("exact-u8", "exact-s8", "trunc4")
+# Only for the byte path, B column-major (a Linear layer's x @ W.T; the
+# flipped problem's A): whole 16-quad steps and fewer, inner off whole
+# quads (the padded last quad), more than one inner block, columns off the
+# 16-column groups and over several panels.
+COLUMN_SHAPES = [(5, 37, 45), (64, 1023, 100), (3, 130, 70), (40, 64, 16), (1, 2, 33)]
+COLUMN_PATH = ("exact-u8", "exact-s8", "drum", "trunc4")
 # Only for table multipliers: the product-table-order kernel's edges (row
 # blocks of 16 with a partial one, streamed columns off its 4-column step,
 # inner off its 8-step block and past its 256-code packing, both orientations).
@@ -239,6 +245,13 @@ def cases():
             za, zb = (0, 0) if index % 2 == 0 else (int(rng.integers(low, high + 1)),
                                                      int(rng.integers(low, high + 1)))
             yield (f"{mname}-{rows}x{inner}x{cols}", mult, a, b, za, zb, 1 + index % 2)
+        if mname in COLUMN_PATH:
+            for index, (rows, inner, cols) in enumerate(COLUMN_SHAPES):
+                a = operands(rng, (rows, inner), bits, signed, False)
+                b = np.asfortranarray(operands(rng, (inner, cols), bits, signed, False))
+                low, high = mult.operand_range
+                za, zb = (int(rng.integers(low, high + 1)), int(rng.integers(low, high + 1)))
+                yield (f"{mname}-{rows}x{inner}x{cols}_b_columns", mult, a, b, za, zb, 1 + index % 2)
 
 
 def requantize_cases():

@@ -101,6 +101,11 @@ struct KernelTable {
     // (u8_nr is a multiple of 16).
     void (*u8_pack)(int64_t n, const uint8_t *const *rows, const uint8_t *const *luts, int flip,
                     uint8_t *dst, int64_t panel_stride);
+    // The same from n column-major columns, rank 1: column j's bytes
+    // lut[b[j * col_stride + 4 * kq + h]] (lut nullptr: ^ flip) for kq <
+    // kquads, whole quads only. Null where u8_pack is.
+    void (*u8_pack_columns)(int64_t n, const uint8_t *b, int64_t col_stride, int64_t kquads,
+                            const uint8_t *lut, int flip, uint8_t *dst, int64_t panel_stride);
 
     // Requantization of n accumulators (int64 if acc64, else int32) into
     // codes of out_code's width (an approxmul_dtype value: int8, uint8, int16

@@ -442,6 +442,23 @@ int64_t pack_b_block(const KernelTable &kt, const U8Plan &plan, int64_t j0, int6
     const uint8_t *rows_base;
     int64_t rows_stride;
     const int64_t *offsets = plan.b_row_offsets != nullptr ? plan.b_row_offsets + k0 : nullptr;
+    const int64_t panel_stride = kquads * plan.NR * 4;
+    const bool bytes = p.b.dtype == APPROXMUL_UINT8 || p.b.dtype == APPROXMUL_INT8;
+    if (bytes && p.b.row_stride == 1 && p.b.col_stride != 1 && rank == 1 && offsets == nullptr &&
+        kt.u8_pack_columns != nullptr) {
+        const uint8_t *lut = plan.fit->b_flip >= 0 ? nullptr : plan.fit->b_lut.data();
+        const auto *cols = static_cast<const uint8_t *>(p.b.data) + k0 + j0 * p.b.col_stride;
+        const int64_t whole = nk / 4;
+        kt.u8_pack_columns(nj, cols, p.b.col_stride, whole, lut, plan.fit->b_flip, dst, panel_stride);
+        if (whole < kquads)  // the last quad's padding steps (A is 0 there) repeat step nk - 1
+            for (int64_t j = 0; j < nj; ++j)
+                for (int64_t h = 0; h < 4; ++h) {
+                    const uint8_t x = cols[j * p.b.col_stride + std::min(whole * 4 + h, nk - 1)];
+                    dst[(j / plan.NR) * panel_stride + whole * plan.NR * 4 + (j % plan.NR) * 4 + h] =
+                        lut != nullptr ? lut[x] : static_cast<uint8_t>(x ^ plan.fit->b_flip);
+                }
+        return panel_stride;
+    }
     if (plan.b_bytes) {
         rows_base = static_cast<const uint8_t *>(p.b.data) + (offsets ? 0 : k0 * p.b.row_stride) + j0;
         rows_stride = p.b.row_stride;
@@ -453,7 +470,6 @@ int64_t pack_b_block(const KernelTable &kt, const U8Plan &plan, int64_t j0, int6
         rows_base = codes;
         rows_stride = nj;
     }
-    const int64_t panel_stride = kquads * plan.NR * 4;
     for (int64_t kq = 0; kq < kquads; ++kq) {
         const uint8_t *rows[4];
         const uint8_t *luts[4];
