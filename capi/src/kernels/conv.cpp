@@ -357,10 +357,10 @@ public:
     // The pixel blocks and the jobs; prepares everything jobs share.
     void prepare(int threads) {
         choose_mapping();
-        group_weights();
         set_zero_code();
         size_blocks(threads);
         set_target();
+        group_weights();  // after the blocks and target: whether any GEMM reads them
         set_tap_columns();
     }
 
@@ -467,7 +467,12 @@ private:
     void group_weights() {
         const int64_t *st = p_.w.strides;
         const bool contiguous = st[3] == 1 && st[2] == KW && st[1] == KH * KW && st[0] == K;
-        if (contiguous && !mapped_) {
+        if (mapped_ && raw_pointwise_) {
+            raw_only_ = true;  // every block on the original codes: no mapped copy to make
+            for (int64_t b = 0; b < pixel_blocks_ && raw_only_; ++b)
+                raw_only_ = pointwise_block(b * block_, std::min(block_, N * Pr - b * block_)).in_place;
+        }
+        if ((contiguous && !mapped_) || raw_only_) {
             // contiguous O,C/G,KH,KW is already that order: the GEMMs read it
             // in place (a 512->512 3x3 layer's copy was 2.4 MB per call)
             weight_codes_ = static_cast<const char *>(p_.w.data);
@@ -534,6 +539,13 @@ private:
         static const auto exact_s8 = Multiplier::exact(8, true);
         gemm_m_ = m_.is_signed() ? exact_s8.get() : exact_u8.get();
         mapped_ = true;
+        // Pointwise blocks read in place take the multiplier's own byte GEMM
+        // where it has one of rank 1: it maps the codes as it packs them, on
+        // every thread, where mapping first copied each block on one.
+        const U8Factors &as_is = m_.u8_factors(false), &flipped = m_.u8_factors(true);
+        raw_pointwise_ = pixel_step_ != 0 && selected_kernels().u8_micro != nullptr &&
+                         ((as_is.found && as_is.b_offset.size() == 1) ||
+                          (flipped.found && flipped.b_offset.size() == 1));
     }
 
     static void map_codes(const uint8_t *table, uint8_t *codes, int64_t n) {
@@ -958,7 +970,7 @@ private:
                          &ws.weight_pack};
         // the cross terms of the original codes: the weights' sums here, x's
         // folded (fold_x_sums_), zero (w_zero 0) or handed over (pointwise)
-        if (mapped_) {
+        if (mapped_ && !raw_only_) {
             mp.b_col_sums = w_sums_.data() + g * Og;
             if (!fold_x_sums_ && p_.w_zero_point != 0 && pixel_step_ == 0)
                 fail(APPROXMUL_ERR_INTERNAL, "conv2d: mapped codes need the folded x sums");
@@ -978,16 +990,29 @@ private:
     // repacked the weights for each. Returns whether the sums went straight
     // into out (direct_, where out's pixels lie at one step for the block);
     // else they are in ws.out, channel-major, or pixel-major for image_sums_.
+    struct PointwiseBlock {
+        int64_t step, out_step;  // between the block's pixels in x and out (0: none)
+        bool direct;             // the GEMM writes out: a unit step on one side of C
+        bool rows;               // C's rows are pixels' channels
+        bool in_place;           // the GEMM reads x
+    };
+    PointwiseBlock pointwise_block(int64_t r0, int64_t np) const {
+        const bool one_image = r0 / P == (r0 + np - 1) / P;
+        PointwiseBlock b{};
+        b.step = one_image ? pixel_step_ : batch_step_;  // 0: several runs
+        b.out_step = !direct_ ? 0 : one_image ? out_pixel_step_ : out_batch_step_;
+        b.direct = b.step != 0 && b.out_step != 0 && (p_.out.strides[1] == 1 || b.out_step == 1);
+        b.rows = b.direct ? b.out_step != 1 : image_sums_;
+        b.in_place = (!mapped_ || raw_pointwise_) && b.step != 0 &&
+                     (b.rows ? p_.x.strides[1] == 1 || K == 1 : b.step == 1 || np == 1);
+        return b;
+    }
+
     bool multiply_pointwise(int64_t g, int64_t r0, int64_t np, Workspace &ws, int inner_threads) const {
         MatmulProblem mp = block_problem(g, np, ws, inner_threads);
         const int64_t *st = p_.x.strides, *os = p_.out.strides;
         const int64_t n0 = r0 / P, pixel0 = r0 % P;
-        const bool one_image = n0 == (r0 + np - 1) / P;
-        const int64_t step = one_image ? pixel_step_ : batch_step_;  // 0: several runs
-        const int64_t out_step = !direct_ ? 0 : one_image ? out_pixel_step_ : out_batch_step_;
-        // a destination with a unit step on one side (C's rows or columns)
-        const bool direct = step != 0 && out_step != 0 && (os[1] == 1 || out_step == 1);
-        const bool rows = direct ? out_step != 1 : image_sums_;  // C's rows are pixels' channels
+        const auto [step, out_step, direct, rows, in_place] = pointwise_block(r0, np);
         if (direct)
             mp.c = MatrixView{"out", p_.out.dtype,
                               offset_ptr(p_.out.data, n0 * os[0] + g * Og * os[1] + pixel0 * out_step,
@@ -995,10 +1020,18 @@ private:
                               np, Og, out_step, os[1]};
         else if (image_sums_)
             mp.c = MatrixView{"out", out_dtype_, mp.c.data, np, Og, Og, 1};
-        if (!mapped_ && step != 0 && (rows ? st[1] == 1 || K == 1 : step == 1 || np == 1)) {
+        if (in_place) {
             mp.a = MatrixView{"x", p_.x.dtype,
                               offset_ptr(p_.x.data, n0 * st[0] + g * Cg * st[1] + pixel0 * step, p_.x.dtype),
                               np, K, step, st[1]};
+            if (mapped_) {  // the original codes, the multiplier's own GEMM
+                const int64_t *ws_ = p_.w.strides;
+                mp.multiplier = &m_;
+                mp.b = MatrixView{"w", p_.w.dtype, offset_ptr(p_.w.data, g * Og * ws_[0], p_.w.dtype), K,
+                                  Og, ws_[1], ws_[0]};
+                mp.a_row_sums = mp.b_col_sums = nullptr;
+                mp.b_pack_cache = nullptr;
+            }
             matmul(mp);
             return direct;
         }
@@ -1347,6 +1380,8 @@ private:
     // by raw byte, and each output channel's sum of original weight codes
     const Multiplier *gemm_m_ = &m_;
     bool mapped_ = false;
+    bool raw_pointwise_ = false;  // in-place pointwise blocks on m_ itself (choose_mapping)
+    bool raw_only_ = false;       // every block so: the weights are not mapped (group_weights)
     uint8_t map_x_[256] = {}, map_w_[256] = {};
     std::vector<int64_t> w_sums_;
     int64_t block_ = 0, pixel_blocks_ = 0;
