@@ -136,6 +136,7 @@ struct U8Plan {
     // of once for all threads (pack_shared)
     bool own_pack = false;
     bool a_bytes;  // byte rows, contiguous or strided (conv2d's column-major pixel views)
+    bool a_as_is = false;  // rank 1 with the identity as A's map (exact codes): copied, not looked up
     bool b_bytes;  // contiguous byte rows: B's quads read the operand directly
     const int64_t *b_row_offsets = nullptr;  // B's row k at b.data + b_row_offsets[k]
 };
@@ -170,6 +171,8 @@ bool fit_problem(const KernelTable &kt, const MatmulProblem &p0, U8Plan &plan) {
     }
     if (!found) return false;
     plan.p = flip ? transposed_problem(p0) : p0;
+    plan.a_as_is = plan.rank == 1;
+    for (int x = 0; x < 256 && plan.a_as_is; ++x) plan.a_as_is = plan.fit->a_lut[static_cast<size_t>(x)] == x;
     plan.p.a_col_offsets = nullptr;
     plan.b_row_offsets = p0.a_col_offsets;
     plan.any_offset = false;
@@ -360,6 +363,44 @@ void to_tile_rows(const U8Plan &plan, uint8_t *panel, Workspace &w) {
     write_tile_rows(plan, w.gathered.data(), stride, panel);
 }
 
+// A rank-1 panel of byte rows straight into a tile kernel's layout: each
+// row's part of each inner block looked up (or copied, a_as_is) into its
+// place, zeros past it (through a row buffer and then copied, the lookup
+// and the copy were a fifth of a channels-last pointwise conv2d).
+void pack_a_tile_rows(const KernelTable &kt, const U8Plan &plan, int64_t panel_index, uint8_t *panel,
+                      int64_t *corr_out, Workspace &w) {
+    const MatmulProblem &p = plan.p;
+    const U8Factors &fit = *plan.fit;
+    const int64_t MR = plan.MR, step = plan.tile_quads;
+    for (int64_t r = 0; r < MR; ++r) {
+        const int64_t i = panel_index * MR + r;
+        const uint8_t *src = nullptr;
+        if (i < p.rows) {
+            src = static_cast<const uint8_t *>(p.a.data) + i * p.a.row_stride;
+            if (p.a.col_stride != 1) {
+                w.gathered.resize(static_cast<size_t>(p.inner));
+                for (int64_t k = 0; k < p.inner; ++k)
+                    w.gathered[static_cast<size_t>(k)] = src[k * p.a.col_stride];
+                src = w.gathered.data();
+            }
+        }
+        int64_t sum = 0;
+        for (int64_t kb = 0; kb < plan.k_blocks; ++kb) {
+            const int64_t kq0 = kb * plan.kqb, kqn = std::min(plan.kqb, plan.kq_total - kq0);
+            const int64_t row = ceil_div(kqn, step) * step * 4;
+            uint8_t *dst = panel + kq0 * MR * 4 + r * row;
+            const int64_t real = src == nullptr ? 0 : std::clamp<int64_t>(p.inner - kq0 * 4, 0, kqn * 4);
+            if (plan.a_as_is)
+                std::memcpy(dst, src + kq0 * 4, static_cast<size_t>(real));
+            else if (real > 0)
+                kt.u8_lut(real, src + kq0 * 4, fit.a_lut.data(), dst);
+            if (fit.b_offset[0] != 0) sum += byte_sum(dst, real, fit.a_signed);
+            std::memset(dst + real, 0, static_cast<size_t>(row - real));
+        }
+        corr_out[r] = fit.b_offset[0] * sum;
+    }
+}
+
 // Panel `panel_index` of A (rows panel_index * MR ..) into `panel` in the
 // kernel's layout, and each row's correction sum_r vo_r sum_k u_r(A[i,k])
 // into corr[0..MR).
@@ -368,6 +409,10 @@ void pack_a_panel(const KernelTable &kt, const U8Plan &plan, int64_t panel_index
     const MatmulProblem &p = plan.p;
     const U8Factors &fit = *plan.fit;
     const int64_t MR = plan.MR, rank = plan.rank;
+    if (plan.a_bytes && rank == 1 && plan.tile_quads > 0) {
+        pack_a_tile_rows(kt, plan, panel_index, panel, corr_out, w);
+        return;
+    }
     if (plan.a_bytes && rank <= 8) {
         // each row looked up whole (a strided row gathered first), its
         // factors' bytes side by side at inner step k * rank + q (a whole
