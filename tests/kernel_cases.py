@@ -319,9 +319,10 @@ def stage_cases():
     # taps), so blocks end and start inside images, mid-row
     # "pointwise" (1x1 kernel, channels_last x) and "images" (1x1 images):
     # x read in place, the 1x1 images' stage one span of rows
+    # "depthwise": a channel per group, the taps' rows added by tap_row
     geometries = [("wide", dict(padding=1)), ("rows", dict(stride=2, padding=1, dilation=2)),
                   ("small", dict(padding=0)), ("cut", dict(padding=1)), ("pointwise", {}),
-                  ("images", {})]
+                  ("images", {}), ("depthwise", dict(padding=1, groups=8))]
     for (mname, m), (gname, geom) in itertools.product(multipliers, geometries):
         signed = bool(m.signed)
         size = {"small": 7, "cut": 64, "images": 1}.get(gname, 19)
@@ -331,15 +332,16 @@ def stage_cases():
         x = rng.integers(lo, hi + 1, (batch, 8, size, size)).astype(np.int8 if signed else np.uint8)
         if gname == "pointwise":
             x = np.ascontiguousarray(x.transpose(0, 2, 3, 1)).transpose(0, 3, 1, 2)
-        w = rng.integers(lo, hi + 1, (6, 8, k, k)).astype(x.dtype)
+        o, cg = (8, 1) if gname == "depthwise" else (6, 8)
+        w = rng.integers(lo, hi + 1, (o, cg, k, k)).astype(x.dtype)
         zx, zw = (0, 0) if gname == "small" else (int(rng.integers(0, 4)), int(rng.integers(1, 4)))
         if signed:
             zx, zw = -zx, -zw
         conv = dict(geom, x_zero_point=zx, w_zero_point=zw)
-        factors = np.exp2(rng.uniform(-16, -8, size=6))
+        factors = np.exp2(rng.uniform(-16, -8, size=o))
         factors[0] = 3.0  # a left shift
         mantissa, shift = quant.quantize_multiplier(factors)
-        bias = rng.integers(-5000, 5000, size=6)
+        bias = rng.integers(-5000, 5000, size=o)
         for rounding, real, bits in (("double", np.float32, 8), ("single", np.float64, 8),
                                      ("double", np.float64, 16), ("double", None, 8),
                                      ("single", None, 16)):

@@ -292,16 +292,17 @@ public:
           w_item_(dtype_size(p.w.dtype)),
           pixel_step_(pointwise(p) ? pixel_chain(p.x, false) : 0),
           batch_step_(pointwise(p) ? pixel_chain(p.x, true) : 0),
+          depthwise_(depthwise(p, m_)),
           // (a pointwise GEMM reads x in place: its row sums cost what the
-          // channel sums would)
-          fold_x_sums_(p.w_zero_point != 0 && pixel_step_ == 0),
+          // channel sums would; depthwise rows add their own)
+          fold_x_sums_(p.w_zero_point != 0 && pixel_step_ == 0 && !depthwise_),
           Wp(W + 2 * p.padding[1]), Hp(H + 2 * p.padding[0]),
-          wide_(p.stride[0] == 1 && p.stride[1] == 1 && wide_pays(m_.plan(), OW, Wp)),
+          wide_(!depthwise_ && p.stride[0] == 1 && p.stride[1] == 1 && wide_pays(m_.plan(), OW, Wp)),
           row_len_(wide_ ? Wp : OW), Pr(OH * row_len_),
           plane_len_(Hp * Wp + (KW - 1) * p.dilation[1]),
           // every channel sum and receptive-field sum of codes fits int32
           sums32_(wide_ && K < (int64_t{1} << 31) / (item_ == 1 ? 256 : 65536)),
-          padded_rows_(!wide_ && Cg * plane_len_ * item_ <= kPaddedRowBytes),
+          padded_rows_(!wide_ && !depthwise_ && Cg * plane_len_ * item_ <= kPaddedRowBytes),
           out_dtype_(sum_dtype(p, m_, K, fold_x_sums_)),
           sum_bound_(p.stage != nullptr
                          ? accumulator_bound(m_, K, p.x_zero_point, p.w_zero_point) : 0) {}
@@ -316,6 +317,18 @@ public:
     static bool wide_pays(Plan plan, int64_t OW, int64_t Wp) {
         const int64_t parts = plan == Plan::Table || plan == Plan::Function ? 16 : 4;
         return OW * parts >= Wp * (parts - 1);
+    }
+
+    // Depthwise layers (one input and one output channel per group) of 8-bit
+    // codes under an exact or rank-1 factorized plan (M(a, b) = u(a) v(b)):
+    // a sum has KH*KW products, too few for a GEMM (one output channel in a
+    // 16-row tile and 9 of its 64 inner bytes: MobileNet's 3x3 layers ran at
+    // 0.17-0.26x of torch's float conv), so each output row adds its taps as
+    // vectors over the image plane mapped through u (multiply_depthwise).
+    static bool depthwise(const Conv2dProblem &p, const Multiplier &m) {
+        return p.groups > 1 && p.groups == p.x.shape[1] && p.groups == p.w.shape[0] && !pointwise(p) &&
+               dtype_size(p.x.dtype) == 1 && dtype_size(p.w.dtype) == 1 &&
+               m.int16_factors().rank == 1 && !needs_staging(m);
     }
 
     // Pointwise layers (1x1 kernel, stride 1, no padding) need no im2col:
@@ -357,6 +370,7 @@ public:
     // The pixel blocks and the jobs; prepares everything jobs share.
     void prepare(int threads) {
         choose_mapping();
+        if (depthwise_) size_depthwise();
         set_zero_code();
         size_blocks(threads);
         set_target();
@@ -391,6 +405,13 @@ public:
         std::vector<int32_t> zero_bias;   // stage_images without a bias
         std::vector<int64_t> tap_offsets;  // per tap: its row's offset in ws.padded
         std::vector<std::array<int64_t, 5>> spans;  // stage_rows_block: the block's for_spans
+        // multiply_depthwise: image n's plane of channel g (key n * G + g)
+        // through u, and its codes' values; the taps' v(w); a row's sums
+        std::vector<int32_t> dw_u, dw_x, dw_v;
+        std::vector<uint8_t> dw_row;  // a row's u bytes (u_bytes_)
+        int64_t dw_key = -1;
+        std::vector<int32_t> dw_acc32;  // the sums of the output rows a block touches
+        std::vector<int64_t> dw_acc64;
     };
 
     void run_job(int64_t job, Workspace &ws, int inner_threads) const {
@@ -401,7 +422,9 @@ public:
         const int64_t g = job / pixel_blocks_;
         const int64_t r0 = job % pixel_blocks_ * block_, np = std::min(block_, N * Pr - r0);
         bool terms32_written = false;
-        if (pixel_step_ != 0) {
+        if (depthwise_) {
+            multiply_depthwise(g, r0, np, ws);
+        } else if (pixel_step_ != 0) {
             if (multiply_pointwise(g, r0, np, ws, inner_threads)) return;  // sums written into out
         } else {
             // a wide block inside one image: the GEMM reads its taps in place
@@ -522,6 +545,7 @@ private:
     // makes through a 16-bit table as it packs them (a third of a DRUM
     // 16->16 layer on AVX2). The cross terms keep the original codes.
     void choose_mapping() {
+        if (depthwise_) return;  // multiply_depthwise maps through u itself
         if (m_.plan() != Plan::Factorized || item_ != 1 || w_item_ != 1) return;
         const Int16Factors &factors = m_.int16_factors();
         if (factors.rank != 1) return;
@@ -546,6 +570,24 @@ private:
         raw_pointwise_ = pixel_step_ != 0 && selected_kernels().u8_micro != nullptr &&
                          ((as_is.found && as_is.b_offset.size() == 1) ||
                           (flipped.found && flipped.b_offset.size() == 1));
+    }
+
+    // Whether every partial sum of multiply_depthwise fits int32 (vector
+    // lanes of int32 products and sums): K times the largest |u v| and
+    // |zw x|, plus the constant part.
+    void size_depthwise() {
+        const Int16Factors &f = m_.int16_factors();
+        int64_t u_max = 0, v_max = 0;
+        for (int16_t x : f.u) u_max = std::max<int64_t>(u_max, std::abs(int64_t{x}));
+        for (int16_t x : f.v) v_max = std::max<int64_t>(v_max, std::abs(int64_t{x}));
+        const int64_t zx = std::abs(p_.x_zero_point), zw = std::abs(p_.w_zero_point);
+        const long double bound = static_cast<long double>(K) * (u_max * v_max + 256 * zw + 256 * zx + zx * zw);
+        depthwise32_ = bound < static_cast<long double>(int64_t{1} << 31);
+        // u's values as bytes (unsigned: 1, signed: -1) for map_plane's vector lookup
+        const auto [lo, hi] = std::minmax_element(f.u.begin(), f.u.end());
+        u_bytes_ = *lo >= 0 && *hi <= 255 ? 1 : *lo >= -128 && *hi <= 127 ? -1 : 0;
+        for (uint32_t raw = 0; raw < 256 && u_bytes_ != 0; ++raw)
+            u_map_[raw] = static_cast<uint8_t>(f.u[raw & m_.operand_mask()]);
     }
 
     static void map_codes(const uint8_t *table, uint8_t *codes, int64_t n) {
@@ -1078,6 +1120,138 @@ private:
         return direct;
     }
 
+    // Group g's sums over the block's pixels into ws.out as the GEMM would
+    // write them (fold_x_sums_ is off: every cross term included):
+    //   sum_t u(x_t) v(w_t) - zw sum_t x_t - zx sum_t w_t + K zx zw,
+    // padded taps reading x = zx. Image n's plane of channel g is mapped
+    // through u once into a plane padded with u(zx) (and, for zw != 0, its
+    // codes' values padded with zx), so every tap is a plain row of it. The
+    // output rows the block touches start from the constant part and add,
+    // per tap, v(w_t) times the plane's row (-zw times the codes' row): with
+    // stride 1 all rows in one call over the padded width (the dropped
+    // columns computed and skipped), else a call per output row.
+    void multiply_depthwise(int64_t g, int64_t r0, int64_t np, Workspace &ws) const {
+        const Int16Factors &f = m_.int16_factors();
+        const uint32_t mask = m_.operand_mask();
+        const bool is_signed = m_.is_signed();
+        const int64_t zx = p_.x_zero_point, zw = p_.w_zero_point;
+        auto value = [is_signed](uint8_t code) -> int32_t {
+            return is_signed ? static_cast<int8_t>(code) : code;
+        };
+        const int64_t *wst = p_.w.strides;
+        const auto *w = static_cast<const uint8_t *>(p_.w.data) + g * wst[0];
+        ws.dw_v.resize(static_cast<size_t>(K));
+        int64_t w_sum = 0;
+        for (int64_t i = 0; i < KH; ++i)
+            for (int64_t j = 0; j < KW; ++j) {
+                const uint8_t code = w[i * wst[2] + j * wst[3]];
+                ws.dw_v[static_cast<size_t>(i * KW + j)] = f.v[code & mask];
+                w_sum += value(code);
+            }
+        const int64_t constant = K * zx * zw - zx * w_sum;
+        const KernelTable &kt = selected_kernels();
+        const int64_t s0 = p_.stride[0], s1 = p_.stride[1], d0 = p_.dilation[0], d1 = p_.dilation[1];
+        const bool one_call = s0 == 1 && s1 == 1;
+        const int64_t width = one_call ? Wp : OW;  // of a row of sums
+        auto rows = [&](auto *acc_buffer, auto tap, auto &acc_store) {
+            using Acc = std::remove_pointer_t<decltype(acc_buffer)>;
+            for (int64_t q = 0; q < np;) {  // the block's part of one image at a time
+                const int64_t r = r0 + q, n = r / P, pixel = r % P;
+                const int64_t count = std::min(P - pixel, np - q);
+                map_plane(n, g, ws);
+                const int64_t y0 = pixel / OW, y1 = (pixel + count - 1) / OW + 1;
+                acc_store.resize(static_cast<size_t>((y1 - y0) * width));
+                Acc *acc = acc_store.data();
+                std::fill(acc, acc + (y1 - y0) * width, static_cast<Acc>(constant));
+                for (int64_t i = 0; i < KH; ++i)
+                    for (int64_t j = 0; j < KW; ++j) {
+                        const int32_t v = ws.dw_v[static_cast<size_t>(i * KW + j)];
+                        for (int64_t y = y0; y < (one_call ? y0 + 1 : y1); ++y) {
+                            const int64_t at = (y * s0 + i * d0) * Wp + j * d1;
+                            const int64_t n_out = one_call ? (y1 - y0) * Wp : OW;
+                            Acc *dst = acc + (y - y0) * width;
+                            tap(n_out, ws.dw_u.data() + at, s1, v, dst);
+                            if (zw != 0) tap(n_out, ws.dw_x.data() + at, s1, static_cast<int32_t>(-zw), dst);
+                        }
+                    }
+                for (int64_t y = y0, t = q; y < y1; ++y) {  // the block's columns of each row
+                    const int64_t a = y == y0 ? pixel % OW : 0;
+                    const int64_t b = y == y1 - 1 ? (pixel + count - 1) % OW + 1 : OW;
+                    const Acc *from = acc + (y - y0) * width;
+                    if (out_dtype_ == APPROXMUL_INT32) {
+                        int32_t *to = reinterpret_cast<int32_t *>(ws.out.data()) + t - a;
+                        for (int64_t o = a; o < b; ++o) to[o] = static_cast<int32_t>(from[o]);
+                    } else {
+                        int64_t *to = ws.out.data() + t - a;
+                        for (int64_t o = a; o < b; ++o) to[o] = static_cast<int64_t>(from[o]);
+                    }
+                    t += b - a;
+                }
+                q += count;
+            }
+        };
+        if (depthwise32_)
+            rows(static_cast<int32_t *>(nullptr), kt.tap_row32, ws.dw_acc32);
+        else
+            rows(static_cast<int64_t *>(nullptr), kt.tap_row64, ws.dw_acc64);
+    }
+
+    // Image n's plane of channel g through u into ws.dw_u, Hp x Wp padded
+    // with u(zx), plus (KW - 1) * dilation slack that the last row's wide
+    // taps read (dropped columns); for zw != 0 the codes' values into
+    // ws.dw_x, padded with zx. Kept while the next block is the same plane.
+    void map_plane(int64_t n, int64_t g, Workspace &ws) const {
+        if (ws.dw_key == n * G + g) return;
+        ws.dw_key = n * G + g;
+        const Int16Factors &f = m_.int16_factors();
+        const uint32_t mask = m_.operand_mask();
+        const bool is_signed = m_.is_signed(), exact = m_.plan() == Plan::ExactGemm;
+        const int64_t zx = p_.x_zero_point, zw = p_.w_zero_point;
+        const int64_t p0 = p_.padding[0], p1 = p_.padding[1];
+        // the padding only: the image's part is written below
+        auto pad = [&](std::vector<int32_t> &plane, int32_t fill) {
+            plane.resize(static_cast<size_t>(plane_len_));
+            int32_t *d = plane.data();
+            std::fill(d, d + p0 * Wp + p1, fill);
+            for (int64_t y = 0; y + 1 < H; ++y)
+                std::fill(d + (p0 + y) * Wp + p1 + W, d + (p0 + y + 1) * Wp + p1, fill);
+            std::fill(d + (p0 + H - 1) * Wp + p1 + W, d + plane_len_, fill);
+        };
+        if (H * W == 0) {  // all padding (and an empty x may be NULL)
+            ws.dw_u.assign(static_cast<size_t>(plane_len_), f.u[static_cast<uint8_t>(zx) & mask]);
+            if (zw != 0) ws.dw_x.assign(static_cast<size_t>(plane_len_), static_cast<int32_t>(zx));
+            return;
+        }
+        pad(ws.dw_u, f.u[static_cast<uint8_t>(zx) & mask]);
+        if (zw != 0) pad(ws.dw_x, static_cast<int32_t>(zx));
+        const int64_t *xs = p_.x.strides;
+        const auto *x = static_cast<const uint8_t *>(p_.x.data) + n * xs[0] + g * xs[1];
+        ws.dw_row.resize(static_cast<size_t>(W));
+        for (int64_t y = 0; y < H; ++y) {
+            const uint8_t *src = x + y * xs[2];
+            int32_t *u = ws.dw_u.data() + (y + p0) * Wp + p1;
+            if (exact && is_signed)  // u is the value: widened, not looked up
+                for (int64_t c = 0; c < W; ++c) u[c] = static_cast<int8_t>(src[c * xs[3]]);
+            else if (exact)
+                for (int64_t c = 0; c < W; ++c) u[c] = src[c * xs[3]];
+            else if (u_bytes_ != 0 && xs[3] == 1) {  // looked up by vector (u8_lut), then widened
+                uint8_t *bytes = ws.dw_row.data();
+                selected_kernels().u8_lut(W, src, u_map_, bytes);
+                if (u_bytes_ < 0)
+                    for (int64_t c = 0; c < W; ++c) u[c] = static_cast<int8_t>(bytes[c]);
+                else
+                    for (int64_t c = 0; c < W; ++c) u[c] = bytes[c];
+            } else
+                for (int64_t c = 0; c < W; ++c) u[c] = f.u[src[c * xs[3]] & mask];
+            if (zw == 0) continue;
+            int32_t *xv = ws.dw_x.data() + (y + p_.padding[0]) * Wp + p_.padding[1];
+            if (is_signed)
+                for (int64_t c = 0; c < W; ++c) xv[c] = static_cast<int8_t>(src[c * xs[3]]);
+            else
+                for (int64_t c = 0; c < W; ++c) xv[c] = src[c * xs[3]];
+        }
+    }
+
     // sums[t * sums_step] += code t of count from src (step apart), signed
     // as the multiplier (sums_step 0: their total into sums[0])
     void add_codes(const uint8_t *src, int64_t step, int64_t count, int64_t *sums,
@@ -1359,6 +1533,7 @@ private:
     // pointwise layers: x's step between pixels in an image, and across the
     // batch (0: none; pixel_chain)
     const int64_t pixel_step_, batch_step_;
+    const bool depthwise_;    // multiply_depthwise, not GEMMs
     const bool fold_x_sums_;  // the x cross term is added here, not by the GEMM
     const int64_t Wp, Hp;       // the padded image
     const bool wide_;           // pixels over the padded width (gather_wide)
@@ -1382,6 +1557,9 @@ private:
     bool mapped_ = false;
     bool raw_pointwise_ = false;  // in-place pointwise blocks on m_ itself (choose_mapping)
     bool raw_only_ = false;       // every block so: the weights are not mapped (group_weights)
+    bool depthwise32_ = false;    // multiply_depthwise's sums in int32 (size_depthwise)
+    int u_bytes_ = 0;             // u fits uint8 (1) or int8 (-1): u_map_ its bytes by raw code
+    uint8_t u_map_[256] = {};
     uint8_t map_x_[256] = {}, map_w_[256] = {};
     std::vector<int64_t> w_sums_;
     int64_t block_ = 0, pixel_blocks_ = 0;

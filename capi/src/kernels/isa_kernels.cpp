@@ -1256,6 +1256,19 @@ void requantize_acc(int64_t n, const void *acc, const int32_t *bias, const int32
         requantize_loop<Acc, 1, Single>(n, a, bias, mantissa, shift, zero_point, qmin, qmax, out);
 }
 
+// ------------------------------------------------ depthwise taps (conv.cpp)
+// acc[o] += plane[o * step] * v for o < n: one tap of a depthwise layer
+// over an output row segment, vectorised by the compiler for each set.
+template <typename Acc>
+void tap_row(int64_t n, const int32_t *__restrict plane, int64_t step, int32_t v,
+             Acc *__restrict acc) {
+    if (step == 1) {
+        for (int64_t o = 0; o < n; ++o) acc[o] += static_cast<Acc>(plane[o]) * v;
+        return;
+    }
+    for (int64_t o = 0; o < n; ++o) acc[o] += static_cast<Acc>(plane[o * step]) * v;
+}
+
 template <typename Out>
 void requantize_into(int64_t n, const void *acc, int acc64, const int32_t *bias,
                      const int32_t *mantissa, const int32_t *shift, int step, int32_t zero_point,
@@ -1652,6 +1665,8 @@ const KernelTable kTable = {
     Vec::max_factorized_rank,
     Vec::nibble_error_min_rank,
     kU8NibbleErrorMinRank,
+    tap_row<int32_t>,
+    tap_row<int64_t>,
 };
 
 }  // namespace
