@@ -1125,10 +1125,11 @@ private:
     //   sum_t u(x_t) v(w_t) - zw sum_t x_t - zx sum_t w_t + K zx zw,
     // padded taps reading x = zx. Image n's plane of channel g is mapped
     // through u once into a plane padded with u(zx) (and, for zw != 0, its
-    // codes' values padded with zx), so every tap is a plain row of it. The
-    // output rows the block touches start from the constant part and add,
-    // per tap, v(w_t) times the plane's row (-zw times the codes' row): with
-    // stride 1 all rows in one call over the padded width (the dropped
+    // codes' values padded with zx, unless u is the value itself: exact
+    // plans take v(w_t) - zw instead), so every tap is a plain row of it.
+    // The output rows the block touches start from the constant part and
+    // add, per tap, v(w_t) times the plane's row (-zw times the codes' row):
+    // with stride 1 all rows in one call over the padded width (the dropped
     // columns computed and skipped), else a call per output row.
     void multiply_depthwise(int64_t g, int64_t r0, int64_t np, Workspace &ws) const {
         const Int16Factors &f = m_.int16_factors();
@@ -1145,7 +1146,8 @@ private:
         for (int64_t i = 0; i < KH; ++i)
             for (int64_t j = 0; j < KW; ++j) {
                 const uint8_t code = w[i * wst[2] + j * wst[3]];
-                ws.dw_v[static_cast<size_t>(i * KW + j)] = f.v[code & mask];
+                ws.dw_v[static_cast<size_t>(i * KW + j)] =
+                    f.v[code & mask] - static_cast<int32_t>(values_plane() ? 0 : zw);
                 w_sum += value(code);
             }
         const int64_t constant = K * zx * zw - zx * w_sum;
@@ -1171,7 +1173,8 @@ private:
                             const int64_t n_out = one_call ? (y1 - y0) * Wp : OW;
                             Acc *dst = acc + (y - y0) * width;
                             tap(n_out, ws.dw_u.data() + at, s1, v, dst);
-                            if (zw != 0) tap(n_out, ws.dw_x.data() + at, s1, static_cast<int32_t>(-zw), dst);
+                            if (values_plane())
+                                tap(n_out, ws.dw_x.data() + at, s1, static_cast<int32_t>(-zw), dst);
                         }
                     }
                 for (int64_t y = y0, t = q; y < y1; ++y) {  // the block's columns of each row
@@ -1196,17 +1199,21 @@ private:
             rows(static_cast<int64_t *>(nullptr), kt.tap_row64, ws.dw_acc64);
     }
 
+    // Whether multiply_depthwise adds -zw times the codes' own plane: an
+    // exact plan's u is the code's value, so it folds zw into the taps.
+    bool values_plane() const { return p_.w_zero_point != 0 && m_.plan() != Plan::ExactGemm; }
+
     // Image n's plane of channel g through u into ws.dw_u, Hp x Wp padded
     // with u(zx), plus (KW - 1) * dilation slack that the last row's wide
-    // taps read (dropped columns); for zw != 0 the codes' values into
-    // ws.dw_x, padded with zx. Kept while the next block is the same plane.
+    // taps read (dropped columns); where values_plane(), the codes' values
+    // into ws.dw_x, padded with zx. Kept while the next block is the same plane.
     void map_plane(int64_t n, int64_t g, Workspace &ws) const {
         if (ws.dw_key == n * G + g) return;
         ws.dw_key = n * G + g;
         const Int16Factors &f = m_.int16_factors();
         const uint32_t mask = m_.operand_mask();
         const bool is_signed = m_.is_signed(), exact = m_.plan() == Plan::ExactGemm;
-        const int64_t zx = p_.x_zero_point, zw = p_.w_zero_point;
+        const int64_t zx = p_.x_zero_point;
         const int64_t p0 = p_.padding[0], p1 = p_.padding[1];
         // the padding only: the image's part is written below
         auto pad = [&](std::vector<int32_t> &plane, int32_t fill) {
@@ -1219,11 +1226,11 @@ private:
         };
         if (H * W == 0) {  // all padding (and an empty x may be NULL)
             ws.dw_u.assign(static_cast<size_t>(plane_len_), f.u[static_cast<uint8_t>(zx) & mask]);
-            if (zw != 0) ws.dw_x.assign(static_cast<size_t>(plane_len_), static_cast<int32_t>(zx));
+            if (values_plane()) ws.dw_x.assign(static_cast<size_t>(plane_len_), static_cast<int32_t>(zx));
             return;
         }
         pad(ws.dw_u, f.u[static_cast<uint8_t>(zx) & mask]);
-        if (zw != 0) pad(ws.dw_x, static_cast<int32_t>(zx));
+        if (values_plane()) pad(ws.dw_x, static_cast<int32_t>(zx));
         const int64_t *xs = p_.x.strides;
         const auto *x = static_cast<const uint8_t *>(p_.x.data) + n * xs[0] + g * xs[1];
         ws.dw_row.resize(static_cast<size_t>(W));
@@ -1243,7 +1250,7 @@ private:
                     for (int64_t c = 0; c < W; ++c) u[c] = bytes[c];
             } else
                 for (int64_t c = 0; c < W; ++c) u[c] = f.u[src[c * xs[3]] & mask];
-            if (zw == 0) continue;
+            if (!values_plane()) continue;
             int32_t *xv = ws.dw_x.data() + (y + p_.padding[0]) * Wp + p_.padding[1];
             if (is_signed)
                 for (int64_t c = 0; c < W; ++c) xv[c] = static_cast<int8_t>(src[c * xs[3]]);
