@@ -1162,15 +1162,17 @@ private:
                 const int64_t count = std::min(P - pixel, np - q);
                 map_plane(n, g, ws);
                 const int64_t y0 = pixel / OW, y1 = (pixel + count - 1) / OW + 1;
-                acc_store.resize(static_cast<size_t>((y1 - y0) * width));
+                // one call's length rounded up to whole vectors (the planes
+                // keep the slack): its scalar tail was most of a 7x7 plane's time
+                const int64_t n_out = one_call ? ceil_div((y1 - y0) * Wp, kTapSlack) * kTapSlack : OW;
+                acc_store.resize(static_cast<size_t>(std::max((y1 - y0) * width, n_out)));
                 Acc *acc = acc_store.data();
-                std::fill(acc, acc + (y1 - y0) * width, static_cast<Acc>(constant));
+                std::fill(acc, acc + acc_store.size(), static_cast<Acc>(constant));
                 for (int64_t i = 0; i < KH; ++i)
                     for (int64_t j = 0; j < KW; ++j) {
                         const int32_t v = ws.dw_v[static_cast<size_t>(i * KW + j)];
                         for (int64_t y = y0; y < (one_call ? y0 + 1 : y1); ++y) {
                             const int64_t at = (y * s0 + i * d0) * Wp + j * d1;
-                            const int64_t n_out = one_call ? (y1 - y0) * Wp : OW;
                             Acc *dst = acc + (y - y0) * width;
                             tap(n_out, ws.dw_u.data() + at, s1, v, dst);
                             if (values_plane())
@@ -1202,10 +1204,12 @@ private:
     // Whether multiply_depthwise adds -zw times the codes' own plane: an
     // exact plan's u is the code's value, so it folds zw into the taps.
     bool values_plane() const { return p_.w_zero_point != 0 && m_.plan() != Plan::ExactGemm; }
+    // elements past a plane's slack that multiply_depthwise's rounded calls read
+    static constexpr int64_t kTapSlack = 16;
 
     // Image n's plane of channel g through u into ws.dw_u, Hp x Wp padded
     // with u(zx), plus (KW - 1) * dilation slack that the last row's wide
-    // taps read (dropped columns); where values_plane(), the codes' values
+    // taps read (dropped columns) and kTapSlack more (whole vectors); where values_plane(), the codes' values
     // into ws.dw_x, padded with zx. Kept while the next block is the same plane.
     void map_plane(int64_t n, int64_t g, Workspace &ws) const {
         if (ws.dw_key == n * G + g) return;
@@ -1216,17 +1220,18 @@ private:
         const int64_t zx = p_.x_zero_point;
         const int64_t p0 = p_.padding[0], p1 = p_.padding[1];
         // the padding only: the image's part is written below
+        const int64_t len = plane_len_ + kTapSlack;
         auto pad = [&](std::vector<int32_t> &plane, int32_t fill) {
-            plane.resize(static_cast<size_t>(plane_len_));
+            plane.resize(static_cast<size_t>(len));
             int32_t *d = plane.data();
             std::fill(d, d + p0 * Wp + p1, fill);
             for (int64_t y = 0; y + 1 < H; ++y)
                 std::fill(d + (p0 + y) * Wp + p1 + W, d + (p0 + y + 1) * Wp + p1, fill);
-            std::fill(d + (p0 + H - 1) * Wp + p1 + W, d + plane_len_, fill);
+            std::fill(d + (p0 + H - 1) * Wp + p1 + W, d + len, fill);
         };
         if (H * W == 0) {  // all padding (and an empty x may be NULL)
-            ws.dw_u.assign(static_cast<size_t>(plane_len_), f.u[static_cast<uint8_t>(zx) & mask]);
-            if (values_plane()) ws.dw_x.assign(static_cast<size_t>(plane_len_), static_cast<int32_t>(zx));
+            ws.dw_u.assign(static_cast<size_t>(len), f.u[static_cast<uint8_t>(zx) & mask]);
+            if (values_plane()) ws.dw_x.assign(static_cast<size_t>(len), static_cast<int32_t>(zx));
             return;
         }
         pad(ws.dw_u, f.u[static_cast<uint8_t>(zx) & mask]);
