@@ -197,3 +197,17 @@ def test_depthwise_geometries(name, n, c, h, w, kh, kw, stride, padding, dilatio
     finally:
         am.set_num_threads(0)
     np.testing.assert_array_equal(got, expected(m, x, wt, stride, padding, dilation, zx, zw))
+
+
+def test_depthwise_planes_past_the_cap_keep_the_gemm_path():
+    # a padded plane past 4 MiB of int32 (1201 x 1201 around one pixel) is
+    # not built per worker: the layer runs through the GEMMs' clamped
+    # gathers, with the same sums
+    m = am.Multiplier.exact(8)
+    rng = np.random.default_rng(11)
+    x = codes(rng, np.uint8, (2, 3, 1, 1))
+    w = codes(rng, np.uint8, (3, 1, 3, 3))
+    got = am.conv2d(x, w, m, stride=600, padding=600, groups=3, x_zero_point=7, w_zero_point=2)
+    assert got.shape == (2, 3, 2, 2)
+    np.testing.assert_array_equal(
+        got, expected(m, x, w, (600, 600), (600, 600), (1, 1), 7, 2))

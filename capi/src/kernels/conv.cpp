@@ -325,10 +325,17 @@ public:
     // 16-row tile and 9 of its 64 inner bytes: MobileNet's 3x3 layers ran at
     // 0.17-0.26x of torch's float conv), so each output row adds its taps as
     // vectors over the image plane mapped through u (multiply_depthwise).
+    // Each worker holds one padded plane (two for DRUM with zw != 0) of
+    // int32: planes past kPaddedRowBytes keep the GEMM path, whose gathers
+    // clamp instead of padding (padding 30000 around a 1x1 image would be
+    // 14 GB).
     static bool depthwise(const Conv2dProblem &p, const Multiplier &m) {
+        const long double plane = static_cast<long double>(p.x.shape[2] + 2 * p.padding[0]) *
+                                  static_cast<long double>(p.x.shape[3] + 2 * p.padding[1]);
         return p.groups > 1 && p.groups == p.x.shape[1] && p.groups == p.w.shape[0] && !pointwise(p) &&
                dtype_size(p.x.dtype) == 1 && dtype_size(p.w.dtype) == 1 &&
-               m.int16_factors().rank == 1 && !needs_staging(m);
+               m.int16_factors().rank == 1 && !needs_staging(m) &&
+               plane * 4 <= static_cast<long double>(kPaddedRowBytes);
     }
 
     // Pointwise layers (1x1 kernel, stride 1, no padding) need no im2col:

@@ -390,7 +390,7 @@ void pack_a_tile_rows(const KernelTable &kt, const U8Plan &plan, int64_t panel_i
             const int64_t row = ceil_div(kqn, step) * step * 4;
             uint8_t *dst = panel + kq0 * MR * 4 + r * row;
             const int64_t real = src == nullptr ? 0 : std::clamp<int64_t>(p.inner - kq0 * 4, 0, kqn * 4);
-            if (plan.a_as_is)
+            if (real > 0 && plan.a_as_is)
                 std::memcpy(dst, src + kq0 * 4, static_cast<size_t>(real));
             else if (real > 0)
                 kt.u8_lut(real, src + kq0 * 4, fit.a_lut.data(), dst);
