@@ -422,7 +422,7 @@ public:
     };
 
     void run_job(int64_t job, Workspace &ws, int inner_threads) const {
-        ws.col.reserve(static_cast<size_t>(block_ * K * item_));
+        if (!depthwise_) ws.col.reserve(static_cast<size_t>(block_ * K * item_));  // the gathered block
         ws.out.reserve(static_cast<size_t>(block_ * Og));
         ws.pixel_term32.resize(static_cast<size_t>(block_));
         if (sums32_) ws.tap_sums32.resize(static_cast<size_t>(block_));
@@ -590,11 +590,12 @@ private:
         const int64_t zx = std::abs(p_.x_zero_point), zw = std::abs(p_.w_zero_point);
         const long double bound = static_cast<long double>(K) * (u_max * v_max + 256 * zw + 256 * zx + zx * zw);
         depthwise32_ = bound < static_cast<long double>(int64_t{1} << 31);
-        // u's values as bytes (unsigned: 1, signed: -1) for map_plane's vector lookup
+        // u's values as bytes (unsigned: 1, signed: -1) for map_plane's vector
+        // lookup (map_x_, which choose_mapping leaves alone here)
         const auto [lo, hi] = std::minmax_element(f.u.begin(), f.u.end());
         u_bytes_ = *lo >= 0 && *hi <= 255 ? 1 : *lo >= -128 && *hi <= 127 ? -1 : 0;
         for (uint32_t raw = 0; raw < 256 && u_bytes_ != 0; ++raw)
-            u_map_[raw] = static_cast<uint8_t>(f.u[raw & m_.operand_mask()]);
+            map_x_[raw] = static_cast<uint8_t>(f.u[raw & m_.operand_mask()]);
     }
 
     static void map_codes(const uint8_t *table, uint8_t *codes, int64_t n) {
@@ -1249,26 +1250,26 @@ private:
         for (int64_t y = 0; y < H; ++y) {
             const uint8_t *src = x + y * xs[2];
             int32_t *u = ws.dw_u.data() + (y + p0) * Wp + p1;
-            if (exact && is_signed)  // u is the value: widened, not looked up
-                for (int64_t c = 0; c < W; ++c) u[c] = static_cast<int8_t>(src[c * xs[3]]);
-            else if (exact)
-                for (int64_t c = 0; c < W; ++c) u[c] = src[c * xs[3]];
-            else if (u_bytes_ != 0 && xs[3] == 1) {  // looked up by vector (u8_lut), then widened
-                uint8_t *bytes = ws.dw_row.data();
-                selected_kernels().u8_lut(W, src, u_map_, bytes);
-                if (u_bytes_ < 0)
-                    for (int64_t c = 0; c < W; ++c) u[c] = static_cast<int8_t>(bytes[c]);
-                else
-                    for (int64_t c = 0; c < W; ++c) u[c] = bytes[c];
-            } else
+            if (exact) {  // u is the value: widened, not looked up
+                widen_bytes(src, xs[3], W, is_signed, u);
+            } else if (u_bytes_ != 0 && xs[3] == 1) {  // looked up by vector (u8_lut), then widened
+                selected_kernels().u8_lut(W, src, map_x_, ws.dw_row.data());
+                widen_bytes(ws.dw_row.data(), 1, W, u_bytes_ < 0, u);
+            } else {
                 for (int64_t c = 0; c < W; ++c) u[c] = f.u[src[c * xs[3]] & mask];
-            if (!values_plane()) continue;
-            int32_t *xv = ws.dw_x.data() + (y + p_.padding[0]) * Wp + p_.padding[1];
-            if (is_signed)
-                for (int64_t c = 0; c < W; ++c) xv[c] = static_cast<int8_t>(src[c * xs[3]]);
-            else
-                for (int64_t c = 0; c < W; ++c) xv[c] = src[c * xs[3]];
+            }
+            if (values_plane())
+                widen_bytes(src, xs[3], W, is_signed, ws.dw_x.data() + (y + p0) * Wp + p1);
         }
+    }
+
+    // count bytes from src (step apart) as int8 (as_signed) or uint8 into dst
+    static void widen_bytes(const uint8_t *src, int64_t step, int64_t count, bool as_signed,
+                            int32_t *dst) {
+        if (as_signed)
+            for (int64_t c = 0; c < count; ++c) dst[c] = static_cast<int8_t>(src[c * step]);
+        else
+            for (int64_t c = 0; c < count; ++c) dst[c] = src[c * step];
     }
 
     // sums[t * sums_step] += code t of count from src (step apart), signed
@@ -1577,8 +1578,7 @@ private:
     bool raw_pointwise_ = false;  // in-place pointwise blocks on m_ itself (choose_mapping)
     bool raw_only_ = false;       // every block so: the weights are not mapped (group_weights)
     bool depthwise32_ = false;    // multiply_depthwise's sums in int32 (size_depthwise)
-    int u_bytes_ = 0;             // u fits uint8 (1) or int8 (-1): u_map_ its bytes by raw code
-    uint8_t u_map_[256] = {};
+    int u_bytes_ = 0;             // depthwise: u fits uint8 (1) or int8 (-1), map_x_ its bytes
     uint8_t map_x_[256] = {}, map_w_[256] = {};
     std::vector<int64_t> w_sums_;
     int64_t block_ = 0, pixel_blocks_ = 0;

@@ -338,18 +338,37 @@ void interleave_quads(const uint8_t *rows, int64_t stride, int64_t MR, int64_t k
 // A panel's rows (row r's quad kq at rows[r * stride + kq * 4]) in a tile
 // kernel's layout (isa.hpp): per inner block, rows of its quads rounded up
 // to whole steps, zeros past them.
-void write_tile_rows(const U8Plan &plan, const uint8_t *rows, int64_t stride, uint8_t *panel) {
-    const int64_t MR = plan.MR, step = plan.tile_quads;
+// For each inner block of a tile kernel's panel: f(kq0, its first quad;
+// kqn, its quads; row, the bytes of each of its rows, whole steps).
+template <typename F>
+void for_each_tile_block(const U8Plan &plan, F &&f) {
     for (int64_t kb = 0; kb < plan.k_blocks; ++kb) {
         const int64_t kq0 = kb * plan.kqb, kqn = std::min(plan.kqb, plan.kq_total - kq0);
-        const int64_t row = ceil_div(kqn, step) * step * 4;
+        f(kq0, kqn, ceil_div(kqn, plan.tile_quads) * plan.tile_quads * 4);
+    }
+}
+
+void write_tile_rows(const U8Plan &plan, const uint8_t *rows, int64_t stride, uint8_t *panel) {
+    const int64_t MR = plan.MR;
+    for_each_tile_block(plan, [&](int64_t kq0, int64_t kqn, int64_t row) {
         uint8_t *block = panel + kq0 * MR * 4;
         for (int64_t r = 0; r < MR; ++r) {
             uint8_t *dst = block + r * row;
             std::memcpy(dst, rows + r * stride + kq0 * 4, static_cast<size_t>(kqn * 4));
             std::memset(dst + kqn * 4, 0, static_cast<size_t>(row - kqn * 4));
         }
-    }
+    });
+}
+
+// Row i of A's byte codes, contiguous (a strided row gathered into
+// w.gathered), or nullptr past A's rows.
+const uint8_t *a_byte_row(const MatmulProblem &p, int64_t i, Workspace &w) {
+    if (i >= p.rows) return nullptr;
+    const auto *src = static_cast<const uint8_t *>(p.a.data) + i * p.a.row_stride;
+    if (p.a.col_stride == 1) return src;
+    w.gathered.resize(static_cast<size_t>(p.inner));
+    for (int64_t k = 0; k < p.inner; ++k) w.gathered[static_cast<size_t>(k)] = src[k * p.a.col_stride];
+    return w.gathered.data();
 }
 
 // A panel from the quads layout (a[(kq * MR + r) * 4 + h]) to a tile
@@ -371,23 +390,11 @@ void pack_a_tile_rows(const KernelTable &kt, const U8Plan &plan, int64_t panel_i
                       int64_t *corr_out, Workspace &w) {
     const MatmulProblem &p = plan.p;
     const U8Factors &fit = *plan.fit;
-    const int64_t MR = plan.MR, step = plan.tile_quads;
+    const int64_t MR = plan.MR;
     for (int64_t r = 0; r < MR; ++r) {
-        const int64_t i = panel_index * MR + r;
-        const uint8_t *src = nullptr;
-        if (i < p.rows) {
-            src = static_cast<const uint8_t *>(p.a.data) + i * p.a.row_stride;
-            if (p.a.col_stride != 1) {
-                w.gathered.resize(static_cast<size_t>(p.inner));
-                for (int64_t k = 0; k < p.inner; ++k)
-                    w.gathered[static_cast<size_t>(k)] = src[k * p.a.col_stride];
-                src = w.gathered.data();
-            }
-        }
+        const uint8_t *src = a_byte_row(p, panel_index * MR + r, w);
         int64_t sum = 0;
-        for (int64_t kb = 0; kb < plan.k_blocks; ++kb) {
-            const int64_t kq0 = kb * plan.kqb, kqn = std::min(plan.kqb, plan.kq_total - kq0);
-            const int64_t row = ceil_div(kqn, step) * step * 4;
+        for_each_tile_block(plan, [&](int64_t kq0, int64_t kqn, int64_t row) {
             uint8_t *dst = panel + kq0 * MR * 4 + r * row;
             const int64_t real = src == nullptr ? 0 : std::clamp<int64_t>(p.inner - kq0 * 4, 0, kqn * 4);
             if (real > 0 && plan.a_as_is)
@@ -396,7 +403,7 @@ void pack_a_tile_rows(const KernelTable &kt, const U8Plan &plan, int64_t panel_i
                 kt.u8_lut(real, src + kq0 * 4, fit.a_lut.data(), dst);
             if (fit.b_offset[0] != 0) sum += byte_sum(dst, real, fit.a_signed);
             std::memset(dst + real, 0, static_cast<size_t>(row - real));
-        }
+        });
         corr_out[r] = fit.b_offset[0] * sum;
     }
 }
@@ -423,19 +430,12 @@ void pack_a_panel(const KernelTable &kt, const U8Plan &plan, int64_t panel_index
         const int64_t kq_n = plan.kq_total, stride = kq_n * 4, steps = p.inner * rank;
         w.row.resize(static_cast<size_t>(MR * stride + 8));
         for (int64_t r = 0; r < MR; ++r) {
-            const int64_t i = panel_index * MR + r;
             uint8_t *row = w.row.data() + r * stride;
             corr_out[r] = 0;
-            if (i >= p.rows) {
+            const uint8_t *src = a_byte_row(p, panel_index * MR + r, w);
+            if (src == nullptr) {
                 std::memset(row, 0, static_cast<size_t>(stride));
                 continue;
-            }
-            const auto *src = static_cast<const uint8_t *>(p.a.data) + i * p.a.row_stride;
-            if (p.a.col_stride != 1) {
-                w.gathered.resize(static_cast<size_t>(p.inner));
-                for (int64_t k = 0; k < p.inner; ++k)
-                    w.gathered[static_cast<size_t>(k)] = src[k * p.a.col_stride];
-                src = w.gathered.data();
             }
             if (rank == 1) {
                 kt.u8_lut(p.inner, src, fit.a_lut.data(), row);
