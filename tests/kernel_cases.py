@@ -314,7 +314,10 @@ def stage_cases():
     rng = np.random.default_rng(79)
     out = []
     multipliers = [("u8", am.Multiplier.exact(8)), ("s8", am.Multiplier.exact(8, signed=True)),
-                   ("drum", am.Multiplier.from_table(drum_table()))]
+                   ("drum", am.Multiplier.from_table(drum_table())),
+                   # depthwise only: the table kernel's lookups per kernel row
+                   ("table", am.Multiplier.from_table(
+                       rng.integers(-30000, 30000, (256, 256)), signed=True))]
     # "cut": a 64x64 image's 4224 wide pixels exceed a block (3584 for 72
     # taps), so blocks end and start inside images, mid-row
     # "pointwise" (1x1 kernel, channels_last x) and "images" (1x1 images):
@@ -324,6 +327,8 @@ def stage_cases():
                   ("small", dict(padding=0)), ("cut", dict(padding=1)), ("pointwise", {}),
                   ("images", {}), ("depthwise", dict(padding=1, groups=8))]
     for (mname, m), (gname, geom) in itertools.product(multipliers, geometries):
+        if mname == "table" and gname != "depthwise":
+            continue  # its GEMMs are cases() above
         signed = bool(m.signed)
         size = {"small": 7, "cut": 64, "images": 1}.get(gname, 19)
         batch = 70 if gname == "images" else 3

@@ -1,10 +1,11 @@
 """Depthwise conv2d (one input and one output channel per group) under exact
 and rank-1 factorized multipliers: each output row adds its taps as vectors
 over the image plane mapped through u (conv.cpp, multiply_depthwise), with
-every cross term and the padding's products. Bit-exact against the direct
-per-product reference of test_conv2d, for every geometry, layout, zero
-point and sum width that path takes, and for the multipliers it leaves to
-the GEMMs."""
+every cross term and the padding's products; under arbitrary 8-bit tables
+the plane's codes are looked up per kernel row by the table kernel.
+Bit-exact against the direct per-product reference of test_conv2d, for
+every geometry, layout, zero point and sum width that path takes, and for
+the layers it leaves to the GEMMs."""
 
 import zlib
 
@@ -31,10 +32,14 @@ MULTIPLIERS = {  # name: (factory, code dtype)
     "drum-s8": (lambda: am.multiplier("drum:k=4,signed=1"), np.int8),  # u(-128) = -144
     "wide-factors": (lambda: am.Multiplier.from_table(np.outer(_U, _V)), np.uint8),
     "factors-s8": (lambda: am.Multiplier.from_table(np.outer(_US, _VS), signed=True), np.int8),
-    # not this path (the table kernel's GEMMs): the same answers
+    # the table kernel's lookups: products over 16 bits' span from their
+    # offset, signed ones below zero (sums of M - offset, then K offset)
     "table-u8": (lambda: am.Multiplier.from_table(
         np.random.default_rng(7).integers(0, 60000, (256, 256))), np.uint8),
+    "table-s8": (lambda: am.Multiplier.from_table(
+        np.random.default_rng(8).integers(-32768, 32768, (256, 256)), signed=True), np.int8),
 }
+TABLES = ["table-u8", "table-s8"]
 
 # (n, c, h, w, kh, kw, stride, padding, dilation)
 GEOMETRIES = [
@@ -94,7 +99,7 @@ def channels_last(x):
     return np.ascontiguousarray(x.transpose(0, 2, 3, 1)).transpose(0, 3, 1, 2)
 
 
-@pytest.mark.parametrize("name", ["exact-u8", "drum-u8", "drum-s8", "wide-factors"])
+@pytest.mark.parametrize("name", ["exact-u8", "drum-u8", "drum-s8", "wide-factors", *TABLES])
 @pytest.mark.parametrize("layout", ["channels_last", "cropped", "reversed rows",
                                     "weights transposed", "out channels_last"])
 @pytest.mark.parametrize("threads", [1, 2])
@@ -126,7 +131,7 @@ def test_depthwise_layouts(name, layout, threads):
     np.testing.assert_array_equal(got, expected(m, x, w, (1, 1), (1, 1), (1, 1), zx, zw))
 
 
-@pytest.mark.parametrize("name", ["exact-s8", "drum-u8"])
+@pytest.mark.parametrize("name", ["exact-s8", "drum-u8", "table-s8"])
 @pytest.mark.parametrize("threads", [1, 2])
 def test_depthwise_blocks_across_many_images(name, threads):
     # more pixels than one block: blocks start and end inside images and
@@ -148,7 +153,7 @@ def test_depthwise_blocks_across_many_images(name, threads):
         am.set_num_threads(0)
 
 
-@pytest.mark.parametrize("name", ["exact-u8", "exact-s8", "drum-u8", "drum-s8"])
+@pytest.mark.parametrize("name", ["exact-u8", "exact-s8", "drum-u8", "drum-s8", *TABLES])
 @pytest.mark.parametrize("real", [None, np.float32])
 def test_output_stage_of_depthwise_layers(name, real):
     # the torch layer's call: the sums requantized (and dequantized) in it
@@ -171,7 +176,7 @@ def test_output_stage_of_depthwise_layers(name, real):
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(name=st.sampled_from(["exact-u8", "exact-s8", "drum-u8", "drum-s8", "wide-factors",
-                             "factors-s8"]),
+                             "factors-s8", *TABLES]),
        n=st.integers(1, 3), c=st.integers(2, 4), h=st.integers(0, 9), w=st.integers(0, 9),
        kh=st.integers(1, 4), kw=st.integers(1, 4),
        stride=st.tuples(st.integers(1, 3), st.integers(1, 3)),
@@ -211,3 +216,20 @@ def test_depthwise_planes_past_the_cap_keep_the_gemm_path():
     assert got.shape == (2, 3, 2, 2)
     np.testing.assert_array_equal(
         got, expected(m, x, w, (600, 600), (600, 600), (1, 1), 7, 2))
+
+
+@pytest.mark.parametrize("name", TABLES)
+def test_table_kernels_wider_than_a_lookup_call(name):
+    # a table-kernel call takes up to 256 stationary codes: a kernel row of
+    # 300 taps runs on the GEMM path, with the same sums; 1 x 256 taps are
+    # one lookup call, 2 x 150 a call per kernel row
+    factory, dtype = MULTIPLIERS[name]
+    m = factory()
+    rng = np.random.default_rng(zlib.crc32(name.encode()))
+    for kh, kw in ((1, 300), (1, 256), (2, 150)):
+        x = codes(rng, dtype, (2, 3, kh + 1, kw + 5))
+        w = codes(rng, dtype, (3, 1, kh, kw))
+        zx, zw = zero_points(m, (9, 4))
+        got = am.conv2d(x, w, m, padding=(0, 1), groups=3, x_zero_point=zx, w_zero_point=zw)
+        np.testing.assert_array_equal(
+            got, expected(m, x, w, (1, 1), (0, 1), (1, 1), zx, zw))

@@ -325,18 +325,35 @@ public:
     // 16-row tile and 9 of its 64 inner bytes: MobileNet's 3x3 layers ran at
     // 0.17-0.26x of torch's float conv), so each output row adds its taps as
     // vectors over the image plane mapped through u (multiply_depthwise).
-    // Each worker holds one padded plane (two for DRUM with zw != 0) of
-    // int32: planes past kPaddedRowBytes keep the GEMM path, whose gathers
-    // clamp instead of padding (padding 30000 around a 1x1 image would be
-    // 14 GB).
+    // Arbitrary 8-bit tables take the same path with the table kernel's
+    // lookups (depthwise_table). Each worker holds one padded plane (two
+    // for DRUM with zw != 0) of int32: planes past kPaddedRowBytes keep the
+    // GEMM path, whose gathers clamp instead of padding (padding 30000
+    // around a 1x1 image would be 14 GB).
     static bool depthwise(const Conv2dProblem &p, const Multiplier &m) {
         const long double plane = static_cast<long double>(p.x.shape[2] + 2 * p.padding[0]) *
                                   static_cast<long double>(p.x.shape[3] + 2 * p.padding[1]);
         return p.groups > 1 && p.groups == p.x.shape[1] && p.groups == p.w.shape[0] && !pointwise(p) &&
                dtype_size(p.x.dtype) == 1 && dtype_size(p.w.dtype) == 1 &&
-               m.int16_factors().rank == 1 && !needs_staging(m) &&
+               (m.int16_factors().rank == 1 || depthwise_table(p, m)) && !needs_staging(m) &&
                plane * 4 <= static_cast<long double>(kPaddedRowBytes);
     }
+
+    // A depthwise layer's taps looked up in an 8-bit table (products within
+    // 16 bits): per tap, the plane's codes streamed through the table
+    // kernel with the tap's weight code stationary (one 512-byte product
+    // column per tap and channel, where the GEMM path ran a one-row table
+    // GEMM per group: 0.04-0.10x of torch's float conv on MobileNet's
+    // 14x14 and 7x7 layers).
+    // The kernel takes up to 256 stationary codes a call (a kernel row) and
+    // its uint32 sums hold 65536 products.
+    static bool depthwise_table(const Conv2dProblem &p, const Multiplier &m) {
+        return m.plan() == Plan::Table && m.bits() == 8 && !m.byte_planes(true).empty() &&
+               selected_kernels().table_block != nullptr && p.w.shape[3] <= 256 &&
+               p.w.shape[2] * p.w.shape[3] <= 65536;
+    }
+    // multiply_depthwise looks its products up (depthwise_table)
+    bool table_taps() const { return m_.int16_factors().rank != 1; }
 
     // Pointwise layers (1x1 kernel, stride 1, no padding) need no im2col:
     // the GEMM reads x's pixels in place, as rows of a pixels x channels
@@ -416,6 +433,9 @@ public:
         // through u, and its codes' values; the taps' v(w); a row's sums
         std::vector<int32_t> dw_u, dw_x, dw_v;
         std::vector<uint8_t> dw_row;  // a row's u bytes (u_bytes_)
+        std::vector<uint8_t> dw_codes, dw_w;  // tables: the plane's codes; the weight codes
+        std::vector<uint8_t> dw_taps;         // tables: a call's tap rows, side by side
+        std::vector<uint32_t> dw_sums;        // tables: a call's sums of M - offset
         int64_t dw_key = -1;
         std::vector<int32_t> dw_acc32;  // the sums of the output rows a block touches
         std::vector<int64_t> dw_acc64;
@@ -583,11 +603,18 @@ private:
     // lanes of int32 products and sums): K times the largest |u v| and
     // |zw x|, plus the constant part.
     void size_depthwise() {
+        const int64_t zx = std::abs(p_.x_zero_point), zw = std::abs(p_.w_zero_point);
+        if (table_taps()) {  // and every partial sum: K (M - offset), K offset, ...
+            const long double largest = static_cast<long double>(
+                std::abs(m_.min_product()) + (m_.max_product() - m_.min_product()));
+            const long double bound = K * (largest + 256 * zw + 256 * zx + static_cast<long double>(zx * zw));
+            depthwise32_ = bound < static_cast<long double>(int64_t{1} << 31);
+            return;
+        }
         const Int16Factors &f = m_.int16_factors();
         int64_t u_max = 0, v_max = 0;
         for (int16_t x : f.u) u_max = std::max<int64_t>(u_max, std::abs(int64_t{x}));
         for (int16_t x : f.v) v_max = std::max<int64_t>(v_max, std::abs(int64_t{x}));
-        const int64_t zx = std::abs(p_.x_zero_point), zw = std::abs(p_.w_zero_point);
         const long double bound = static_cast<long double>(K) * (u_max * v_max + 256 * zw + 256 * zx + zx * zw);
         depthwise32_ = bound < static_cast<long double>(int64_t{1} << 31);
         // u's values as bytes (unsigned: 1, signed: -1) for map_plane's vector
@@ -1130,39 +1157,75 @@ private:
 
     // Group g's sums over the block's pixels into ws.out as the GEMM would
     // write them (fold_x_sums_ is off: every cross term included):
-    //   sum_t u(x_t) v(w_t) - zw sum_t x_t - zx sum_t w_t + K zx zw,
-    // padded taps reading x = zx. Image n's plane of channel g is mapped
-    // through u once into a plane padded with u(zx) (and, for zw != 0, its
-    // codes' values padded with zx, unless u is the value itself: exact
-    // plans take v(w_t) - zw instead), so every tap is a plain row of it.
-    // The output rows the block touches start from the constant part and
-    // add, per tap, v(w_t) times the plane's row (-zw times the codes' row):
-    // with stride 1 all rows in one call over the padded width (the dropped
-    // columns computed and skipped), else a call per output row.
+    //   sum_t M(x_t, w_t) - zw sum_t x_t - zx sum_t w_t + K zx zw,
+    // padded taps reading x = zx. Rank-1 plans, M = u(x) v(w): image n's
+    // plane of channel g is mapped through u once into a plane padded with
+    // u(zx) (and, for zw != 0, its codes' values padded with zx, unless u is
+    // the value itself: exact plans take v(w_t) - zw instead), so every tap
+    // is a plain row of it. The output rows the block touches start from
+    // the constant part and add, per tap, v(w_t) times the plane's row (-zw
+    // times the codes' row): with stride 1 all rows in one call over the
+    // padded width (the dropped columns computed and skipped), else a call
+    // per output row. Tables (depthwise_table): per kernel row, the plane's
+    // codes looked up with its KW weight codes stationary, at stride 1 in x
+    // (a strided layer's rows keep every s1-th sum).
     void multiply_depthwise(int64_t g, int64_t r0, int64_t np, Workspace &ws) const {
+        const bool table = table_taps();
         const Int16Factors &f = m_.int16_factors();
         const uint32_t mask = m_.operand_mask();
         const bool is_signed = m_.is_signed();
         const int64_t zx = p_.x_zero_point, zw = p_.w_zero_point;
-        auto value = [is_signed](uint8_t code) -> int32_t {
-            return is_signed ? static_cast<int8_t>(code) : code;
-        };
         const int64_t *wst = p_.w.strides;
         const auto *w = static_cast<const uint8_t *>(p_.w.data) + g * wst[0];
         ws.dw_v.resize(static_cast<size_t>(K));
+        ws.dw_w.resize(static_cast<size_t>(K));
         int64_t w_sum = 0;
         for (int64_t i = 0; i < KH; ++i)
             for (int64_t j = 0; j < KW; ++j) {
                 const uint8_t code = w[i * wst[2] + j * wst[3]];
-                ws.dw_v[static_cast<size_t>(i * KW + j)] =
-                    f.v[code & mask] - static_cast<int32_t>(values_plane() ? 0 : zw);
-                w_sum += value(code);
+                ws.dw_w[static_cast<size_t>(i * KW + j)] = code;
+                if (!table)
+                    ws.dw_v[static_cast<size_t>(i * KW + j)] =
+                        f.v[code & mask] - static_cast<int32_t>(values_plane() ? 0 : zw);
+                w_sum += is_signed ? static_cast<int8_t>(code) : code;
             }
-        const int64_t constant = K * zx * zw - zx * w_sum;
+        // the table kernel's sums are of M - offset
+        const int64_t constant = K * zx * zw - zx * w_sum + (table ? K * m_.byte_plane_offset() : 0);
         const KernelTable &kt = selected_kernels();
         const int64_t s0 = p_.stride[0], s1 = p_.stride[1], d0 = p_.dilation[0], d1 = p_.dilation[1];
         const bool one_call = s0 == 1 && s1 == 1;
         const int64_t width = one_call ? Wp : OW;  // of a row of sums
+        // a table row's lookups, at stride 1 in x, in whole 64-code vectors
+        const int64_t looked_up = ceil_div((OW - 1) * s1 + 1, 64) * 64;
+        // n codes of the plane from `at` on through the table into
+        // ws.dw_sums (uint32, M - offset), the weights stationary: all K
+        // taps in one call per table_width codes, their rows copied side by
+        // side (a call per kernel row spent as long widening its 16-bit
+        // sums as looking up a 56x56 plane's 3 taps), or a call per kernel
+        // row (KW taps d1 apart) past 256 taps
+        auto look_up = [&](int64_t n, int64_t at) {
+            ws.dw_sums.assign(static_cast<size_t>(n), 0u);
+            const uint8_t *planes = m_.byte_planes(true).data();
+            const uint16_t *wide = m_.wide_planes(true).data();
+            const int64_t step = kt.table_width;
+            for (int64_t j0 = 0; j0 < n; j0 += step) {
+                const int64_t piece = std::min(step, n - j0);
+                const uint8_t *from = ws.dw_codes.data() + at + j0;
+                if (K <= 256) {
+                    ws.dw_taps.resize(static_cast<size_t>(K * step));
+                    for (int64_t i = 0; i < KH; ++i)
+                        for (int64_t j = 0; j < KW; ++j)
+                            std::memcpy(ws.dw_taps.data() + (i * KW + j) * step,
+                                        from + i * d0 * Wp + j * d1, static_cast<size_t>(piece));
+                    kt.table_block(K, ws.dw_w.data(), ws.dw_taps.data(), step, piece, planes, wide,
+                                   ws.dw_sums.data() + j0);
+                } else {
+                    for (int64_t i = 0; i < KH; ++i)
+                        kt.table_block(KW, ws.dw_w.data() + i * KW, from + i * d0 * Wp, d1, piece,
+                                       planes, wide, ws.dw_sums.data() + j0);
+                }
+            }
+        };
         auto rows = [&](auto *acc_buffer, auto tap, auto &acc_store) {
             using Acc = std::remove_pointer_t<decltype(acc_buffer)>;
             for (int64_t q = 0; q < np;) {  // the block's part of one image at a time
@@ -1172,17 +1235,28 @@ private:
                 const int64_t y0 = pixel / OW, y1 = (pixel + count - 1) / OW + 1;
                 // one call's length rounded up to whole vectors (the planes
                 // keep the slack): its scalar tail was most of a 7x7 plane's time
-                const int64_t n_out = one_call ? ceil_div((y1 - y0) * Wp, kTapSlack) * kTapSlack : OW;
+                const int64_t quantum = table ? 64 : kTapSlack;
+                const int64_t n_out = one_call ? ceil_div((y1 - y0) * Wp, quantum) * quantum : OW;
                 acc_store.resize(static_cast<size_t>(std::max((y1 - y0) * width, n_out)));
                 Acc *acc = acc_store.data();
-                std::fill(acc, acc + acc_store.size(), static_cast<Acc>(constant));
-                for (int64_t i = 0; i < KH; ++i)
+                if (table) {  // every element written: n_out, or OW per row
+                    for (int64_t y = y0; y < (one_call ? y0 + 1 : y1); ++y) {
+                        look_up(one_call ? n_out : looked_up, y * s0 * Wp);
+                        Acc *dst = acc + (y - y0) * width;
+                        const uint32_t *sums = ws.dw_sums.data();
+                        for (int64_t o = 0; o < (one_call ? n_out : OW); ++o)
+                            dst[o] = static_cast<Acc>(constant + sums[o * s1]);
+                    }
+                } else {
+                    std::fill(acc, acc + acc_store.size(), static_cast<Acc>(constant));
+                }
+                for (int64_t i = 0; i < (table && !values_plane() ? 0 : KH); ++i)
                     for (int64_t j = 0; j < KW; ++j) {
-                        const int32_t v = ws.dw_v[static_cast<size_t>(i * KW + j)];
+                        const int32_t v = table ? 0 : ws.dw_v[static_cast<size_t>(i * KW + j)];
                         for (int64_t y = y0; y < (one_call ? y0 + 1 : y1); ++y) {
                             const int64_t at = (y * s0 + i * d0) * Wp + j * d1;
                             Acc *dst = acc + (y - y0) * width;
-                            tap(n_out, ws.dw_u.data() + at, s1, v, dst);
+                            if (!table) tap(n_out, ws.dw_u.data() + at, s1, v, dst);
                             if (values_plane())
                                 tap(n_out, ws.dw_x.data() + at, s1, static_cast<int32_t>(-zw), dst);
                         }
@@ -1212,51 +1286,66 @@ private:
     // Whether multiply_depthwise adds -zw times the codes' own plane: an
     // exact plan's u is the code's value, so it folds zw into the taps.
     bool values_plane() const { return p_.w_zero_point != 0 && m_.plan() != Plan::ExactGemm; }
-    // elements past a plane's slack that multiply_depthwise's rounded calls read
-    static constexpr int64_t kTapSlack = 16;
+    // elements past a plane's slack that multiply_depthwise's rounded calls
+    // read: whole vectors of int32 (tap_row), whole 64-code vectors (tables)
+    static constexpr int64_t kTapSlack = 16, kTableSlack = 64;
 
-    // Image n's plane of channel g through u into ws.dw_u, Hp x Wp padded
-    // with u(zx), plus (KW - 1) * dilation slack that the last row's wide
-    // taps read (dropped columns) and kTapSlack more (whole vectors); where values_plane(), the codes' values
-    // into ws.dw_x, padded with zx. Kept while the next block is the same plane.
+    // Image n's plane of channel g, Hp x Wp, plus (KW - 1) * dilation slack
+    // that the last row's wide taps read (dropped columns) and the rounded
+    // calls' slack more: through u into ws.dw_u, padded with u(zx), or for
+    // tables its codes into ws.dw_codes, padded with zx's code; where
+    // values_plane(), the codes' values into ws.dw_x, padded with zx. Kept
+    // while the next block is the same plane.
     void map_plane(int64_t n, int64_t g, Workspace &ws) const {
         if (ws.dw_key == n * G + g) return;
         ws.dw_key = n * G + g;
+        const bool table = table_taps();
         const Int16Factors &f = m_.int16_factors();
         const uint32_t mask = m_.operand_mask();
         const bool is_signed = m_.is_signed(), exact = m_.plan() == Plan::ExactGemm;
         const int64_t zx = p_.x_zero_point;
         const int64_t p0 = p_.padding[0], p1 = p_.padding[1];
         // the padding only: the image's part is written below
-        const int64_t len = plane_len_ + kTapSlack;
-        auto pad = [&](std::vector<int32_t> &plane, int32_t fill) {
+        const int64_t len = plane_len_ + (table ? kTableSlack : kTapSlack);
+        auto pad = [&](auto &plane, auto fill) {
             plane.resize(static_cast<size_t>(len));
-            int32_t *d = plane.data();
+            auto *d = plane.data();
+            if (H * W == 0) {  // all padding (and an empty x may be NULL)
+                std::fill(d, d + len, fill);
+                return;
+            }
             std::fill(d, d + p0 * Wp + p1, fill);
             for (int64_t y = 0; y + 1 < H; ++y)
                 std::fill(d + (p0 + y) * Wp + p1 + W, d + (p0 + y + 1) * Wp + p1, fill);
             std::fill(d + (p0 + H - 1) * Wp + p1 + W, d + len, fill);
         };
-        if (H * W == 0) {  // all padding (and an empty x may be NULL)
-            ws.dw_u.assign(static_cast<size_t>(len), f.u[static_cast<uint8_t>(zx) & mask]);
-            if (values_plane()) ws.dw_x.assign(static_cast<size_t>(len), static_cast<int32_t>(zx));
-            return;
-        }
-        pad(ws.dw_u, f.u[static_cast<uint8_t>(zx) & mask]);
+        if (table)
+            pad(ws.dw_codes, static_cast<uint8_t>(zx));
+        else
+            pad(ws.dw_u, f.u[static_cast<uint8_t>(zx) & mask]);
         if (values_plane()) pad(ws.dw_x, static_cast<int32_t>(zx));
+        if (H * W == 0) return;
         const int64_t *xs = p_.x.strides;
         const auto *x = static_cast<const uint8_t *>(p_.x.data) + n * xs[0] + g * xs[1];
         ws.dw_row.resize(static_cast<size_t>(W));
         for (int64_t y = 0; y < H; ++y) {
             const uint8_t *src = x + y * xs[2];
-            int32_t *u = ws.dw_u.data() + (y + p0) * Wp + p1;
-            if (exact) {  // u is the value: widened, not looked up
-                widen_bytes(src, xs[3], W, is_signed, u);
-            } else if (u_bytes_ != 0 && xs[3] == 1) {  // looked up by vector (u8_lut), then widened
-                selected_kernels().u8_lut(W, src, map_x_, ws.dw_row.data());
-                widen_bytes(ws.dw_row.data(), 1, W, u_bytes_ < 0, u);
+            if (table) {
+                uint8_t *codes = ws.dw_codes.data() + (y + p0) * Wp + p1;
+                if (xs[3] == 1)
+                    std::memcpy(codes, src, static_cast<size_t>(W));
+                else
+                    for (int64_t c = 0; c < W; ++c) codes[c] = src[c * xs[3]];
             } else {
-                for (int64_t c = 0; c < W; ++c) u[c] = f.u[src[c * xs[3]] & mask];
+                int32_t *u = ws.dw_u.data() + (y + p0) * Wp + p1;
+                if (exact) {  // u is the value: widened, not looked up
+                    widen_bytes(src, xs[3], W, is_signed, u);
+                } else if (u_bytes_ != 0 && xs[3] == 1) {  // looked up by vector (u8_lut), then widened
+                    selected_kernels().u8_lut(W, src, map_x_, ws.dw_row.data());
+                    widen_bytes(ws.dw_row.data(), 1, W, u_bytes_ < 0, u);
+                } else {
+                    for (int64_t c = 0; c < W; ++c) u[c] = f.u[src[c * xs[3]] & mask];
+                }
             }
             if (values_plane())
                 widen_bytes(src, xs[3], W, is_signed, ws.dw_x.data() + (y + p0) * Wp + p1);
@@ -1266,10 +1355,17 @@ private:
     // count bytes from src (step apart) as int8 (as_signed) or uint8 into dst
     static void widen_bytes(const uint8_t *src, int64_t step, int64_t count, bool as_signed,
                             int32_t *dst) {
+        auto widen = [&](auto type) {  // step 1 apart: the loop the compiler vectorizes
+            using T = decltype(type);
+            if (step == 1)
+                for (int64_t c = 0; c < count; ++c) dst[c] = static_cast<T>(src[c]);
+            else
+                for (int64_t c = 0; c < count; ++c) dst[c] = static_cast<T>(src[c * step]);
+        };
         if (as_signed)
-            for (int64_t c = 0; c < count; ++c) dst[c] = static_cast<int8_t>(src[c * step]);
+            widen(int8_t{});
         else
-            for (int64_t c = 0; c < count; ++c) dst[c] = src[c * step];
+            widen(uint8_t{});
     }
 
     // sums[t * sums_step] += code t of count from src (step apart), signed
