@@ -431,7 +431,8 @@ public:
         std::vector<std::array<int64_t, 5>> spans;  // stage_rows_block: the block's for_spans
         // multiply_depthwise: image n's plane of channel g (key n * G + g)
         // through u, and its codes' values; the taps' v(w); a row's sums
-        std::vector<int32_t> dw_u, dw_x, dw_v;
+        std::vector<int32_t> dw_u, dw_x, dw_v, dw_box;
+        int64_t dw_box_end = 0;  // dw_box's valid length (kernel_row_sums)
         std::vector<uint8_t> dw_row;  // a row's u bytes (u_bytes_)
         std::vector<uint8_t> dw_codes, dw_w;  // tables: the plane's codes; the weight codes
         std::vector<uint8_t> dw_taps;         // tables: a call's tap rows, side by side
@@ -1244,22 +1245,28 @@ private:
                         look_up(one_call ? n_out : looked_up, y * s0 * Wp);
                         Acc *dst = acc + (y - y0) * width;
                         const uint32_t *sums = ws.dw_sums.data();
-                        for (int64_t o = 0; o < (one_call ? n_out : OW); ++o)
-                            dst[o] = static_cast<Acc>(constant + sums[o * s1]);
+                        if (one_call)  // s1 == 1: the loop the compiler vectorizes
+                            for (int64_t o = 0; o < n_out; ++o) dst[o] = static_cast<Acc>(constant + sums[o]);
+                        else
+                            for (int64_t o = 0; o < OW; ++o)
+                                dst[o] = static_cast<Acc>(constant + sums[o * s1]);
                     }
                 } else {
                     std::fill(acc, acc + acc_store.size(), static_cast<Acc>(constant));
                 }
-                for (int64_t i = 0; i < (table && !values_plane() ? 0 : KH); ++i)
-                    for (int64_t j = 0; j < KW; ++j) {
-                        const int32_t v = table ? 0 : ws.dw_v[static_cast<size_t>(i * KW + j)];
-                        for (int64_t y = y0; y < (one_call ? y0 + 1 : y1); ++y) {
-                            const int64_t at = (y * s0 + i * d0) * Wp + j * d1;
-                            Acc *dst = acc + (y - y0) * width;
-                            if (!table) tap(n_out, ws.dw_u.data() + at, s1, v, dst);
-                            if (values_plane())
-                                tap(n_out, ws.dw_x.data() + at, s1, static_cast<int32_t>(-zw), dst);
-                        }
+                if (values_plane())  // as far as the last kernel row's tap reads
+                    kernel_row_sums(ws, one_call ? (y0 + (KH - 1) * d0) * Wp + n_out
+                                                 : ((y1 - 1) * s0 + (KH - 1) * d0) * Wp +
+                                                       (OW - 1) * s1 + 1);
+                for (int64_t i = 0; i < KH; ++i)
+                    for (int64_t y = y0; y < (one_call ? y0 + 1 : y1); ++y) {
+                        const int64_t at = (y * s0 + i * d0) * Wp;
+                        Acc *dst = acc + (y - y0) * width;
+                        for (int64_t j = 0; j < (table ? 0 : KW); ++j)
+                            tap(n_out, ws.dw_u.data() + at + j * d1, s1,
+                                ws.dw_v[static_cast<size_t>(i * KW + j)], dst);
+                        if (values_plane())  // the kernel row's codes at once
+                            tap(n_out, ws.dw_box.data() + at, s1, static_cast<int32_t>(-zw), dst);
                     }
                 for (int64_t y = y0, t = q; y < y1; ++y) {  // the block's columns of each row
                     const int64_t a = y == y0 ? pixel % OW : 0;
@@ -1294,11 +1301,13 @@ private:
     // that the last row's wide taps read (dropped columns) and the rounded
     // calls' slack more: through u into ws.dw_u, padded with u(zx), or for
     // tables its codes into ws.dw_codes, padded with zx's code; where
-    // values_plane(), the codes' values into ws.dw_x, padded with zx. Kept
-    // while the next block is the same plane.
+    // values_plane(), the codes' values into ws.dw_x, padded with zx, and
+    // their sums over a kernel row's taps into ws.dw_box. Kept while the
+    // next block is the same plane.
     void map_plane(int64_t n, int64_t g, Workspace &ws) const {
         if (ws.dw_key == n * G + g) return;
         ws.dw_key = n * G + g;
+        ws.dw_box_end = 0;
         const bool table = table_taps();
         const Int16Factors &f = m_.int16_factors();
         const uint32_t mask = m_.operand_mask();
@@ -1350,6 +1359,23 @@ private:
             if (values_plane())
                 widen_bytes(src, xs[3], W, is_signed, ws.dw_x.data() + (y + p0) * Wp + p1);
         }
+    }
+
+    // ws.dw_box[e] for e < end: the sum of the KW codes' values a kernel
+    // row reads from ws.dw_x[e] on (d1 apart), by vector rows, from where
+    // the plane's earlier blocks left off (a block of a large plane needs
+    // only its rows): the zw term then costs a tap per kernel row, not per tap.
+    void kernel_row_sums(Workspace &ws, int64_t end) const {
+        const int64_t d1 = p_.dilation[1];
+        const int64_t from = ws.dw_box_end;
+        end = std::min(end, static_cast<int64_t>(ws.dw_x.size()) - (KW - 1) * d1);
+        if (end <= from) return;
+        ws.dw_box.resize(static_cast<size_t>(end));
+        std::fill(ws.dw_box.begin() + from, ws.dw_box.end(), 0);
+        for (int64_t j = 0; j < KW; ++j)
+            selected_kernels().tap_row32(end - from, ws.dw_x.data() + from + j * d1, 1, 1,
+                                         ws.dw_box.data() + from);
+        ws.dw_box_end = end;
     }
 
     // count bytes from src (step apart) as int8 (as_signed) or uint8 into dst
