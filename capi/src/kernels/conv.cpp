@@ -432,6 +432,7 @@ public:
         // multiply_depthwise: image n's plane of channel g (key n * G + g)
         // through u, and its codes' values; the taps' v(w); a row's sums
         std::vector<int32_t> dw_u, dw_x, dw_v, dw_box;
+        std::vector<int64_t> dw_offsets;  // tap_rows' offsets for dw_v's factors
         int64_t dw_box_end = 0;  // dw_box's valid length (kernel_row_sums)
         std::vector<uint8_t> dw_row;  // a row's u bytes (u_bytes_)
         std::vector<uint8_t> dw_codes, dw_w;  // tables: the plane's codes; the weight codes
@@ -1178,7 +1179,21 @@ private:
         const int64_t zx = p_.x_zero_point, zw = p_.w_zero_point;
         const int64_t *wst = p_.w.strides;
         const auto *w = static_cast<const uint8_t *>(p_.w.data) + g * wst[0];
-        ws.dw_v.resize(static_cast<size_t>(K));
+        const int64_t s0 = p_.stride[0], s1 = p_.stride[1], d0 = p_.dilation[0], d1 = p_.dilation[1];
+        // tap_rows' offsets and factors: the K taps (v(w_t)), the KH kernel
+        // rows (-zw, on kernel_row_sums), the KW columns a row sums (1)
+        ws.dw_v.resize(static_cast<size_t>(K + KH + KW));
+        ws.dw_offsets.resize(static_cast<size_t>(K + KH + KW));
+        for (int64_t i = 0; i < KH; ++i) {
+            for (int64_t j = 0; j < KW; ++j)
+                ws.dw_offsets[static_cast<size_t>(i * KW + j)] = i * d0 * Wp + j * d1;
+            ws.dw_offsets[static_cast<size_t>(K + i)] = i * d0 * Wp;
+            ws.dw_v[static_cast<size_t>(K + i)] = static_cast<int32_t>(-zw);
+        }
+        for (int64_t j = 0; j < KW; ++j) {
+            ws.dw_offsets[static_cast<size_t>(K + KH + j)] = j * d1;
+            ws.dw_v[static_cast<size_t>(K + KH + j)] = 1;
+        }
         ws.dw_w.resize(static_cast<size_t>(K));
         int64_t w_sum = 0;
         for (int64_t i = 0; i < KH; ++i)
@@ -1193,7 +1208,6 @@ private:
         // the table kernel's sums are of M - offset
         const int64_t constant = K * zx * zw - zx * w_sum + (table ? K * m_.byte_plane_offset() : 0);
         const KernelTable &kt = selected_kernels();
-        const int64_t s0 = p_.stride[0], s1 = p_.stride[1], d0 = p_.dilation[0], d1 = p_.dilation[1];
         const bool one_call = s0 == 1 && s1 == 1;
         const int64_t width = one_call ? Wp : OW;  // of a row of sums
         // a table row's lookups, at stride 1 in x, in whole 64-code vectors
@@ -1258,16 +1272,16 @@ private:
                     kernel_row_sums(ws, one_call ? (y0 + (KH - 1) * d0) * Wp + n_out
                                                  : ((y1 - 1) * s0 + (KH - 1) * d0) * Wp +
                                                        (OW - 1) * s1 + 1);
-                for (int64_t i = 0; i < KH; ++i)
-                    for (int64_t y = y0; y < (one_call ? y0 + 1 : y1); ++y) {
-                        const int64_t at = (y * s0 + i * d0) * Wp;
-                        Acc *dst = acc + (y - y0) * width;
-                        for (int64_t j = 0; j < (table ? 0 : KW); ++j)
-                            tap(n_out, ws.dw_u.data() + at + j * d1, s1,
-                                ws.dw_v[static_cast<size_t>(i * KW + j)], dst);
-                        if (values_plane())  // the kernel row's codes at once
-                            tap(n_out, ws.dw_box.data() + at, s1, static_cast<int32_t>(-zw), dst);
-                    }
+                for (int64_t y = y0; y < (one_call ? y0 + 1 : y1); ++y) {
+                    const int64_t at = y * s0 * Wp;
+                    Acc *dst = acc + (y - y0) * width;
+                    if (!table)  // every tap, v(w_t) times the plane through u
+                        tap(n_out, ws.dw_u.data() + at, s1, K, ws.dw_offsets.data(),
+                            ws.dw_v.data(), dst);
+                    if (values_plane())  // each kernel row's codes at once, times -zw
+                        tap(n_out, ws.dw_box.data() + at, s1, KH, ws.dw_offsets.data() + K,
+                            ws.dw_v.data() + K, dst);
+                }
                 for (int64_t y = y0, t = q; y < y1; ++y) {  // the block's columns of each row
                     const int64_t a = y == y0 ? pixel % OW : 0;
                     const int64_t b = y == y1 - 1 ? (pixel + count - 1) % OW + 1 : OW;
@@ -1285,9 +1299,9 @@ private:
             }
         };
         if (depthwise32_)
-            rows(static_cast<int32_t *>(nullptr), kt.tap_row32, ws.dw_acc32);
+            rows(static_cast<int32_t *>(nullptr), kt.tap_rows32, ws.dw_acc32);
         else
-            rows(static_cast<int64_t *>(nullptr), kt.tap_row64, ws.dw_acc64);
+            rows(static_cast<int64_t *>(nullptr), kt.tap_rows64, ws.dw_acc64);
     }
 
     // Whether multiply_depthwise adds -zw times the codes' own plane: an
@@ -1372,9 +1386,9 @@ private:
         if (end <= from) return;
         ws.dw_box.resize(static_cast<size_t>(end));
         std::fill(ws.dw_box.begin() + from, ws.dw_box.end(), 0);
-        for (int64_t j = 0; j < KW; ++j)
-            selected_kernels().tap_row32(end - from, ws.dw_x.data() + from + j * d1, 1, 1,
-                                         ws.dw_box.data() + from);
+        selected_kernels().tap_rows32(end - from, ws.dw_x.data() + from, 1, KW,
+                                      ws.dw_offsets.data() + K + KH, ws.dw_v.data() + K + KH,
+                                      ws.dw_box.data() + from);
         ws.dw_box_end = end;
     }
 

@@ -176,10 +176,13 @@ struct KernelTable {
     // The same for factorizations whose factors fit the byte GEMM.
     int nibble_error_min_rank_u8;
 
-    // acc[o] += plane[o * step] * v for o < n (a depthwise conv2d's tap
-    // over an output row; int32 sums where the layer's bound allows)
-    void (*tap_row32)(int64_t n, const int32_t *plane, int64_t step, int32_t v, int32_t *acc);
-    void (*tap_row64)(int64_t n, const int32_t *plane, int64_t step, int32_t v, int64_t *acc);
+    // acc[o] += sum over t < taps of plane[offsets[t] + o * step] * v[t]
+    // for o < n (a depthwise conv2d's taps over an output row; int32 sums
+    // where the layer's bound allows)
+    void (*tap_rows32)(int64_t n, const int32_t *plane, int64_t step, int64_t taps,
+                       const int64_t *offsets, const int32_t *v, int32_t *acc);
+    void (*tap_rows64)(int64_t n, const int32_t *plane, int64_t step, int64_t taps,
+                       const int64_t *offsets, const int32_t *v, int64_t *acc);
 };
 
 const KernelTable *generic_kernel_table();
