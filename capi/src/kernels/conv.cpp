@@ -432,7 +432,6 @@ public:
         // multiply_depthwise: image n's plane of channel g (key n * G + g)
         // through u, and its codes' values; the taps' v(w); a row's sums
         std::vector<int32_t> dw_u, dw_x, dw_v, dw_box;
-        std::vector<int64_t> dw_offsets;  // tap_rows' offsets for dw_v's factors
         int64_t dw_box_end = 0;  // dw_box's valid length (kernel_row_sums)
         std::vector<uint8_t> dw_row;  // a row's u bytes (u_bytes_)
         std::vector<uint8_t> dw_codes, dw_w;  // tables: the plane's codes; the weight codes
@@ -605,6 +604,19 @@ private:
     // lanes of int32 products and sums): K times the largest |u v| and
     // |zw x|, plus the constant part.
     void size_depthwise() {
+        // tap_rows' offsets (and the factors that do not depend on the
+        // group): the K taps (v(w_t), per group), the KH kernel rows of
+        // kernel_row_sums (-zw), the KW columns one sums (1)
+        const int64_t d0 = p_.dilation[0], d1 = p_.dilation[1];
+        tap_offsets_.assign(static_cast<size_t>(K + KH + KW), 0);
+        tap_factors_.assign(static_cast<size_t>(K + KH + KW), 1);
+        for (int64_t i = 0; i < KH; ++i) {
+            for (int64_t j = 0; j < KW; ++j)
+                tap_offsets_[static_cast<size_t>(i * KW + j)] = i * d0 * Wp + j * d1;
+            tap_offsets_[static_cast<size_t>(K + i)] = i * d0 * Wp;
+            tap_factors_[static_cast<size_t>(K + i)] = static_cast<int32_t>(-p_.w_zero_point);
+        }
+        for (int64_t j = 0; j < KW; ++j) tap_offsets_[static_cast<size_t>(K + KH + j)] = j * d1;
         const int64_t zx = std::abs(p_.x_zero_point), zw = std::abs(p_.w_zero_point);
         if (table_taps()) {  // and every partial sum: K (M - offset), K offset, ...
             const long double largest = static_cast<long double>(
@@ -1180,20 +1192,7 @@ private:
         const int64_t *wst = p_.w.strides;
         const auto *w = static_cast<const uint8_t *>(p_.w.data) + g * wst[0];
         const int64_t s0 = p_.stride[0], s1 = p_.stride[1], d0 = p_.dilation[0], d1 = p_.dilation[1];
-        // tap_rows' offsets and factors: the K taps (v(w_t)), the KH kernel
-        // rows (-zw, on kernel_row_sums), the KW columns a row sums (1)
-        ws.dw_v.resize(static_cast<size_t>(K + KH + KW));
-        ws.dw_offsets.resize(static_cast<size_t>(K + KH + KW));
-        for (int64_t i = 0; i < KH; ++i) {
-            for (int64_t j = 0; j < KW; ++j)
-                ws.dw_offsets[static_cast<size_t>(i * KW + j)] = i * d0 * Wp + j * d1;
-            ws.dw_offsets[static_cast<size_t>(K + i)] = i * d0 * Wp;
-            ws.dw_v[static_cast<size_t>(K + i)] = static_cast<int32_t>(-zw);
-        }
-        for (int64_t j = 0; j < KW; ++j) {
-            ws.dw_offsets[static_cast<size_t>(K + KH + j)] = j * d1;
-            ws.dw_v[static_cast<size_t>(K + KH + j)] = 1;
-        }
+        ws.dw_v.resize(static_cast<size_t>(K));
         ws.dw_w.resize(static_cast<size_t>(K));
         int64_t w_sum = 0;
         for (int64_t i = 0; i < KH; ++i)
@@ -1276,11 +1275,11 @@ private:
                     const int64_t at = y * s0 * Wp;
                     Acc *dst = acc + (y - y0) * width;
                     if (!table)  // every tap, v(w_t) times the plane through u
-                        tap(n_out, ws.dw_u.data() + at, s1, K, ws.dw_offsets.data(),
-                            ws.dw_v.data(), dst);
+                        tap(n_out, ws.dw_u.data() + at, s1, K, tap_offsets_.data(), ws.dw_v.data(),
+                            dst);
                     if (values_plane())  // each kernel row's codes at once, times -zw
-                        tap(n_out, ws.dw_box.data() + at, s1, KH, ws.dw_offsets.data() + K,
-                            ws.dw_v.data() + K, dst);
+                        tap(n_out, ws.dw_box.data() + at, s1, KH, tap_offsets_.data() + K,
+                            tap_factors_.data() + K, dst);
                 }
                 for (int64_t y = y0, t = q; y < y1; ++y) {  // the block's columns of each row
                     const int64_t a = y == y0 ? pixel % OW : 0;
@@ -1387,7 +1386,7 @@ private:
         ws.dw_box.resize(static_cast<size_t>(end));
         std::fill(ws.dw_box.begin() + from, ws.dw_box.end(), 0);
         selected_kernels().tap_rows32(end - from, ws.dw_x.data() + from, 1, KW,
-                                      ws.dw_offsets.data() + K + KH, ws.dw_v.data() + K + KH,
+                                      tap_offsets_.data() + K + KH, tap_factors_.data() + K + KH,
                                       ws.dw_box.data() + from);
         ws.dw_box_end = end;
     }
@@ -1715,6 +1714,8 @@ private:
     bool raw_only_ = false;       // every block so: the weights are not mapped (group_weights)
     bool depthwise32_ = false;    // multiply_depthwise's sums in int32 (size_depthwise)
     int u_bytes_ = 0;             // depthwise: u fits uint8 (1) or int8 (-1), map_x_ its bytes
+    std::vector<int64_t> tap_offsets_;  // depthwise: tap_rows' offsets (size_depthwise)
+    std::vector<int32_t> tap_factors_;  // and their factors past the K taps
     uint8_t map_x_[256] = {}, map_w_[256] = {};
     std::vector<int64_t> w_sums_;
     int64_t block_ = 0, pixel_blocks_ = 0;
