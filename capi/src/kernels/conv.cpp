@@ -1180,9 +1180,10 @@ private:
     // the constant part and add, per tap, v(w_t) times the plane's row (-zw
     // times the codes' row): with stride 1 all rows in one call over the
     // padded width (the dropped columns computed and skipped), else a call
-    // per output row. Tables (depthwise_table): per kernel row, the plane's
-    // codes looked up with its KW weight codes stationary, at stride 1 in x
-    // (a strided layer's rows keep every s1-th sum).
+    // per output row. Tables (depthwise_table): the plane's codes looked up
+    // with the K weight codes stationary (the K tap rows side by side; a
+    // call per kernel row past 256 taps), at stride 1 in x (a strided
+    // layer's rows keep every s1-th sum).
     void multiply_depthwise(int64_t g, int64_t r0, int64_t np, Workspace &ws) const {
         const bool table = table_taps();
         const Int16Factors &f = m_.int16_factors();
@@ -1376,8 +1377,10 @@ private:
 
     // ws.dw_box[e] for e < end: the sum of the KW codes' values a kernel
     // row reads from ws.dw_x[e] on (d1 apart), by vector rows, from where
-    // the plane's earlier blocks left off (a block of a large plane needs
-    // only its rows): the zw term then costs a tap per kernel row, not per tap.
+    // this worker's earlier blocks of the plane left off (its first block
+    // of a large plane stops at that block's last row; a second worker on
+    // the plane starts again from its top): the zw term then costs a tap
+    // per kernel row, not per tap.
     void kernel_row_sums(Workspace &ws, int64_t end) const {
         const int64_t d1 = p_.dilation[1];
         const int64_t from = ws.dw_box_end;
