@@ -340,13 +340,12 @@ public:
     }
 
     // A depthwise layer's taps looked up in an 8-bit table (products within
-    // 16 bits): per tap, the plane's codes streamed through the table
-    // kernel with the tap's weight code stationary (one 512-byte product
-    // column per tap and channel, where the GEMM path ran a one-row table
-    // GEMM per group: 0.04-0.10x of torch's float conv on MobileNet's
-    // 14x14 and 7x7 layers).
-    // The kernel takes up to 256 stationary codes a call (a kernel row) and
-    // its uint32 sums hold 65536 products.
+    // 16 bits): the plane's codes streamed through the table kernel with the
+    // channel's weight codes stationary (where the GEMM path ran a one-row
+    // table GEMM per group: 0.04-0.10x of torch's float conv on MobileNet's
+    // 14x14 and 7x7 layers). The kernel takes up to 256 stationary codes a
+    // call (all K taps, or a kernel row past 256) and its uint32 sums hold
+    // 65536 products.
     static bool depthwise_table(const Conv2dProblem &p, const Multiplier &m) {
         return m.plan() == Plan::Table && m.bits() == 8 && !m.byte_planes(true).empty() &&
                selected_kernels().table_block != nullptr && p.w.shape[3] <= 256 &&
@@ -1211,7 +1210,7 @@ private:
         const bool one_call = s0 == 1 && s1 == 1;
         const int64_t width = one_call ? Wp : OW;  // of a row of sums
         // a table row's lookups, at stride 1 in x, in whole 64-code vectors
-        const int64_t looked_up = ceil_div((OW - 1) * s1 + 1, 64) * 64;
+        const int64_t looked_up = ceil_div((OW - 1) * s1 + 1, kTableSlack) * kTableSlack;
         // n codes of the plane from `at` on through the table into
         // ws.dw_sums (uint32, M - offset), the weights stationary: all K
         // taps in one call per table_width codes, their rows copied side by
@@ -1223,11 +1222,11 @@ private:
             const uint8_t *planes = m_.byte_planes(true).data();
             const uint16_t *wide = m_.wide_planes(true).data();
             const int64_t step = kt.table_width;
+            if (K <= 256) ws.dw_taps.resize(static_cast<size_t>(K * step));
             for (int64_t j0 = 0; j0 < n; j0 += step) {
                 const int64_t piece = std::min(step, n - j0);
                 const uint8_t *from = ws.dw_codes.data() + at + j0;
                 if (K <= 256) {
-                    ws.dw_taps.resize(static_cast<size_t>(K * step));
                     for (int64_t i = 0; i < KH; ++i)
                         for (int64_t j = 0; j < KW; ++j)
                             std::memcpy(ws.dw_taps.data() + (i * KW + j) * step,
@@ -1250,7 +1249,7 @@ private:
                 const int64_t y0 = pixel / OW, y1 = (pixel + count - 1) / OW + 1;
                 // one call's length rounded up to whole vectors (the planes
                 // keep the slack): its scalar tail was most of a 7x7 plane's time
-                const int64_t quantum = table ? 64 : kTapSlack;
+                const int64_t quantum = table ? kTableSlack : kTapSlack;
                 const int64_t n_out = one_call ? ceil_div((y1 - y0) * Wp, quantum) * quantum : OW;
                 acc_store.resize(static_cast<size_t>(std::max((y1 - y0) * width, n_out)));
                 Acc *acc = acc_store.data();
@@ -1308,7 +1307,7 @@ private:
     // exact plan's u is the code's value, so it folds zw into the taps.
     bool values_plane() const { return p_.w_zero_point != 0 && m_.plan() != Plan::ExactGemm; }
     // elements past a plane's slack that multiply_depthwise's rounded calls
-    // read: whole vectors of int32 (tap_row), whole 64-code vectors (tables)
+    // read: whole vectors of int32 (tap_rows), whole 64-code vectors (tables)
     static constexpr int64_t kTapSlack = 16, kTableSlack = 64;
 
     // Image n's plane of channel g, Hp x Wp, plus (KW - 1) * dilation slack
