@@ -322,22 +322,26 @@ def stage_cases():
     # taps), so blocks end and start inside images, mid-row
     # "pointwise" (1x1 kernel, channels_last x) and "images" (1x1 images):
     # x read in place, the 1x1 images' stage one span of rows
-    # "depthwise": a channel per group, the taps' rows added by tap_row
+    # "depthwise": a channel per group, the taps' rows added by tap_rows;
+    # "lanes": small planes, 16 channels as vector lanes (tap_lanes32) and a
+    # block of 3
     geometries = [("wide", dict(padding=1)), ("rows", dict(stride=2, padding=1, dilation=2)),
                   ("small", dict(padding=0)), ("cut", dict(padding=1)), ("pointwise", {}),
-                  ("images", {}), ("depthwise", dict(padding=1, groups=8))]
+                  ("images", {}), ("depthwise", dict(padding=1, groups=8)),
+                  ("lanes", dict(padding=1, groups=19))]
     for (mname, m), (gname, geom) in itertools.product(multipliers, geometries):
-        if mname == "table" and gname != "depthwise":
+        if mname == "table" and gname not in ("depthwise", "lanes"):
             continue  # its GEMMs are cases() above
         signed = bool(m.signed)
-        size = {"small": 7, "cut": 64, "images": 1}.get(gname, 19)
+        size = {"small": 7, "cut": 64, "images": 1, "lanes": 9}.get(gname, 19)
+        channels = 19 if gname == "lanes" else 8
         batch = 70 if gname == "images" else 3
         k = 1 if gname in ("pointwise", "images") else 3
         lo, hi = (-128, 127) if signed else (0, 255)
-        x = rng.integers(lo, hi + 1, (batch, 8, size, size)).astype(np.int8 if signed else np.uint8)
+        x = rng.integers(lo, hi + 1, (batch, channels, size, size)).astype(np.int8 if signed else np.uint8)
         if gname == "pointwise":
             x = np.ascontiguousarray(x.transpose(0, 2, 3, 1)).transpose(0, 3, 1, 2)
-        o, cg = (8, 1) if gname == "depthwise" else (6, 8)
+        o, cg = (channels, 1) if gname in ("depthwise", "lanes") else (6, 8)
         w = rng.integers(lo, hi + 1, (o, cg, k, k)).astype(x.dtype)
         zx, zw = (0, 0) if gname == "small" else (int(rng.integers(0, 4)), int(rng.integers(1, 4)))
         if signed:

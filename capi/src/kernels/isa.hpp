@@ -183,7 +183,27 @@ struct KernelTable {
                        const int64_t *offsets, const int32_t *v, int32_t *acc);
     void (*tap_rows64)(int64_t n, const int32_t *plane, int64_t step, int64_t taps,
                        const int64_t *offsets, const int32_t *v, int64_t *acc);
+    // The same taps with kDepthwiseLanes channels as a vector's lanes (small
+    // planes, whose rows are too short for tap_rows): for each of the OH x
+    // OW outputs p = oy * OW + ox, at position b = oy * row_step + ox * s1
+    // of the plane (positions of kDepthwiseLanes int32 lanes),
+    //   acc[p][l] (+)= sum over t < taps of plane[b + offsets[t]][l] * v[t][l]
+    // (added to acc where accumulate, else stored); int32 sums.
+    void (*tap_lanes32)(int64_t OH, int64_t OW, int64_t row_step, int64_t s1,
+                        const int32_t *plane, int64_t taps, const int64_t *offsets,
+                        const int32_t *v, int accumulate, int32_t *acc);
+    // Lanes in and out of tap_lanes32's layout: lanes[p][l] = value of
+    // codes[l * plane_step + p] (int8 where is_signed, else uint8) for the
+    // kDepthwiseLanes planes and p < count; and rows[l * row_step + p] =
+    // lanes[p][l]. (16 x 16 transposes: strided scalar copies cost a 14x14
+    // plane more than its taps.)
+    void (*lanes_from_planes)(int64_t count, const uint8_t *codes, int64_t plane_step,
+                              int is_signed, int32_t *lanes);
+    void (*lanes_to_rows)(int64_t count, const int32_t *lanes, int32_t *rows, int64_t row_step);
 };
+
+// channels per vector of tap_lanes32
+constexpr int64_t kDepthwiseLanes = 16;
 
 const KernelTable *generic_kernel_table();
 const KernelTable *avx2_kernel_table();

@@ -1274,6 +1274,116 @@ void tap_rows(int64_t n, const int32_t *__restrict plane, int64_t step, int64_t 
     }
 }
 
+// tap_lanes32: a vector of kDepthwiseLanes int32 lanes per position, in
+// GCC's vector type (one zmm on AVX-512, two ymm on AVX2), the sum kept in
+// it over the taps: the products of one output for 16 channels at once.
+void tap_lanes32(int64_t OH, int64_t OW, int64_t row_step, int64_t s1,
+                 const int32_t *__restrict plane, int64_t taps, const int64_t *offsets,
+                 const int32_t *__restrict v, int accumulate, int32_t *__restrict acc) {
+    using Lanes = int32_t __attribute__((vector_size(kDepthwiseLanes * 4)));
+    constexpr int64_t L = kDepthwiseLanes;
+    for (int64_t oy = 0; oy < OH; ++oy)
+        for (int64_t ox = 0; ox < OW; ++ox) {
+            const int32_t *at = plane + (oy * row_step + ox * s1) * L;
+            int32_t *out = acc + (oy * OW + ox) * L;
+            Lanes sum{}, x, w;  // (memcpy: unaligned loads, no vector passed by value)
+            if (accumulate) std::memcpy(&sum, out, sizeof sum);
+            for (int64_t t = 0; t < taps; ++t) {
+                std::memcpy(&x, at + offsets[t] * L, sizeof x);
+                std::memcpy(&w, v + t * L, sizeof w);
+                sum += x * w;
+            }
+            std::memcpy(out, &sum, sizeof sum);
+        }
+}
+
+// The 16 x 16 transpose r[i][j] -> r[j][i] of 16 vectors of 16 elements
+// (M: the integer vector type of V's shuffle masks): four butterfly stages,
+// stage s pairing vectors i and i + s, each a pair of two-input shuffles.
+template <typename V, typename M>
+void transpose16(V (&r)[16]) {
+    static const M lo[4] = {{0, 1, 2, 3, 4, 5, 6, 7, 16, 17, 18, 19, 20, 21, 22, 23},
+                            {0, 1, 2, 3, 16, 17, 18, 19, 8, 9, 10, 11, 24, 25, 26, 27},
+                            {0, 1, 16, 17, 4, 5, 20, 21, 8, 9, 24, 25, 12, 13, 28, 29},
+                            {0, 16, 2, 18, 4, 20, 6, 22, 8, 24, 10, 26, 12, 28, 14, 30}};
+    static const M hi[4] = {{8, 9, 10, 11, 12, 13, 14, 15, 24, 25, 26, 27, 28, 29, 30, 31},
+                            {4, 5, 6, 7, 20, 21, 22, 23, 12, 13, 14, 15, 28, 29, 30, 31},
+                            {2, 3, 18, 19, 6, 7, 22, 23, 10, 11, 26, 27, 14, 15, 30, 31},
+                            {1, 17, 3, 19, 5, 21, 7, 23, 9, 25, 11, 27, 13, 29, 15, 31}};
+#pragma GCC unroll 4
+    for (int k = 0; k < 4; ++k) {
+        const int s = 8 >> k;
+#pragma GCC unroll 16
+        for (int i = 0; i < 16; ++i) {
+            if (i & s) continue;
+            const V a = r[i], b = r[i + s];
+            r[i] = __builtin_shuffle(a, b, lo[k]);
+            r[i + s] = __builtin_shuffle(a, b, hi[k]);
+        }
+    }
+}
+
+using Lanes32 = int32_t __attribute__((vector_size(kDepthwiseLanes * 4)));
+static_assert(kDepthwiseLanes == 16, "the transposes are 16 x 16");
+
+using SignedBytes16 = int8_t __attribute__((vector_size(16)));
+using Bytes16 = uint8_t __attribute__((vector_size(16)));
+
+// 16 bytes widened to int32 lanes, by the set's own instruction where it has
+// one (GCC 12 built __builtin_convertvector's here from scalar inserts)
+template <typename Byte, typename Bytes>
+void widen16(const uint8_t *from, Lanes32 &wide) {
+#if defined(__AVX512F__)  // (maskz: GCC 12 warns of the plain forms' undefined source)
+    const __m128i b = _mm_loadu_si128(reinterpret_cast<const __m128i *>(from));
+    const __m512i w = std::is_signed_v<Byte> ? _mm512_maskz_cvtepi8_epi32(0xffff, b)
+                                             : _mm512_maskz_cvtepu8_epi32(0xffff, b);
+    std::memcpy(&wide, &w, sizeof wide);
+#elif defined(__AVX2__)
+    const __m128i b = _mm_loadu_si128(reinterpret_cast<const __m128i *>(from));
+    const __m256i halves[2] = {
+        std::is_signed_v<Byte> ? _mm256_cvtepi8_epi32(b) : _mm256_cvtepu8_epi32(b),
+        std::is_signed_v<Byte> ? _mm256_cvtepi8_epi32(_mm_srli_si128(b, 8))
+                               : _mm256_cvtepu8_epi32(_mm_srli_si128(b, 8))};
+    std::memcpy(&wide, halves, sizeof wide);
+#else
+    Bytes b;
+    std::memcpy(&b, from, sizeof b);
+    wide = __builtin_convertvector(b, Lanes32);
+#endif
+}
+
+// (widened first: GCC turns two-input byte shuffles into scalar inserts)
+template <typename Byte, typename Bytes>
+void lanes_from_bytes(int64_t count, const uint8_t *codes, int64_t plane_step, int32_t *lanes) {
+    int64_t p = 0;
+    for (; p + 16 <= count; p += 16) {
+        Lanes32 r[16];
+        for (int l = 0; l < 16; ++l) widen16<Byte, Bytes>(codes + l * plane_step + p, r[l]);
+        transpose16<Lanes32, Lanes32>(r);
+        for (int i = 0; i < 16; ++i) std::memcpy(lanes + (p + i) * 16, &r[i], sizeof(Lanes32));
+    }
+    for (; p < count; ++p)
+        for (int l = 0; l < 16; ++l) lanes[p * 16 + l] = static_cast<Byte>(codes[l * plane_step + p]);
+}
+
+void lanes_from_planes(int64_t count, const uint8_t *codes, int64_t plane_step, int is_signed,
+                       int32_t *lanes) {
+    (is_signed ? lanes_from_bytes<int8_t, SignedBytes16>
+               : lanes_from_bytes<uint8_t, Bytes16>)(count, codes, plane_step, lanes);
+}
+
+void lanes_to_rows(int64_t count, const int32_t *lanes, int32_t *rows, int64_t row_step) {
+    int64_t p = 0;
+    for (; p + 16 <= count; p += 16) {
+        Lanes32 r[16];
+        for (int i = 0; i < 16; ++i) std::memcpy(&r[i], lanes + (p + i) * 16, sizeof(Lanes32));
+        transpose16<Lanes32, Lanes32>(r);
+        for (int l = 0; l < 16; ++l) std::memcpy(rows + l * row_step + p, &r[l], sizeof(Lanes32));
+    }
+    for (; p < count; ++p)
+        for (int l = 0; l < 16; ++l) rows[l * row_step + p] = lanes[p * 16 + l];
+}
+
 template <typename Out>
 void requantize_into(int64_t n, const void *acc, int acc64, const int32_t *bias,
                      const int32_t *mantissa, const int32_t *shift, int step, int32_t zero_point,
@@ -1672,6 +1782,9 @@ const KernelTable kTable = {
     kU8NibbleErrorMinRank,
     tap_rows<int32_t>,
     tap_rows<int64_t>,
+    tap_lanes32,
+    lanes_from_planes,
+    lanes_to_rows,
 };
 
 }  // namespace
