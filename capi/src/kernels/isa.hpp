@@ -195,11 +195,12 @@ struct KernelTable {
     // Lanes in and out of tap_lanes32's layout: lanes[p][l] = value of
     // codes[l * plane_step + p] (int8 where is_signed, else uint8) for the
     // kDepthwiseLanes planes and p < count; and rows[l * row_step + p] =
-    // lanes[p][l]. (16 x 16 transposes: strided scalar copies cost a 14x14
-    // plane more than its taps.)
+    // lanes[p][l] + add[l]. (16 x 16 transposes: strided scalar copies cost
+    // a 14x14 plane more than its taps.)
     void (*lanes_from_planes)(int64_t count, const uint8_t *codes, int64_t plane_step,
                               int is_signed, int32_t *lanes);
-    void (*lanes_to_rows)(int64_t count, const int32_t *lanes, int32_t *rows, int64_t row_step);
+    void (*lanes_to_rows)(int64_t count, const int32_t *lanes, const int32_t *add, int32_t *rows,
+                          int64_t row_step);
 };
 
 // channels per vector of tap_lanes32

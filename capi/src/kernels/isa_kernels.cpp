@@ -1372,16 +1372,20 @@ void lanes_from_planes(int64_t count, const uint8_t *codes, int64_t plane_step, 
                : lanes_from_bytes<uint8_t, Bytes16>)(count, codes, plane_step, lanes);
 }
 
-void lanes_to_rows(int64_t count, const int32_t *lanes, int32_t *rows, int64_t row_step) {
+void lanes_to_rows(int64_t count, const int32_t *lanes, const int32_t *add, int32_t *rows,
+                   int64_t row_step) {
     int64_t p = 0;
     for (; p + 16 <= count; p += 16) {
         Lanes32 r[16];
         for (int i = 0; i < 16; ++i) std::memcpy(&r[i], lanes + (p + i) * 16, sizeof(Lanes32));
         transpose16<Lanes32, Lanes32>(r);
-        for (int l = 0; l < 16; ++l) std::memcpy(rows + l * row_step + p, &r[l], sizeof(Lanes32));
+        for (int l = 0; l < 16; ++l) {
+            r[l] += add[l];
+            std::memcpy(rows + l * row_step + p, &r[l], sizeof(Lanes32));
+        }
     }
     for (; p < count; ++p)
-        for (int l = 0; l < 16; ++l) rows[l * row_step + p] = lanes[p * 16 + l];
+        for (int l = 0; l < 16; ++l) rows[l * row_step + p] = lanes[p * 16 + l] + add[l];
 }
 
 template <typename Out>
