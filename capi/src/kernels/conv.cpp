@@ -440,8 +440,8 @@ public:
         std::vector<int32_t> dw_acc32;  // the sums of the output rows a block touches
         std::vector<int64_t> dw_acc64;
         // multiply_lanes: an image's planes of kDepthwiseLanes channels as
-        // lanes (and their codes' values), the taps' factors, the sums
-        std::vector<int32_t> dw_lanes, dw_lane_v, dw_lane_acc;
+        // lanes (and their codes' values), the sums
+        std::vector<int32_t> dw_lanes, dw_lane_acc;
         std::vector<int32_t> dw_lane_compact, dw_lane_out;  // an image's lanes unpadded; the sums by channel
         std::vector<uint8_t> dw_lane_codes;  // the channels' codes (through u) as L planes
     };
@@ -651,6 +651,42 @@ private:
         // path's time, its 28x28 layers at 1.03-1.24
         const int64_t lane_bytes = Hp * Wp * kDepthwiseLanes * 4 * (values_plane() ? 2 : 1);
         lanes_ = depthwise32_ && OH * OW <= kLanesMaxOutputs && lane_bytes <= kPaddedRowBytes;
+        if (lanes_) set_lane_factors();
+    }
+
+    // Per block of kDepthwiseLanes channels (lane_block_ apart in
+    // lane_factors_): v(w_t) per tap and lane (-zw folded in where u is the
+    // value), where values_plane() -zw per tap and lane for the codes'
+    // values, then each lane's constant part of the cross terms (within the
+    // int32 bound); lanes past G are zero.
+    void set_lane_factors() {
+        constexpr int64_t L = kDepthwiseLanes;
+        const Int16Factors &f = m_.int16_factors();
+        const uint32_t mask = m_.operand_mask();
+        const bool is_signed = m_.is_signed(), values = values_plane();
+        const int64_t zx = p_.x_zero_point, zw = p_.w_zero_point;
+        lane_block_ = K * L * (values ? 2 : 1) + L;
+        // the taps' offsets, and where values_plane() the same taps in the
+        // values' plane after u's: one pass adds both
+        lane_offsets_.assign(tap_offsets_.begin(), tap_offsets_.begin() + K);
+        for (int64_t t = 0; values && t < K; ++t)
+            lane_offsets_.push_back(tap_offsets_[static_cast<size_t>(t)] + Hp * Wp);
+        lane_factors_.assign(static_cast<size_t>(ceil_div(G, L) * lane_block_), 0);
+        const int64_t *wst = p_.w.strides;
+        for (int64_t g = 0; g < G; ++g) {
+            int32_t *v = lane_factors_.data() + g / L * lane_block_;
+            const int64_t l = g % L;
+            const auto *w = static_cast<const uint8_t *>(p_.w.data) + g * wst[0];
+            int64_t w_sum = 0;
+            for (int64_t i = 0; i < KH; ++i)
+                for (int64_t j = 0; j < KW; ++j) {
+                    const uint8_t code = w[i * wst[2] + j * wst[3]];
+                    v[(i * KW + j) * L + l] = f.v[code & mask] - static_cast<int32_t>(values ? 0 : zw);
+                    w_sum += is_signed ? static_cast<int8_t>(code) : code;
+                }
+            for (int64_t t = 0; values && t < K; ++t) v[(K + t) * L + l] = static_cast<int32_t>(-zw);
+            v[lane_block_ - L + l] = static_cast<int32_t>(K * zx * zw - zx * w_sum);
+        }
     }
     static constexpr int64_t kLanesMaxOutputs = 256;
 
@@ -1295,51 +1331,27 @@ private:
         constexpr int64_t L = kDepthwiseLanes;
         const int64_t g0 = job / N * L, n = job % N, lanes = std::min(L, G - g0);
         map_lanes(n, g0, lanes, ws);
-        const Int16Factors &f = m_.int16_factors();
-        const uint32_t mask = m_.operand_mask();
-        const bool is_signed = m_.is_signed(), values = values_plane();
-        const int64_t zx = p_.x_zero_point, zw = p_.w_zero_point;
-        // v(w_t) per tap and lane (-zw folded in where u is the value), and
-        // where values_plane() -zw for the codes' values
-        ws.dw_lane_v.assign(static_cast<size_t>(K * L * (values ? 2 : 1)), 0);
-        int32_t *v = ws.dw_lane_v.data();
-        std::array<int64_t, L> w_sums{};
-        const int64_t *wst = p_.w.strides;
-        for (int64_t l = 0; l < lanes; ++l) {
-            const auto *w = static_cast<const uint8_t *>(p_.w.data) + (g0 + l) * wst[0];
-            for (int64_t i = 0; i < KH; ++i)
-                for (int64_t j = 0; j < KW; ++j) {
-                    const uint8_t code = w[i * wst[2] + j * wst[3]];
-                    v[(i * KW + j) * L + l] = f.v[code & mask] - static_cast<int32_t>(values ? 0 : zw);
-                    w_sums[static_cast<size_t>(l)] += is_signed ? static_cast<int8_t>(code) : code;
-                }
-            for (int64_t t = 0; values && t < K; ++t) v[(K + t) * L + l] = static_cast<int32_t>(-zw);
-        }
+        const bool values = values_plane();
+        const int32_t *v = lane_factors_.data() + job / N * lane_block_;
+        const int32_t *constants = v + K * L * (values ? 2 : 1);
         const KernelTable &kt = selected_kernels();
         ws.dw_lane_acc.resize(static_cast<size_t>(P * L));
         int32_t *acc = ws.dw_lane_acc.data();
         const int64_t row_step = p_.stride[0] * Wp, s1 = p_.stride[1];
-        kt.tap_lanes32(OH, OW, row_step, s1, ws.dw_lanes.data(), K, tap_offsets_.data(), v, 0, acc);
-        if (values)
-            kt.tap_lanes32(OH, OW, row_step, s1, ws.dw_lanes.data() + Hp * Wp * L, K,
-                           tap_offsets_.data(), v + K * L, 1, acc);
-        // the cross terms' constant part (within the int32 bound)
-        std::array<int32_t, L> constants{};
-        for (int64_t l = 0; l < lanes; ++l)
-            constants[static_cast<size_t>(l)] =
-                static_cast<int32_t>(K * zx * zw - zx * w_sums[static_cast<size_t>(l)]);
+        kt.tap_lanes32(OH, OW, row_step, s1, ws.dw_lanes.data(), static_cast<int64_t>(lane_offsets_.size()),
+                       lane_offsets_.data(), v, 0, acc);
         // int32 sums straight into an int32 out whose planes are contiguous
         const TensorView &t = target_;
         if (lanes == L && p_.stage == nullptr && t.dtype == APPROXMUL_INT32 &&
             t.strides[3] == 1 && t.strides[2] == OW) {
-            kt.lanes_to_rows(P, acc, constants.data(),
+            kt.lanes_to_rows(P, acc, constants,
                              static_cast<int32_t *>(const_cast<void *>(t.data)) + n * t.strides[0] +
                                  g0 * t.strides[1],
                              t.strides[1]);
             return;
         }
         ws.dw_lane_out.resize(static_cast<size_t>(P * L));
-        kt.lanes_to_rows(P, acc, constants.data(), ws.dw_lane_out.data(), P);
+        kt.lanes_to_rows(P, acc, constants, ws.dw_lane_out.data(), P);
         if (p_.stage != nullptr && p_.out.dtype == APPROXMUL_INT32 && out_dtype_ == APPROXMUL_INT32) {
             // each channel's row straight through the stage (stage_rows_block's
             // spans, copy and calls cost a 7x7 plane a third of its time)
@@ -1901,6 +1913,9 @@ private:
     bool raw_only_ = false;       // every block so: the weights are not mapped (group_weights)
     bool depthwise32_ = false;    // multiply_depthwise's sums in int32 (size_depthwise)
     bool lanes_ = false;          // depthwise jobs of kDepthwiseLanes channels (size_depthwise)
+    std::vector<int32_t> lane_factors_;  // and their factors and constants (set_lane_factors)
+    std::vector<int64_t> lane_offsets_;
+    int64_t lane_block_ = 0;
     int u_bytes_ = 0;             // depthwise: u fits uint8 (1) or int8 (-1), map_x_ its bytes
     std::vector<int64_t> tap_offsets_;  // depthwise: tap_rows' offsets (size_depthwise)
     std::vector<int32_t> tap_factors_;  // and their factors past the K taps
