@@ -1282,19 +1282,32 @@ void tap_lanes32(int64_t OH, int64_t OW, int64_t row_step, int64_t s1,
                  const int32_t *__restrict v, int accumulate, int32_t *__restrict acc) {
     using Lanes = int32_t __attribute__((vector_size(kDepthwiseLanes * 4)));
     constexpr int64_t L = kDepthwiseLanes;
-    for (int64_t oy = 0; oy < OH; ++oy)
-        for (int64_t ox = 0; ox < OW; ++ox) {
+    // kOutputs outputs of a row at once, sharing each tap's factors and offset
+    constexpr int kOutputs = 4;
+    for (int64_t oy = 0; oy < OH; ++oy) {
+        int64_t ox = 0;
+        auto outputs = [&](auto count) {
+            constexpr int U = decltype(count)::value;
             const int32_t *at = plane + (oy * row_step + ox * s1) * L;
             int32_t *out = acc + (oy * OW + ox) * L;
-            Lanes sum{}, x, w;  // (memcpy: unaligned loads, no vector passed by value)
-            if (accumulate) std::memcpy(&sum, out, sizeof sum);
-            for (int64_t t = 0; t < taps; ++t) {
-                std::memcpy(&x, at + offsets[t] * L, sizeof x);
-                std::memcpy(&w, v + t * L, sizeof w);
-                sum += x * w;
+            Lanes sum[U], x, w;  // (memcpy: unaligned loads, no vector passed by value)
+            for (int u = 0; u < U; ++u) {
+                sum[u] = Lanes{};
+                if (accumulate) std::memcpy(&sum[u], out + u * L, sizeof(Lanes));
             }
-            std::memcpy(out, &sum, sizeof sum);
-        }
+            for (int64_t t = 0; t < taps; ++t) {
+                std::memcpy(&w, v + t * L, sizeof w);
+                const int32_t *tap = at + offsets[t] * L;
+                for (int u = 0; u < U; ++u) {
+                    std::memcpy(&x, tap + u * s1 * L, sizeof x);
+                    sum[u] += x * w;
+                }
+            }
+            for (int u = 0; u < U; ++u) std::memcpy(out + u * L, &sum[u], sizeof(Lanes));
+        };
+        for (; ox + kOutputs <= OW; ox += kOutputs) outputs(std::integral_constant<int, kOutputs>{});
+        for (; ox < OW; ++ox) outputs(std::integral_constant<int, 1>{});
+    }
 }
 
 // The 16 x 16 transpose r[i][j] -> r[j][i] of 16 vectors of 16 elements
