@@ -1,7 +1,7 @@
 """Depthwise conv2d (one input and one output channel per group) under exact
 and rank-1 factorized multipliers: each output row adds its taps as vectors
 over the image plane mapped through u (conv.cpp, multiply_depthwise), with
-every cross term and the padding's products, or on planes of up to 256
+every cross term and the padding's products, or on planes of up to 1024
 outputs 16 channels at once as vector lanes (multiply_lanes); under arbitrary 8-bit tables
 the plane's codes are looked up per kernel row by the table kernel.
 Bit-exact against the direct per-product reference of test_conv2d, for
@@ -54,7 +54,7 @@ GEOMETRIES = [
     (2, 2, 1, 1, 3, 3, (1, 1), (1, 1), (1, 1)),      # 1x1 images
     (2, 3, 6, 6, 2, 2, (2, 2), (0, 0), (1, 1)),      # no padding
     (2, 19, 6, 5, 3, 3, (1, 1), (1, 1), (1, 1)),     # 16 channels as lanes, then 3
-    (1, 3, 20, 18, 3, 3, (1, 1), (1, 1), (1, 1)),    # 360 outputs: a plane at a time
+    (1, 3, 34, 33, 3, 3, (1, 1), (1, 1), (1, 1)),    # 1122 outputs: a plane at a time
 ]
 
 

@@ -646,9 +646,10 @@ private:
         u_bytes_ = *lo >= 0 && *hi <= 255 ? 1 : *lo >= -128 && *hi <= 127 ? -1 : 0;
         for (uint32_t raw = 0; raw < 256 && u_bytes_ != 0; ++raw)
             map_x_[raw] = static_cast<uint8_t>(f.u[raw & m_.operand_mask()]);
-        // small planes take channels as lanes (multiply_lanes): MobileNetV2's
-        // 7x7 and 14x14 layers ran at 0.39-0.58 and 0.66-0.86 of the per-plane
-        // path's time, its 28x28 layers at 1.03-1.24
+        // small planes take channels as lanes (multiply_lanes): in-process,
+        // MobileNetV2's 7x7 to 28x28 layers ran at 0.3-0.8 of the per-plane
+        // path's time; 56x56 planes (a job's lanes then fill L2) at 0.56-0.64
+        // in batches of 8 but 1.06-1.27 alone, 112x112 at 1.05-3.3
         const int64_t lane_bytes = Hp * Wp * kDepthwiseLanes * 4 * (values_plane() ? 2 : 1);
         lanes_ = depthwise32_ && OH * OW <= kLanesMaxOutputs && lane_bytes <= kPaddedRowBytes;
         if (lanes_) set_lane_factors();
@@ -688,7 +689,7 @@ private:
             v[lane_block_ - L + l] = static_cast<int32_t>(K * zx * zw - zx * w_sum);
         }
     }
-    static constexpr int64_t kLanesMaxOutputs = 256;
+    static constexpr int64_t kLanesMaxOutputs = 1024;
 
     static void map_codes(const uint8_t *table, uint8_t *codes, int64_t n) {
         selected_kernels().u8_lut(n, codes, table, codes);
