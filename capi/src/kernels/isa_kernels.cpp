@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <cstring>
 #include <type_traits>
+#include <utility>
 
 
 #include "isa.hpp"
@@ -1310,30 +1311,32 @@ void tap_lanes32(int64_t OH, int64_t OW, int64_t row_step, int64_t s1,
     }
 }
 
-// The 16 x 16 transpose r[i][j] -> r[j][i] of 16 vectors of 16 elements
-// (M: the integer vector type of V's shuffle masks): four butterfly stages,
-// stage s pairing vectors i and i + s, each a pair of two-input shuffles.
-template <typename V, typename M>
-void transpose16(V (&r)[16]) {
-    static const M lo[4] = {{0, 1, 2, 3, 4, 5, 6, 7, 16, 17, 18, 19, 20, 21, 22, 23},
-                            {0, 1, 2, 3, 16, 17, 18, 19, 8, 9, 10, 11, 24, 25, 26, 27},
-                            {0, 1, 16, 17, 4, 5, 20, 21, 8, 9, 24, 25, 12, 13, 28, 29},
-                            {0, 16, 2, 18, 4, 20, 6, 22, 8, 24, 10, 26, 12, 28, 14, 30}};
-    static const M hi[4] = {{8, 9, 10, 11, 12, 13, 14, 15, 24, 25, 26, 27, 28, 29, 30, 31},
-                            {4, 5, 6, 7, 20, 21, 22, 23, 12, 13, 14, 15, 28, 29, 30, 31},
-                            {2, 3, 18, 19, 6, 7, 22, 23, 10, 11, 26, 27, 14, 15, 30, 31},
-                            {1, 17, 3, 19, 5, 21, 7, 23, 9, 25, 11, 27, 13, 29, 15, 31}};
-#pragma GCC unroll 4
-    for (int k = 0; k < 4; ++k) {
-        const int s = 8 >> k;
-#pragma GCC unroll 16
-        for (int i = 0; i < 16; ++i) {
-            if (i & s) continue;
-            const V a = r[i], b = r[i + s];
-            r[i] = __builtin_shuffle(a, b, lo[k]);
-            r[i + s] = __builtin_shuffle(a, b, hi[k]);
-        }
+// The 16 x 16 transpose r[i][j] -> r[j][i] of 16 vectors of 16 elements:
+// four butterfly stages, stage s pairing vectors i and i + s, each a pair
+// of two-input shuffles (__builtin_shufflevector: GCC 12 and clang; the
+// vectors by reference, as the sets without AVX-512 pass 64-byte vectors
+// under another ABI).
+template <int S, typename V, int... J>
+void butterfly(const V &a, const V &b, V &lo, V &hi, std::integer_sequence<int, J...>) {
+    lo = __builtin_shufflevector(a, b, ((J & S) ? 16 + J - S : J)...);
+    hi = __builtin_shufflevector(a, b, ((J & S) ? 16 + J : J + S)...);
+}
+
+template <int S, typename V>
+void transpose_stage(V (&r)[16]) {
+    for (int i = 0; i < 16; ++i) {
+        if (i & S) continue;
+        const V a = r[i], b = r[i + S];
+        butterfly<S>(a, b, r[i], r[i + S], std::make_integer_sequence<int, 16>{});
     }
+}
+
+template <typename V>
+[[gnu::always_inline]] inline void transpose16(V (&r)[16]) {
+    transpose_stage<8>(r);
+    transpose_stage<4>(r);
+    transpose_stage<2>(r);
+    transpose_stage<1>(r);
 }
 
 using Lanes32 = int32_t __attribute__((vector_size(kDepthwiseLanes * 4)));
@@ -1372,7 +1375,7 @@ void lanes_from_bytes(int64_t count, const uint8_t *codes, int64_t plane_step, i
     for (; p + 16 <= count; p += 16) {
         Lanes32 r[16];
         for (int l = 0; l < 16; ++l) widen16<Byte, Bytes>(codes + l * plane_step + p, r[l]);
-        transpose16<Lanes32, Lanes32>(r);
+        transpose16(r);
         for (int i = 0; i < 16; ++i) std::memcpy(lanes + (p + i) * 16, &r[i], sizeof(Lanes32));
     }
     for (; p < count; ++p)
@@ -1391,7 +1394,7 @@ void lanes_to_rows(int64_t count, const int32_t *lanes, const int32_t *add, int3
     for (; p + 16 <= count; p += 16) {
         Lanes32 r[16];
         for (int i = 0; i < 16; ++i) std::memcpy(&r[i], lanes + (p + i) * 16, sizeof(Lanes32));
-        transpose16<Lanes32, Lanes32>(r);
+        transpose16(r);
         for (int l = 0; l < 16; ++l) {
             r[l] += add[l];
             std::memcpy(rows + l * row_step + p, &r[l], sizeof(Lanes32));
