@@ -719,9 +719,9 @@ private:
     // (the widest GEMM panel), or of 8 when short.
     void size_blocks(int threads) {
         constexpr int64_t kMinBlock = 128;
-        if (lanes_) {  // a job per image and kDepthwiseLanes channels
-            block_ = P, pixel_blocks_ = N;
-            jobs_in_parallel_ = jobs() >= threads;
+        if (lanes_) {  // a job per image and kDepthwiseLanes channels, on every thread
+            block_ = P, pixel_blocks_ = N;  // (even fewer jobs than threads: a job uses one)
+            jobs_in_parallel_ = true;
             return;
         }
         const int64_t R = N * Pr;
@@ -1244,7 +1244,8 @@ private:
     // Image n's planes of channels g0 .. g0 + lanes, channel g0 + l in lane
     // l of ws.dw_lanes (Hp x Wp positions of kDepthwiseLanes int32): through
     // u, padded with u(zx); where values_plane(), their codes' values after
-    // them, padded with zx. Lanes from `lanes` on hold padding or copies.
+    // them, padded with zx. Lanes from `lanes` on are left as they are:
+    // their factors are zero and no output reads them.
     void map_lanes(int64_t n, int64_t g0, int64_t lanes, Workspace &ws) const {
         constexpr int64_t L = kDepthwiseLanes;
         const Int16Factors &f = m_.int16_factors();
