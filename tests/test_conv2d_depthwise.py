@@ -110,21 +110,22 @@ def test_depthwise_layouts(name, layout, threads):
     factory, dtype = MULTIPLIERS[name]
     m = factory()
     rng = np.random.default_rng(zlib.crc32(repr((name, layout, threads)).encode()))
-    x = codes(rng, dtype, (3, 6, 13, 12))
-    w = codes(rng, dtype, (6, 1, 3, 3))
-    kwargs = {"padding": 1, "groups": 6}
+    # 20 channels: the lanes path's blocks of 16 and 4 channels
+    x = codes(rng, dtype, (3, 20, 13, 12))
+    w = codes(rng, dtype, (20, 1, 3, 3))
+    kwargs = {"padding": 1, "groups": 20}
     out = None
     if layout == "channels_last":
         x = channels_last(x)
     elif layout == "cropped":
-        x = codes(rng, dtype, (3, 9, 17, 15))[:, 1:7, 2:15, 1:13]
+        x = codes(rng, dtype, (3, 23, 17, 15))[:, 1:21, 2:15, 1:13]
     elif layout == "reversed rows":
         x = x[:, :, ::-1]
     elif layout == "weights transposed":
         w = np.ascontiguousarray(w.transpose(0, 1, 3, 2)).transpose(0, 1, 3, 2)
     else:
         dtype_out = am.accumulator_dtype(m, 9, 4, 2)
-        out = np.full((3, 13, 12, 6), -1, dtype_out).transpose(0, 3, 1, 2)
+        out = np.full((3, 13, 12, 20), -1, dtype_out).transpose(0, 3, 1, 2)
     zx, zw = zero_points(m, (4, 2))
     am.set_num_threads(threads)
     try:
@@ -163,16 +164,16 @@ def test_output_stage_of_depthwise_layers(name, real):
     factory, dtype = MULTIPLIERS[name]
     m = factory()
     rng = np.random.default_rng(zlib.crc32(repr((name, real)).encode()))
-    x = codes(rng, dtype, (4, 7, 10, 9))
-    w = codes(rng, dtype, (7, 1, 3, 3))
+    x = codes(rng, dtype, (4, 19, 10, 9))  # lanes of 16 and 3 channels
+    w = codes(rng, dtype, (19, 1, 3, 3))
     zx, zw = zero_points(m, (5, 3))
     lo, hi = quant.code_range(bool(m.signed), bits=8)
-    mantissa, shift = quant.quantize_multiplier(np.exp2(rng.uniform(-12, -6, 7)))
-    args = (rng.integers(-500, 500, 7), mantissa, shift, int((lo + hi) // 2), lo, hi)
+    mantissa, shift = quant.quantize_multiplier(np.exp2(rng.uniform(-12, -6, 19)))
+    args = (rng.integers(-500, 500, 19), mantissa, shift, int((lo + hi) // 2), lo, hi)
     kwargs = {} if real is None else {"real": (0.25, real)}
     sums = expected(m, x, w, (2, 2), (1, 1), (1, 1), zx, zw)
     want = quant.requantize(sums, *args, signed=bool(m.signed), bits=8, **kwargs)
-    got = quant.conv2d_requantize(x, w, m, *args, stride=2, padding=1, groups=7,
+    got = quant.conv2d_requantize(x, w, m, *args, stride=2, padding=1, groups=19,
                                   x_zero_point=zx, w_zero_point=zw, bits=8, **kwargs)
     np.testing.assert_array_equal(got, want)
 
@@ -180,7 +181,7 @@ def test_output_stage_of_depthwise_layers(name, real):
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(name=st.sampled_from(["exact-u8", "exact-s8", "drum-u8", "drum-s8", "wide-factors",
                              "factors-s8", *TABLES]),
-       n=st.integers(1, 3), c=st.integers(2, 4), h=st.integers(0, 9), w=st.integers(0, 9),
+       n=st.integers(1, 3), c=st.integers(1, 35), h=st.integers(0, 9), w=st.integers(0, 9),
        kh=st.integers(1, 4), kw=st.integers(1, 4),
        stride=st.tuples(st.integers(1, 3), st.integers(1, 3)),
        padding=st.tuples(st.integers(0, 3), st.integers(0, 3)),
