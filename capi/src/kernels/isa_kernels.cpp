@@ -1311,15 +1311,20 @@ void tap_lanes32(int64_t OH, int64_t OW, int64_t row_step, int64_t s1,
     }
 }
 
-// The 16 x 16 transpose r[i][j] -> r[j][i] of 16 vectors of 16 elements:
+// The 16 x 16 transpose r[i][j] -> r[j][i] of 16 vectors of 16 int32:
 // four butterfly stages, stage s pairing vectors i and i + s, each a pair
-// of two-input shuffles (__builtin_shufflevector: GCC 12 and clang; the
-// vectors by reference, as the sets without AVX-512 pass 64-byte vectors
-// under another ABI).
+// of two-input shuffles (__builtin_shufflevector in clang and GCC 12 on,
+// GCC's own __builtin_shuffle before; the vectors by reference, as the
+// sets without AVX-512 pass 64-byte vectors under another ABI).
 template <int S, typename V, int... J>
 void butterfly(const V &a, const V &b, V &lo, V &hi, std::integer_sequence<int, J...>) {
+#if defined(__clang__) || __GNUC__ >= 12
     lo = __builtin_shufflevector(a, b, ((J & S) ? 16 + J - S : J)...);
     hi = __builtin_shufflevector(a, b, ((J & S) ? 16 + J : J + S)...);
+#else
+    lo = __builtin_shuffle(a, b, V{((J & S) ? 16 + J - S : J)...});
+    hi = __builtin_shuffle(a, b, V{((J & S) ? 16 + J : J + S)...});
+#endif
 }
 
 template <int S, typename V>
