@@ -1226,21 +1226,6 @@ private:
         return direct;
     }
 
-    // Group g's sums over the block's pixels into ws.out as the GEMM would
-    // write them (fold_x_sums_ is off: every cross term included):
-    //   sum_t M(x_t, w_t) - zw sum_t x_t - zx sum_t w_t + K zx zw,
-    // padded taps reading x = zx. Rank-1 plans, M = u(x) v(w): image n's
-    // plane of channel g is mapped through u once into a plane padded with
-    // u(zx) (and, for zw != 0, its codes' values padded with zx, unless u is
-    // the value itself: exact plans take v(w_t) - zw instead), so every tap
-    // is a plain row of it. The output rows the block touches start from
-    // the constant part and add, per tap, v(w_t) times the plane's row (-zw
-    // times the codes' row): with stride 1 all rows in one call over the
-    // padded width (the dropped columns computed and skipped), else a call
-    // per output row. Tables (depthwise_table): the plane's codes looked up
-    // with the K weight codes stationary (the K tap rows side by side; a
-    // call per kernel row past 256 taps), at stride 1 in x (a strided
-    // layer's rows keep every s1-th sum).
     // Image n's planes of channels g0 .. g0 + lanes, channel g0 + l in lane
     // l of ws.dw_lanes (Hp x Wp positions of kDepthwiseLanes int32): through
     // u, padded with u(zx); where values_plane(), their codes' values after
@@ -1378,6 +1363,21 @@ private:
         }
     }
 
+    // Group g's sums over the block's pixels into ws.out as the GEMM would
+    // write them (fold_x_sums_ is off: every cross term included):
+    //   sum_t M(x_t, w_t) - zw sum_t x_t - zx sum_t w_t + K zx zw,
+    // padded taps reading x = zx. Rank-1 plans, M = u(x) v(w): image n's
+    // plane of channel g is mapped through u once into a plane padded with
+    // u(zx) (and, for zw != 0, its codes' values padded with zx, unless u is
+    // the value itself: exact plans take v(w_t) - zw instead), so every tap
+    // is a plain row of it. The output rows the block touches start from
+    // the constant part and add, per tap, v(w_t) times the plane's row (-zw
+    // times the codes' row): with stride 1 all rows in one call over the
+    // padded width (the dropped columns computed and skipped), else a call
+    // per output row. Tables (depthwise_table): the plane's codes looked up
+    // with the K weight codes stationary (the K tap rows side by side; a
+    // call per kernel row past 256 taps), at stride 1 in x (a strided
+    // layer's rows keep every s1-th sum).
     void multiply_depthwise(int64_t g, int64_t r0, int64_t np, Workspace &ws) const {
         const bool table = table_taps();
         const Int16Factors &f = m_.int16_factors();
