@@ -374,3 +374,26 @@ def test_wide_conv2d_layers_are_accepted():
     from approxmul_cffi import nn as _nn
     assert _nn.Conv2d(64, 64, 3, padding=1).weight.shape == (64, 64, 3, 3)
     assert _nn.Conv2d(512, 512, 3, padding=2, dilation=2).weight.shape == (512, 512, 3, 3)
+
+
+@pytest.mark.parametrize("signed", [(False, False), (True, True), (False, True), (True, False)])
+def test_the_integer_adds_table_gives_its_arithmetic(signed):
+    # 8-bit codes go through a table of the 65536 byte pairs; it must give
+    # what TFLite's arithmetic gives element by element, in every domain
+    rng = np.random.default_rng(sum(signed))
+    grids = [nn.quant.QParams(0.05, 37, signed=False), nn.quant.QParams(0.02, 200, signed=False)]
+    out = nn.quant.QParams(0.07, 90, signed=False)
+    add = nn.Add().lower(grids, out, nn.quant.QuantConfig())
+    inputs = []
+    for grid, s in zip(grids, signed):
+        codes = rng.integers(0, 256, (3, 5, 7, 7)).astype(np.uint8)
+        inputs.append(nn.QTensor(codes, grid).to_domain(s))
+    got = add.forward(inputs)
+    out_qp = out.to_domain(signed[0])
+    want = add.add_codes(inputs[0].codes, inputs[0].qparams, inputs[1].codes, inputs[1].qparams,
+                         out_qp)
+    assert got.qparams.signed == signed[0] and got.codes.dtype == want.dtype
+    np.testing.assert_array_equal(got.codes, want)
+    # and the same values as the unsigned inputs' sum, whatever the domains
+    plain = add.forward([x.to_domain(False) for x in inputs]).to_domain(False).codes
+    np.testing.assert_array_equal(got.to_domain(False).codes, plain)
