@@ -1270,28 +1270,25 @@ private:
                                 ws.dw_lane_compact.data() + y * W * L,
                                 static_cast<size_t>(W * L) * sizeof(int32_t));
             };
-            if (copy) {
+            // the channels' planes into L planes of ws.dw_lane_codes, through
+            // u's byte map or as they are, zeros past `lanes`
+            auto copy_planes = [&](bool through_map) {
                 ws.dw_lane_codes.resize(static_cast<size_t>(HW * L));
                 for (int64_t l = 0; l < L; ++l) {
                     uint8_t *to = ws.dw_lane_codes.data() + l * HW;
                     if (l >= lanes)
                         std::fill(to, to + HW, uint8_t{0});
-                    else if (exact)
-                        std::memcpy(to, x + l * xs[1], static_cast<size_t>(HW));
-                    else
+                    else if (through_map)
                         kt.u8_lut(HW, x + l * xs[1], map_x_, to);
+                    else
+                        std::memcpy(to, x + l * xs[1], static_cast<size_t>(HW));
                 }
-            }
+            };
+            if (copy) copy_planes(!exact);
             into(copy ? ws.dw_lane_codes.data() : x, copy ? HW : xs[1],
                  exact ? is_signed : u_bytes_ < 0, u);
             if (values) {  // the raw codes' values (copied again: the map changed them)
-                for (int64_t l = 0; l < L; ++l) {
-                    uint8_t *to = ws.dw_lane_codes.data() + l * HW;
-                    if (l < lanes)
-                        std::memcpy(to, x + l * xs[1], static_cast<size_t>(HW));
-                    else
-                        std::fill(to, to + HW, uint8_t{0});
-                }
+                copy_planes(false);
                 into(ws.dw_lane_codes.data(), HW, is_signed, xv);
             }
             return;
@@ -1326,7 +1323,7 @@ private:
         int32_t *acc = ws.dw_lane_acc.data();
         const int64_t row_step = p_.stride[0] * Wp, s1 = p_.stride[1];
         kt.tap_lanes32(OH, OW, row_step, s1, ws.dw_lanes.data(), static_cast<int64_t>(lane_offsets_.size()),
-                       lane_offsets_.data(), v, 0, acc);
+                       lane_offsets_.data(), v, acc);
         // int32 sums straight into an int32 out whose planes are contiguous
         const TensorView &t = target_;
         if (lanes == L && p_.stage == nullptr && t.dtype == APPROXMUL_INT32 &&

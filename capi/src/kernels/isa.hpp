@@ -187,11 +187,11 @@ struct KernelTable {
     // planes, whose rows are too short for tap_rows): for each of the OH x
     // OW outputs p = oy * OW + ox, at position b = oy * row_step + ox * s1
     // of the plane (positions of kDepthwiseLanes int32 lanes),
-    //   acc[p][l] (+)= sum over t < taps of plane[b + offsets[t]][l] * v[t][l]
-    // (added to acc where accumulate, else stored); int32 sums.
+    //   acc[p][l] = sum over t < taps of plane[b + offsets[t]][l] * v[t][l]
+    // (int32 sums).
     void (*tap_lanes32)(int64_t OH, int64_t OW, int64_t row_step, int64_t s1,
                         const int32_t *plane, int64_t taps, const int64_t *offsets,
-                        const int32_t *v, int accumulate, int32_t *acc);
+                        const int32_t *v, int32_t *acc);
     // Lanes in and out of tap_lanes32's layout: lanes[p][l] = value of
     // codes[l * plane_step + p] (int8 where is_signed, else uint8) for the
     // kDepthwiseLanes planes and p < count; and rows[l * row_step + p] =

@@ -1275,13 +1275,15 @@ void tap_rows(int64_t n, const int32_t *__restrict plane, int64_t step, int64_t 
     }
 }
 
+using Lanes32 = int32_t __attribute__((vector_size(kDepthwiseLanes * 4)));
+static_assert(kDepthwiseLanes == 16, "the transposes are 16 x 16");
+
 // tap_lanes32: a vector of kDepthwiseLanes int32 lanes per position, in
 // GCC's vector type (one zmm on AVX-512, two ymm on AVX2), the sum kept in
 // it over the taps: the products of one output for 16 channels at once.
 void tap_lanes32(int64_t OH, int64_t OW, int64_t row_step, int64_t s1,
                  const int32_t *__restrict plane, int64_t taps, const int64_t *offsets,
-                 const int32_t *__restrict v, int accumulate, int32_t *__restrict acc) {
-    using Lanes = int32_t __attribute__((vector_size(kDepthwiseLanes * 4)));
+                 const int32_t *__restrict v, int32_t *__restrict acc) {
     constexpr int64_t L = kDepthwiseLanes;
     // kOutputs outputs of a row at once, sharing each tap's factors and offset
     constexpr int kOutputs = 4;
@@ -1291,11 +1293,7 @@ void tap_lanes32(int64_t OH, int64_t OW, int64_t row_step, int64_t s1,
             constexpr int U = decltype(count)::value;
             const int32_t *at = plane + (oy * row_step + ox * s1) * L;
             int32_t *out = acc + (oy * OW + ox) * L;
-            Lanes sum[U], x, w;  // (memcpy: unaligned loads, no vector passed by value)
-            for (int u = 0; u < U; ++u) {
-                sum[u] = Lanes{};
-                if (accumulate) std::memcpy(&sum[u], out + u * L, sizeof(Lanes));
-            }
+            Lanes32 sum[U] = {}, x, w;  // (memcpy: unaligned loads, no vector passed by value)
             for (int64_t t = 0; t < taps; ++t) {
                 std::memcpy(&w, v + t * L, sizeof w);
                 const int32_t *tap = at + offsets[t] * L;
@@ -1304,7 +1302,7 @@ void tap_lanes32(int64_t OH, int64_t OW, int64_t row_step, int64_t s1,
                     sum[u] += x * w;
                 }
             }
-            for (int u = 0; u < U; ++u) std::memcpy(out + u * L, &sum[u], sizeof(Lanes));
+            for (int u = 0; u < U; ++u) std::memcpy(out + u * L, &sum[u], sizeof(Lanes32));
         };
         for (; ox + kOutputs <= OW; ox += kOutputs) outputs(std::integral_constant<int, kOutputs>{});
         for (; ox < OW; ++ox) outputs(std::integral_constant<int, 1>{});
@@ -1343,9 +1341,6 @@ template <typename V>
     transpose_stage<2>(r);
     transpose_stage<1>(r);
 }
-
-using Lanes32 = int32_t __attribute__((vector_size(kDepthwiseLanes * 4)));
-static_assert(kDepthwiseLanes == 16, "the transposes are 16 x 16");
 
 using SignedBytes16 = int8_t __attribute__((vector_size(16)));
 using Bytes16 = uint8_t __attribute__((vector_size(16)));
