@@ -184,14 +184,15 @@ def qlinear_global_average_pool(centered_sum, count, in_qparams, out_qparams):
     return codes.astype(out.dtype)
 
 
-def qlinear_average_pool(windows, in_qparams, out_qparams):
+def qlinear_average_pool(windows, in_qparams, out_qparams, count=None):
     """ONNX Runtime's QLinearAveragePool over (..., KH, KW) windows of codes.
 
     Each code is dequantized to float32 (``s_x * (q - z_x)``), the taps are
-    summed one by one in float32 in row-major order, divided by KH*KW, then
+    summed one by one in float32 in row-major order, divided by ``count``
+    (KH*KW where the padding counts, else each window's taps inside the
+    input, broadcast against the windows' leading axes), then
     ``rint(mean / s_y + z_y)`` (ties to even) is saturated. Padded taps must
-    hold ``z_x`` (they add 0, as the taps ONNX Runtime skips; the count
-    includes them, as nn.AvgPool2d's does).
+    hold ``z_x``: they add an exact 0.0, as the taps ONNX Runtime skips.
 
     >>> from approxmul_cffi.quant import QParams
     >>> g = QParams(0.5, 0, signed=True)
@@ -206,7 +207,7 @@ def qlinear_average_pool(windows, in_qparams, out_qparams):
     for i in range(kh):
         for j in range(kw):
             total = total + values[..., i, j]
-    mean = total / f32(kh * kw)
+    mean = total / np.asarray(kh * kw if count is None else count, f32)
     out = out_qparams
     codes = np.rint(mean / f32(float(out.scale)) + f32(int(out.zero_point)))
     return np.clip(codes, out.qmin, out.qmax).astype(out.dtype)

@@ -45,8 +45,11 @@ def test_float_conv_and_pools_match_torch(case):
     t = torch.from_numpy(x)
     np.testing.assert_allclose(nn.MaxPool2d(3, 2, 1).forward(x),
                                torch.nn.functional.max_pool2d(t, 3, 2, 1).numpy())
-    np.testing.assert_allclose(nn.AvgPool2d(3, 2, 1).forward(x),
-                               torch.nn.functional.avg_pool2d(t, 3, 2, 1).numpy(), atol=1e-6)
+    for include in (True, False):
+        np.testing.assert_allclose(
+            nn.AvgPool2d(3, 2, 1, count_include_pad=include).forward(x),
+            torch.nn.functional.avg_pool2d(t, 3, 2, 1, count_include_pad=include).numpy(),
+            atol=1e-6)
 
 
 def conv2d_codes_by_columns(x, w, multiplier, *, stride, padding, dilation, groups,
@@ -168,13 +171,87 @@ def test_graph_model_quantized_is_close_to_float_in_both_domains():
                                    rtol=1e-12, atol=1e-15)
 
 
+def _windows_inside(shape, kernel, stride, padding, out_hw):
+    """{(i, j): (row slice, column slice)} of each window's taps inside an (H, W) input."""
+    (h, w), (kh, kw), (sh, sw), (ph, pw) = shape, kernel, stride, padding
+    return {(i, j): (slice(max(i * sh - ph, 0), min(i * sh - ph + kh, h)),
+                     slice(max(j * sw - pw, 0), min(j * sw - pw + kw, w)))
+            for i in range(out_hw[0]) for j in range(out_hw[1])}
+
+
+def _round_half_away(num, den):
+    q, r = divmod(abs(num), den)
+    return (1 if num >= 0 else -1) * (q + (2 * r >= den))
+
+
+@pytest.mark.parametrize("geometry", [((3, 3), (2, 2), (1, 1), (7, 6)),
+                                      ((3, 3), (1, 1), (1, 1), (5, 5)),
+                                      ((2, 4), (1, 3), (1, 2), (4, 9)),
+                                      ((5, 5), (2, 1), (2, 0), (6, 5))])
+@pytest.mark.parametrize("zero_point,signed", [(37, False), (0, False), (-5, True)])
+def test_average_pool_leaving_the_padding_out_takes_each_windows_own_mean(
+        geometry, zero_point, signed):
+    # ONNX AveragePool's default and PyTorch's count_include_pad=False: each
+    # window divides by its taps inside the input, in float and on codes
+    kernel, stride, padding, hw = geometry
+    rng = np.random.default_rng(sum(hw) + zero_point)
+    layer = nn.AvgPool2d(kernel, stride, padding, count_include_pad=False)
+    assert layer.config()["count_include_pad"] is False
+    x = rng.normal(size=(2, 3, *hw))
+    out_hw = layer.output_shape(x.shape[1:])[1:]
+    inside = _windows_inside(hw, kernel, stride, padding, out_hw)
+    want = np.empty((2, 3, *out_hw))
+    for (i, j), (rows, cols) in inside.items():
+        want[..., i, j] = x[..., rows, cols].mean(axis=(2, 3))
+    np.testing.assert_allclose(layer.forward(x), want, rtol=1e-12)
+    # codes: the mean of the taps' q - zp, rounded half away from zero, plus zp
+    qp = nn.quant.QParams(0.05, zero_point, signed=signed)
+    codes = rng.integers(qp.qmin, qp.qmax + 1, (2, 3, *hw)).astype(qp.dtype)
+    # whole windows of the extreme codes: no overflow, and the exact bounds come back
+    codes[0, 0] = qp.qmax
+    codes[0, 1] = qp.qmin
+    got = layer.forward_codes(nn.QTensor(codes, qp))
+    assert got.codes.dtype == codes.dtype and got.qparams == qp
+    expect = np.empty((2, 3, *out_hw), np.int64)
+    for (i, j), (rows, cols) in inside.items():
+        for n in range(2):
+            for c in range(3):
+                taps = codes[n, c, rows, cols].astype(np.int64) - zero_point
+                expect[n, c, i, j] = _round_half_away(int(taps.sum()), taps.size) + zero_point
+    np.testing.assert_array_equal(got.codes, expect)
+    assert (got.codes[0, 0] == qp.qmax).all() and (got.codes[0, 1] == qp.qmin).all()
+    # counting the padding gives other means at the borders, the same inside
+    counted = nn.AvgPool2d(kernel, stride, padding).forward_codes(nn.QTensor(codes, qp)).codes
+    full = [k for k, (r, c) in inside.items()
+            if r.stop - r.start == kernel[0] and c.stop - c.start == kernel[1]]
+    np.testing.assert_array_equal(counted[..., [i for i, _ in full], [j for _, j in full]],
+                                  got.codes[..., [i for i, _ in full], [j for _, j in full]])
+    assert not np.array_equal(counted, got.codes)
+
+
+def test_average_pool_options_survive_a_model_file(tmp_path):
+    pools = [("same", nn.AvgPool2d(3, 1, 1, count_include_pad=False)),
+             ("counted", nn.AvgPool2d(3, 1, 1)),
+             ("unpadded", nn.AvgPool2d(2, count_include_pad=False))]
+    model = nn.Model((2, 6, 6), pools + [("gap", nn.GlobalAvgPool())])
+    assert "count_include_pad" not in pools[1][1].config()
+    # without padding both rules are one pool, saved as the counted one
+    assert "count_include_pad" not in pools[2][1].config()
+    model.save(tmp_path / "m.json")
+    loaded = nn.Model.load(tmp_path / "m.json")
+    assert [n.layer.config() for n in loaded.nodes] == [n.layer.config() for n in model.nodes]
+    x = np.random.default_rng(0).normal(size=(3, 2, 6, 6))
+    np.testing.assert_array_equal(loaded.forward(x), model.forward(x))
+
+
 def test_codes_only_layers_are_domain_invariant():
     rng = np.random.default_rng(6)
     qp = nn.quant.QParams(0.05, 37, signed=False)
     codes = rng.integers(0, 256, (2, 3, 6, 6)).astype(np.uint8)
     u = nn.QTensor(codes, qp)
     s = u.to_domain(True)
-    for layer in (nn.AvgPool2d(3, 2, 1), nn.GlobalAvgPool(), nn.MaxPool2d(2), nn.ReLU(),
+    for layer in (nn.AvgPool2d(3, 2, 1), nn.AvgPool2d(3, 2, 1, count_include_pad=False),
+                  nn.GlobalAvgPool(), nn.MaxPool2d(2), nn.ReLU(),
                   nn.ReLU6(), nn.Flatten()):
         node = layer.lower([qp], qp, nn.quant.QuantConfig())
         a = node.forward([u], None).to_domain(False).codes

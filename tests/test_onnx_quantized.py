@@ -182,7 +182,14 @@ def _pool_model(tmp_path, pool):
 
 POOLS = {"global": lambda: helper.make_node("GlobalAveragePool", ["c"], ["g"], name="gap"),
          "2x2": lambda: helper.make_node("AveragePool", ["c"], ["g"], name="pool",
-                                         kernel_shape=[2, 2], strides=[2, 2])}
+                                         kernel_shape=[2, 2], strides=[2, 2]),
+         # padded: the border windows divide by their taps inside the input
+         "3x3_padded": lambda: helper.make_node("AveragePool", ["c"], ["g"], name="pool",
+                                                kernel_shape=[3, 3], strides=[2, 2],
+                                                pads=[1, 1, 1, 1]),
+         "3x3_padded_counted": lambda: helper.make_node(
+             "AveragePool", ["c"], ["g"], name="pool", kernel_shape=[3, 3], strides=[2, 2],
+             pads=[1, 1, 1, 1], count_include_pad=1)}
 
 
 @pytest.mark.parametrize("pool", POOLS)
@@ -204,6 +211,7 @@ def test_quantized_average_pools_equal_onnxruntime(tmp_path, pool, fmt, act):
     pools = [n.layer for n in imported.nodes if isinstance(n.layer, (nn.GlobalAvgPool,
                                                                       nn.AvgPool2d))]
     assert len(pools) == 1 and pools[0].requantize
+    assert getattr(pools[0], "count_include_pad", True) == (pool != "3x3_padded")
     q = nn.quantize(imported, None)
     final = ort_outputs(model, [model.graph.output[0].name], x)[model.graph.output[0].name]
     for spec in ("exact", "exact:signed=1"):

@@ -7,6 +7,7 @@ import pathlib
 import numpy as np
 import pytest
 import torch
+import torch.nn.functional as F
 
 import approxmul_cffi as am
 from approxmul_cffi import nn, quant
@@ -224,11 +225,11 @@ class _PooledNet(torch.nn.Module):
     """conv -> ReLU -> module average pool (padded, strided) -> residual conv ->
     global average pool module -> Linear."""
 
-    def __init__(self, relu=True):
+    def __init__(self, relu=True, count_include_pad=True):
         super().__init__()
         self.act = torch.relu if relu else (lambda t: t)  # without: negative pool inputs
         self.c1 = torch.nn.Conv2d(3, 8, 3, padding=1)
-        self.pool = torch.nn.AvgPool2d(3, 2, 1)
+        self.pool = torch.nn.AvgPool2d(3, 2, 1, count_include_pad=count_include_pad)
         self.c2 = torch.nn.Conv2d(8, 8, 3, padding=1)
         self.gap = torch.nn.AdaptiveAvgPool2d(1)
         self.fc = torch.nn.Linear(8, 10)
@@ -246,13 +247,15 @@ def _evaluator_codes(net, x_cal, x, spec):
     return qmodel.run_codes(x.numpy(), m)
 
 
-@pytest.mark.parametrize("relu", [True, False])
+@pytest.mark.parametrize("relu,count_include_pad", [(True, True), (False, True), (True, False),
+                                                    (False, False)])
 @pytest.mark.parametrize("spec", ["exact", "drum:k=4", "drum:k=4,signed=1"])
-def test_average_pool_modules_take_the_evaluators_integer_mean(spec, relu):
+def test_average_pool_modules_take_the_evaluators_integer_mean(spec, relu, count_include_pad):
     # torch's float mean of a tie between two codes rounds either way; the pools
-    # between approximate layers take the evaluator's integer mean instead
+    # between approximate layers take the evaluator's integer mean instead (with
+    # count_include_pad=False, over each window's taps inside the input)
     torch.manual_seed(7)
-    net = _PooledNet(relu).eval()
+    net = _PooledNet(relu, count_include_pad).eval()
     x_cal, x = torch.randn(256, 3, 8, 8), torch.randn(200, 3, 8, 8)
     approx = approximate(net, spec, calibration=[x_cal])
     assert type(approx.pool).__name__ == "GridAvgPool2d"
@@ -275,6 +278,39 @@ def test_average_pool_modules_take_the_evaluators_integer_mean(spec, relu):
     assert approx.approxmul_plan["calibration"] == "graph" and approx.gap.q_grid is not None
     with torch.no_grad():
         torch.testing.assert_close(compiled(x[:8]), approx(x[:8]), rtol=0, atol=0)
+
+
+class _FunctionalPools(torch.nn.Module):
+    def __init__(self, pool):
+        super().__init__()
+        self.conv, self.pool = torch.nn.Conv2d(2, 2, 3, padding=1), pool
+
+    def forward(self, x):
+        return self.pool(self.conv(x))
+
+
+@pytest.mark.parametrize("pool,config", [
+    (lambda x: F.avg_pool2d(x, 3, 2, 1), dict(count_include_pad=True)),
+    (lambda x: F.avg_pool2d(x, 3, 2, 1, False, False), dict(count_include_pad=False)),
+    (lambda x: F.avg_pool2d(x, 3, 2, 1, count_include_pad=False), dict(count_include_pad=False)),
+    (torch.nn.AvgPool2d(3, 2, 1, count_include_pad=False), dict(count_include_pad=False)),
+    (lambda x: F.avg_pool2d(x, 3, 2, 1, True), None),  # ceil mode: no window of the evaluator's
+    (lambda x: F.avg_pool2d(x, 3, 2, 1, divisor_override=2), None),
+])
+def test_average_pools_translate_with_their_divisor(pool, config):
+    from approxmul_cffi.torch._translate import Untranslatable, translate
+    net, x = _FunctionalPools(pool).eval(), torch.randn(2, 2, 7, 7)
+    if config is None:
+        with pytest.raises(Untranslatable, match="AvgPool2d with options"):
+            translate(net, x)
+        return
+    model = translate(net, x)
+    layer = model.layers["pool"] if "pool" in model.layers else model.nodes[-1].layer
+    assert isinstance(layer, nn.AvgPool2d)
+    assert layer.count_include_pad == config["count_include_pad"]
+    with torch.no_grad():
+        np.testing.assert_allclose(model.forward(x.numpy().astype(np.float64)), net(x).numpy(),
+                                   rtol=1e-5, atol=1e-6)
 
 
 def test_average_pools_stay_float_beside_float_layers():

@@ -87,10 +87,10 @@ class MaxPool2d(_Pool):
         return QTensor(self._pool(x.codes, "max", x.qparams.qmin), x.qparams)
 
 
-def _mean_codes(x, total, count):
+def _mean_codes(x, centered, count):
     """Mean of (q - zp) plus zp, so the result is the same in both code domains."""
     zp = int(x.qparams.zero_point)
-    out = rounded_mean(total - count * zp, count) + zp
+    out = rounded_mean(centered, count) + zp
     return QTensor(np.asarray(out).astype(x.codes.dtype), x.qparams)
 
 
@@ -128,27 +128,55 @@ class _RequantizedMean:
 
 @register
 class AvgPool2d(_Requantizing, _Pool):
-    """Average pooling; padded taps count as zeros (PyTorch's count_include_pad)."""
+    """Average pooling. With ``count_include_pad=True`` (PyTorch's default) padded
+    taps count as zeros; with ``False`` (ONNX's default, Keras' "same") each
+    window divides by the taps inside the input."""
 
-    def __init__(self, kernel_size, stride=None, padding=0, requantize=False):
+    def __init__(self, kernel_size, stride=None, padding=0, requantize=False,
+                 count_include_pad=True):
         super().__init__(kernel_size, stride, padding)
         self.requantize = bool(requantize)
+        # without padding both rules agree: keep the one spelling of that pool
+        self.count_include_pad = bool(count_include_pad) or not any(self.padding)
 
     def config(self):
-        return self._config(super().config())
+        base = self._config(super().config())
+        return base if self.count_include_pad else {**base, "count_include_pad": False}
+
+    def counts(self, hw):
+        """Each window's divisor over an (H, W) input: (OH, OW) int64, or the kernel's
+        size where the padding counts.
+
+        >>> AvgPool2d(3, 2, 1, count_include_pad=False).counts((4, 4)).tolist()
+        [[4, 6], [6, 9]]
+        """
+        kh, kw = self.kernel_size
+        if self.count_include_pad:
+            return kh * kw
+        out_hw = self.output_shape((1, *hw))[1:]
+
+        def inside(n, k, s, p, size):  # taps of each window along one axis within [0, n)
+            start = np.arange(size, dtype=np.int64) * s - p
+            return np.minimum(start + k, n) - np.maximum(start, 0)
+        rows, cols = (inside(*a) for a in zip(hw, self.kernel_size, self.stride, self.padding,
+                                               out_hw))
+        return np.multiply.outer(rows, cols)
 
     def forward(self, x):
-        return self._pool(x, "avg", 0.0) / (self.kernel_size[0] * self.kernel_size[1])
+        return self._pool(x, "avg", 0.0) / self.counts(x.shape[2:])
 
     def forward_codes(self, x):
+        kh, kw = self.kernel_size
         total = self._pool(x.codes, "avg", int(x.qparams.zero_point))
-        return _mean_codes(x, total, self.kernel_size[0] * self.kernel_size[1])
+        # padded taps hold the zero point: centered, they add nothing to any count
+        centered = total - kh * kw * int(x.qparams.zero_point)
+        return _mean_codes(x, centered, self.counts(x.codes.shape[2:]))
 
     def requantized_mean(self, codes, in_qparams, out_qparams):
         out_hw = self.output_shape(codes.shape[1:])[1:]
         taps = windows(codes, self.kernel_size, self.stride, self.padding, (1, 1), out_hw,
                        int(in_qparams.zero_point))
-        return qlinear_average_pool(taps, in_qparams, out_qparams)
+        return qlinear_average_pool(taps, in_qparams, out_qparams, self.counts(codes.shape[2:]))
 
 
 @register
@@ -169,8 +197,9 @@ class GlobalAvgPool(_Requantizing, Layer):
         return x.mean(axis=(2, 3))
 
     def forward_codes(self, x):
+        count = x.codes.shape[2] * x.codes.shape[3]
         total = x.codes.sum(axis=(2, 3), dtype=np.int64)
-        return _mean_codes(x, total, x.codes.shape[2] * x.codes.shape[3])
+        return _mean_codes(x, total - count * int(x.qparams.zero_point), count)
 
     def requantized_mean(self, codes, in_qparams, out_qparams):
         n = codes.shape[2] * codes.shape[3]

@@ -218,8 +218,7 @@ class QuantizedOps:
             name, layer = self.pool(node, a, "avg")
             if not isinstance(layer, nn.AvgPool2d):
                 raise ModelError("only windows nn.AvgPool2d computes are supported (no ceil "
-                                 "mode, symmetric pads of at most half the kernel counted in "
-                                 "the mean)")
+                                 "mode, symmetric pads of at most half the kernel)")
             return name, layer
         self.q_pool(node, a, build)
 

@@ -306,8 +306,8 @@ class Translator(QuantizedOps, DynamicOps):
             all(p <= kk // 2 for p, kk in zip(pads, k))
         if simple and kind == "max":
             layer = nn.MaxPool2d(k, strides, pads[:2])
-        elif simple and (include or not any(pads)):
-            layer = nn.AvgPool2d(k, strides, pads[:2])
+        elif simple:
+            layer = nn.AvgPool2d(k, strides, pads[:2], count_include_pad=include)
         else:
             layer = F.OnnxFloatOp(node.op_type, F.window_pool(kind, k, strides, pads, dil, ceil,
                                                               include))

@@ -62,13 +62,22 @@ def _batchnorm(m):
 
 
 def _pool(cls, kernel, stride=None, padding=0, dilation=1, ceil_mode=False, **rest):
-    if ceil_mode or dilation not in (1, (1, 1)) or not rest.get("count_include_pad", True) \
-            or rest.get("divisor_override") is not None or rest.get("return_indices"):
+    include = rest.pop("count_include_pad", True)
+    if ceil_mode or dilation not in (1, (1, 1)) or rest.get("divisor_override") is not None \
+            or rest.get("return_indices"):
         raise Untranslatable(f"{cls.__name__} with options {rest}")
     try:
-        return cls(kernel, stride or None, padding)
+        return cls(kernel, stride or None, padding) if cls is nn.MaxPool2d else \
+            cls(kernel, stride or None, padding, count_include_pad=include)
     except nn.ModelError as e:
         raise Untranslatable(str(e)) from None
+
+
+def _avg_pool(kernel_size, stride=None, padding=0, ceil_mode=False, count_include_pad=True,
+              divisor_override=None):
+    """F.avg_pool2d's arguments (its order has no dilation)."""
+    return _pool(nn.AvgPool2d, kernel_size, stride, padding, 1, ceil_mode,
+                 count_include_pad=count_include_pad, divisor_override=divisor_override)
 
 
 def _module_layer(m):
@@ -109,7 +118,7 @@ def _call(fn, args, kwargs):
     if fn in (F.max_pool2d, torch.max_pool2d):
         return _pool(nn.MaxPool2d, *args[1:], **kwargs)
     if fn is F.avg_pool2d:
-        return _pool(nn.AvgPool2d, *args[1:], **kwargs)
+        return _avg_pool(*args[1:], **kwargs)
     if fn is F.adaptive_avg_pool2d and tuple(np.atleast_1d(args[1])) in ((1,), (1, 1)):
         return nn.GlobalAvgPool()
     if fn is torch.flatten and (args[1:] or [kwargs.get("start_dim", 0)])[0] == 1:

@@ -41,7 +41,8 @@ def _module(layer):
     if isinstance(layer, nn.MaxPool2d):
         return t.MaxPool2d(layer.kernel_size, layer.stride, layer.padding)
     if isinstance(layer, nn.AvgPool2d):
-        return t.AvgPool2d(layer.kernel_size, layer.stride, layer.padding, count_include_pad=True)
+        return t.AvgPool2d(layer.kernel_size, layer.stride, layer.padding,
+                           count_include_pad=layer.count_include_pad)
     if isinstance(layer, nn.GlobalAvgPool):
         return t.Sequential(t.AdaptiveAvgPool2d(1), t.Flatten())
     if isinstance(layer, nn.Flatten):

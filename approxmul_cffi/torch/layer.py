@@ -267,11 +267,14 @@ class GridAveragePool:
             if isinstance(self, torch.nn.AdaptiveAvgPool2d):
                 total, count = centered.sum(dim=(-2, -1)), x.shape[-2] * x.shape[-1]
             else:  # padded taps hold the zero point: centered 0
-                total = torch.nn.functional.avg_pool2d(
-                    centered, self.kernel_size, self.stride, self.padding, divisor_override=1)
+                window = (self.kernel_size, self.stride, self.padding)
+                total = torch.nn.functional.avg_pool2d(centered, *window, divisor_override=1)
                 kh, kw = (self.kernel_size,) * 2 if isinstance(self.kernel_size, int) \
                     else self.kernel_size
-                count = kh * kw
+                # the taps inside the input where the padding does not count
+                count = kh * kw if self.count_include_pad else torch.nn.functional.avg_pool2d(
+                    torch.ones((1, 1, *x.shape[-2:]), dtype=torch.float64), *window,
+                    divisor_override=1)
             # nn.windows.rounded_mean: sign(t) floor((2|t| + n) / 2n), exact in float64
             mean = torch.sign(total) * torch.floor((2 * total.abs() + count) / (2 * count))
             return (scale * mean).to(x.dtype)
