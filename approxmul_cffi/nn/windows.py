@@ -78,29 +78,44 @@ def conv_by_columns(x, w, geometry, out_hw, pad_value, matmul, out_dtype):
 
 
 def pool(x, kind, kernel, stride, padding, out_hw, pad_value):
-    """Max (``kind="max"``) or sum of each window; integer sums are int64."""
-    win = windows(x, kernel, stride, padding, (1, 1), out_hw, pad_value)
-    integer = x.dtype.kind in "iu"
-    if kind == "max" or integer:
-        # One elementwise pass per tap over strided views: a reduction over
-        # the two small window axes of a strided view runs ~10x slower. Max
-        # and integer sums do not depend on the order; float sums keep
-        # NumPy's reduction (its pairwise rounding).
-        out = np.array(win[..., 0, 0], dtype=win.dtype if kind == "max" else np.int64)
-        step = np.maximum if kind == "max" else np.add
-        for i in range(win.shape[4]):
-            for j in range(win.shape[5]):
-                if i or j:
-                    step(out, win[..., i, j], out=out)
-        return out
-    return win.sum(axis=(4, 5))
+    """Max (``kind="max"``) or sum of each window; integer sums are int64.
+
+    >>> pool(np.arange(16).reshape(1, 1, 4, 4), "avg", (3, 3), (2, 2), (1, 1), (2, 2), 0)
+    array([[[[10, 24],
+             [51, 90]]]])
+    """
+    if kind != "max" and x.dtype.kind not in "iu":
+        # float sums keep NumPy's reduction over the window (its pairwise rounding)
+        return windows(x, kernel, stride, padding, (1, 1), out_hw, pad_value).sum(axis=(4, 5))
+    # Max and integer sums do not depend on the order: the window in two passes,
+    # along the rows then down the columns (kh + kw elementwise passes instead of
+    # kh * kw; a reduction over a strided view's window axes runs ~10x slower).
+    (kh, kw), (sh, sw), (oh, ow) = kernel, stride, out_hw
+    x = pad(x, padding, pad_value)[:, :, :(oh - 1) * sh + kh, :(ow - 1) * sw + kw]
+    step = np.maximum if kind == "max" else np.add
+    # codes of up to 16 bits sum exactly in int32 along a row of any practical kernel
+    rows_dtype = x.dtype if kind == "max" else np.int32 if x.itemsize <= 2 else np.int64
+    rows = np.array(x[..., 0:(ow - 1) * sw + 1:sw], dtype=rows_dtype)
+    for j in range(1, kw):
+        step(rows, x[..., j:j + (ow - 1) * sw + 1:sw], out=rows)
+    out = np.array(rows[..., 0:(oh - 1) * sh + 1:sh, :],
+                   dtype=x.dtype if kind == "max" else np.int64)
+    for i in range(1, kh):
+        step(out, rows[..., i:i + (oh - 1) * sh + 1:sh, :], out=out)
+    return out
 
 
 def rounded_mean(centered_sum, count):
-    """round_half_away(sum / count) for integer sums, exactly.
+    """round_half_away(sum / count) for integer sums, exactly; ``count`` broadcasts.
 
-    >>> rounded_mean(np.array([5, -5, 4]), 2).tolist()
-    [3, -3, 2]
+    In float64, as trunc(sum / count +- 1/2): for |sum| < 2**50 the quotient
+    is a half-integer exactly when the true one is, and otherwise at least
+    1 / (2 count) away from one, far beyond float64's rounding; the int64
+    floor division it replaces ran ~4x slower on pooled images.
+
+    >>> rounded_mean(np.array([5, -5, 4, 0, -4]), 2).tolist()
+    [3, -3, 2, 0, -2]
     """
-    s = np.asarray(centered_sum, dtype=np.int64)
-    return np.sign(s) * ((2 * np.abs(s) + count) // (2 * count))
+    q = np.asarray(centered_sum, dtype=np.int64) / np.asarray(count, dtype=np.float64)
+    q += np.copysign(0.5, q)
+    return np.trunc(q, out=q).astype(np.int64)
