@@ -1,8 +1,9 @@
-"""Imported ResNet-50 structure: approxmul vs ONNX Runtime, float and integer, in one run.
+"""Imported model structures: approxmul vs ONNX Runtime, float and integer, in one run.
 
-    python benchmarks/bench_onnx.py [--threads 2] [--batches 1 8] [--repeat 3] [--json FILE]
+    python benchmarks/bench_onnx.py [--model resnet50|shufflenet] [--threads 2]
+                                    [--batches 1 8] [--repeat 3] [--json FILE]
 
-The model is onnx's structural ResNet-50 (onnx/backend/test/data/light; its
+The model is onnx's structural ResNet-50 or ShuffleNet (onnx/backend/test/data/light; its
 ConstantOfShape weights are folded by ONNX Runtime's basic optimizer into
 initializers first), quantized with onnxruntime.quantization.quantize_static
 (QOperator: Conv/Gemm/MatMul; int8 weights) on its dummy input for ONNX
@@ -26,6 +27,7 @@ import time
 
 def parse_args(argv=None):
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--model", choices=["resnet50", "shufflenet"], default="resnet50")
     p.add_argument("--threads", type=int, default=2)
     p.add_argument("--batches", type=int, nargs="+", default=[1, 8])
     p.add_argument("--repeat", type=int, default=3)
@@ -50,7 +52,7 @@ from approxmul_cffi import nn  # noqa: E402
 from approxmul_cffi.onnx import load_onnx  # noqa: E402
 
 LIGHT = os.path.join(os.path.dirname(onnx.__file__), "backend", "test", "data", "light",
-                     "light_resnet50.onnx")
+                     f"light_{args.model}.onnx")
 
 
 def session(path, level=ort.GraphOptimizationLevel.ORT_ENABLE_ALL, save=None):
@@ -75,7 +77,7 @@ def best_ms(fn, repeat):
 def main():
     am.set_num_threads(args.threads)
     folder = tempfile.mkdtemp(prefix="bench_onnx_")
-    folded = os.path.join(folder, "resnet50_folded.onnx")
+    folded = os.path.join(folder, f"{args.model}_folded.onnx")
     session(LIGHT, ort.GraphOptimizationLevel.ORT_ENABLE_BASIC, save=folded)
     saved = onnx.load(folded)
     saved.ir_version = max(saved.ir_version, 7)  # IR 3 wants initializers listed as inputs
@@ -106,7 +108,7 @@ def main():
         def get_next(self):
             return next(self.items, None)
 
-    quantized_path = os.path.join(folder, "resnet50_int8.onnx")
+    quantized_path = os.path.join(folder, f"{args.model}_int8.onnx")
     quantization.quantize_static(folded, quantized_path, Data(),
                                  quant_format=quantization.QuantFormat.QOperator,
                                  # the multiplier ops; pooling and softmax stay float
@@ -136,7 +138,8 @@ def main():
         for what, ms in figures.items():
             print(f"  {what:32s} {ms:9.1f} ms/forward  {ms / base:7.2f}x onnxruntime integer")
             rows.append({"batch": batch, "what": what, "ms": ms})
-    machine = {"cpu": platform.processor() or platform.machine(), "threads": args.threads,
+    machine = {"model": args.model,
+               "cpu": platform.processor() or platform.machine(), "threads": args.threads,
                "cores": os.cpu_count(), "python": sys.version.split()[0],
                "onnxruntime": ort.__version__, "onnx": onnx.__version__,
                "approxmul_isa": am.info().get("isa", "")}
