@@ -74,11 +74,12 @@ def test_bench_quantize_quick_runs(tmp_path):
     assert all(r["numpy_ms"] > 0 and r["c_ms"] > 0 for r in data["results"])
 
 
-def test_bench_onnx_quick_runs(tmp_path):
+@pytest.mark.parametrize("model", ["resnet50", "shufflenet"])
+def test_bench_onnx_quick_runs(tmp_path, model):
     pytest.importorskip("onnxruntime")
     out = tmp_path / "bench.json"
     result = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "bench_onnx.py"),
-                             "--quick", "--json", str(out)],
+                             "--model", model, "--quick", "--json", str(out)],
                             capture_output=True, text=True, timeout=600)
     assert result.returncode == 0, result.stderr
     data = json.loads(out.read_text())
@@ -86,6 +87,7 @@ def test_bench_onnx_quick_runs(tmp_path):
         "approxmul float (NumPy)", "approxmul integer, exact", "approxmul integer, 8x8 table",
         "onnxruntime float", "onnxruntime integer"}
     assert all(r["ms"] > 0 for r in data["results"])
+    assert data["machine"]["model"] == model
 
 
 def test_bench_keras_quick_runs():
