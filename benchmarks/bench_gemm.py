@@ -66,6 +66,36 @@ def drum_operand(x, k):
     return np.where(length > k, ((x >> shift) | 1) << shift, x)
 
 
+def leading_one(x):
+    """floor(log2 x) of positive int64 values (0 for 0)."""
+    k = np.zeros_like(x)
+    for bit in range(1, 63):
+        k = np.where(x >> bit != 0, bit, k)
+    return k
+
+
+def mitchell_values(a, b):
+    """Mitchell's products of unsigned values: with x = 2^k + m, S = m1 2^k2 + m2 2^k1,
+    2^(k1+k2) + S if S < 2^(k1+k2), else 2 S; 0 if either is 0."""
+    a, b = np.asarray(a, np.int64), np.asarray(b, np.int64)
+    k1, k2 = leading_one(a), leading_one(b)
+    s = ((a - (1 << k1)) << k2) + ((b - (1 << k2)) << k1)
+    power = np.int64(1) << (k1 + k2)
+    return np.where((a == 0) | (b == 0), 0, np.where(s < power, power + s, 2 * s))
+
+
+def roba_values(a, b):
+    """RoBA's products of unsigned values: Ar b + a Br - Ar Br, x rounded to the
+    nearest power of two (1.5 2^p up)."""
+    def rounded(x):
+        x = np.asarray(x, np.int64)
+        p = leading_one(x)
+        up = np.where(x >= 3 << np.maximum(p - 1, 0), p + 1, p)
+        return np.where(x <= 1, x, np.int64(1) << np.where(x <= 1, 0, up))
+    ar, br = rounded(a), rounded(b)
+    return ar * b + a * br - ar * br
+
+
 def drum_table(k=4):
     f = drum_operand(np.arange(256), k)
     return np.outer(f, f)
@@ -108,6 +138,9 @@ def multipliers(rng):
         "truncated(cut=8) 16-bit (exact + low-byte table)": (
             am.multiplier("truncated:bits=16,cut=8"),
             lambda a, b: truncated_values(a, b, 8, 16)),
+        # no table and no factorization: the formula in int64 vector lanes
+        "Mitchell 16-bit (vector lanes)": (am.multiplier("mitchell:bits=16"), mitchell_values),
+        "RoBA 16-bit (byte-split rank-2 factors)": (am.multiplier("roba:bits=16"), roba_values),
         # products spanning a byte: the nibble kernel (truncation's error part)
         "random 4x4 table": table(rng.integers(-100, 156, (16, 16))),
         "random 10x10 table": wide_table(10),

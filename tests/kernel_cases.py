@@ -101,6 +101,44 @@ def signed_drum(v, k):
     return np.sign(v) * drum_values(np.abs(v), k)
 
 
+def mitchell_values(a, b):
+    """Mitchell's products, any width, sign-magnitude for negative operands:
+    with |x| = 2^k (1 + f), 2^(k1+k2) (1 + f1 + f2) if f1 + f2 < 1, else
+    2^(k1+k2+1) (f1 + f2), in integers (all fraction bits kept)."""
+    a, b = np.asarray(a, np.int64), np.asarray(b, np.int64)
+    sign = np.sign(a) * np.sign(b)
+    a, b = np.abs(a), np.abs(b)
+
+    def leading_one(x):
+        k = np.zeros_like(x)
+        for bit in range(1, 63):
+            k = np.where(x >> bit != 0, bit, k)
+        return k
+    k1, k2 = leading_one(a), leading_one(b)
+    total = ((a - (1 << k1)) << k2) + ((b - (1 << k2)) << k1)  # 2^(k1+k2) (f1 + f2)
+    power = np.int64(1) << (k1 + k2)
+    return sign * np.where(total < power, power + total, 2 * total)
+
+
+def roba_rounded(v):
+    """RoBA's operand rounding, any width: |v| to the nearest power of two (ties,
+    1.5 * 2^p, up), the sign kept."""
+    v = np.asarray(v, np.int64)
+    m = np.abs(v)
+    p = np.zeros_like(m)
+    for bit in range(1, 63):
+        p = np.where(m >> bit != 0, bit, p)
+    up = np.where(m >= 3 << np.maximum(p - 1, 0), p + 1, p)
+    return np.sign(v) * np.where(m <= 1, m, np.int64(1) << np.where(m <= 1, 0, up))
+
+
+def roba_sums(a, b):
+    """sum_k M(a[i, k], b[k, j]) for RoBA (sign-magnitude when signed), from its
+    definition s_a s_b (A_r |b| + |a| B_r - A_r B_r) as three int64 matmuls."""
+    ar, br = roba_rounded(a), roba_rounded(b)
+    return ar @ b + a @ br - ar @ br
+
+
 def multipliers():
     """(name, multiplier, signed, product): product(a, b) gives the products of
     operand values elementwise, from the test's own table or formula."""
@@ -179,6 +217,10 @@ def multipliers():
            lambda a, b: drum_values(a, 4) * drum_values(b, 4))
     yield ("drum-s16", am.multiplier("drum:bits=16,k=6,signed=1"), True,
            lambda a, b: signed_drum(a, 6) * signed_drum(b, 6))
+    # RoBA's rank 2 from the family, factors up to 2^16 (signed: S-RoBA)
+    yield ("roba-s16", am.multiplier("roba:bits=16,signed=1"), True,
+           lambda a, b: roba_rounded(a) * b + np.asarray(a, np.int64) * roba_rounded(b)
+           - roba_rounded(a) * roba_rounded(b))
     # rank 3 (a (b - b_0 - 2 b_1)), the longest split of factors into bytes
     yield ("bam2-u16", am.multiplier("bam:bits=16,hbl=2,vbl=0"), False,
            lambda a, b: np.asarray(a, np.int64) * (np.asarray(b, np.int64) & ~3))
@@ -193,6 +235,9 @@ def multipliers():
     values = np.arange(1024) - 1024 * (np.arange(1024) >= 512)
     yield ("trunc5-table-s10", *from_table(baugh_wooley_values(values[:, None], values, 10, 5),
                                            bits=10, signed=True))
+    # Mitchell: the function plan, its products in vector lanes (mitchell_block)
+    yield ("mitchell-u16", am.multiplier("mitchell:bits=16"), False, mitchell_values)
+    yield ("mitchell-s12", am.multiplier("mitchell:bits=12,signed=1"), True, mitchell_values)
     # cut 9 reaches the high bytes: the function plan (one call a product)
     yield ("trunc9-u16", am.multiplier("truncated:bits=16,cut=9"), False,
            lambda a, b: truncated_values(a, b, 9, 16))

@@ -272,6 +272,54 @@ def test_conv2d_large_images_and_staged_outputs(spec):
     np.testing.assert_array_equal(out, expected)
 
 
+@pytest.mark.parametrize("spec", ["mitchell:bits=16", "mitchell:bits=16,signed=1",
+                                  "roba:bits=16,signed=1"])
+@pytest.mark.parametrize("threads", [1, 2])
+def test_conv2d_wide_families_without_tables(spec, threads):
+    # 16-bit codes over their whole range: Mitchell's GEMM blocks in vector
+    # lanes (function plan), RoBA as byte-split GEMMs of its rank-2 factors;
+    # groups, stride, padding and zero points against products of the
+    # families' own definitions
+    from kernel_cases import mitchell_values, roba_rounded
+    m = am.Multiplier.from_spec(spec)
+    if spec.startswith("mitchell"):
+        product = mitchell_values
+    else:
+        def product(a, b):
+            return roba_rounded(a) * b + a * roba_rounded(b) - roba_rounded(a) * roba_rounded(b)
+    rng = np.random.default_rng(len(spec) + threads)
+    lo, hi = m.operand_range
+    dtype = np.int16 if m.signed else np.uint16
+    x = rng.integers(lo, hi + 1, (2, 4, 7, 6)).astype(dtype)
+    wt = rng.integers(lo, hi + 1, (6, 2, 3, 3)).astype(dtype)
+    x.flat[::13], wt.flat[::7] = lo, hi
+    zx, zw = int(rng.integers(lo, hi + 1)), int(rng.integers(lo, hi + 1))
+    stride, padding, groups = (2, 1), (1, 2), 2
+    am.set_num_threads(threads)
+    try:
+        got = am.conv2d(x, wt, m, stride=stride, padding=padding, groups=groups,
+                        x_zero_point=zx, w_zero_point=zw)
+    finally:
+        am.set_num_threads(0)
+    padded = np.full((2, 4, 7 + 2 * padding[0], 6 + 2 * padding[1]), zx, np.int64)
+    padded[:, :, padding[0]:padding[0] + 7, padding[1]:padding[1] + 6] = x
+    oh, ow = got.shape[2:]
+    assert (oh, ow) == ((7 + 2 - 3) // 2 + 1, (6 + 4 - 3) // 1 + 1)
+    want = np.empty(got.shape, np.int64)
+    w64 = wt.astype(np.int64)
+    for oc in range(6):
+        g = oc // 3
+        for y in range(oh):
+            for xx in range(ow):
+                patch = padded[:, 2 * g:2 * g + 2, y * stride[0]:y * stride[0] + 3,
+                               xx * stride[1]:xx * stride[1] + 3]
+                # sum of M(x, w) - zw x - zx w + zx zw over the taps
+                want[:, oc, y, xx] = (product(patch, w64[oc]).sum(axis=(1, 2, 3))
+                                      - zw * patch.sum(axis=(1, 2, 3)) - zx * w64[oc].sum()
+                                      + 2 * 9 * zx * zw)
+    np.testing.assert_array_equal(got, want)
+
+
 def test_conv2d_per_row_gather_of_images_too_large_to_pad():
     # the per-row path copies taps from each image padded once, up to 4 MiB
     # per image (conv.cpp, kPaddedRowBytes); beyond that the clamped gather

@@ -90,7 +90,7 @@ def test_exact_multiplier(bits, signed):
 
 
 @settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(family=st.sampled_from(["exact", "drum"]), bits=st.sampled_from([9, 12, 15, 16]),
+@given(family=st.sampled_from(["exact", "drum", "roba"]), bits=st.sampled_from([9, 12, 15, 16]),
        signed=st.booleans(),
        shape=st.tuples(st.integers(1, 70), st.integers(1, 90), st.integers(1, 200)),
        a_layout=st.sampled_from(LAYOUTS), b_layout=st.sampled_from(LAYOUTS),
@@ -98,17 +98,21 @@ def test_exact_multiplier(bits, signed):
        out=st.sampled_from([None, "rows", "columns", "sliced"]), seed=st.integers(0, 2**32 - 1))
 def test_wide_products_as_byte_gemms(family, bits, signed, shape, a_layout, b_layout, threads,
                                      zero_points, out, seed):
-    """9-16-bit exact products, and DRUM's (rank 1, factors up to 16 bits),
-    run as three 8-bit GEMMs on the bytes of the values or factors
-    (split_gemm): every layout, both signs, extreme codes, zero points."""
-    from kernel_cases import drum_values, signed_drum
+    """9-16-bit exact products, DRUM's (rank 1, factors up to 16 bits) and
+    RoBA's (rank 2, factors up to 2^16), run as three 8-bit GEMMs on the bytes
+    of the values or factors (split_gemm): every layout, both signs, extreme
+    codes, zero points."""
+    from kernel_cases import drum_values, roba_sums, signed_drum
     rng = np.random.default_rng(seed)
     rows, cols, inner = shape
     if family == "exact":
         m, f = am.Multiplier.exact(bits=bits, signed=signed), np.asarray
-    else:
+    elif family == "drum":
         m = am.multiplier(f"drum:bits={bits},k=4,signed={int(signed)}")
         f = (lambda v: signed_drum(v, 4)) if signed else (lambda v: drum_values(v, 4))
+    else:
+        m = am.multiplier(f"roba:bits={bits},signed={int(signed)}")
+    assert m.plan == ("exact-gemm" if family == "exact" else "factorized-gemm")
     lo, hi = m.operand_range
     a = random_operands(rng, (rows, inner), bits, signed)
     b = random_operands(rng, (inner, cols), bits, signed)
@@ -117,7 +121,8 @@ def test_wide_products_as_byte_gemms(family, bits, signed, shape, a_layout, b_la
         else (0, 0)
     a64, b64 = a.astype(np.int64), b.astype(np.int64)
     # sum_k M(a, b) - zb sum_k a - za sum_k b + K za zb, M(a, b) = f(a) f(b)
-    want = (f(a64) @ f(b64) - zb * a64.sum(1, keepdims=True) - za * b64.sum(0, keepdims=True)
+    sums = roba_sums(a64, b64) if family == "roba" else f(a64) @ f(b64)
+    want = (sums - zb * a64.sum(1, keepdims=True) - za * b64.sum(0, keepdims=True)
             + inner * za * zb)
     before = am.get_num_threads()
     am.set_num_threads(threads)
@@ -132,6 +137,50 @@ def test_wide_products_as_byte_gemms(family, bits, signed, shape, a_layout, b_la
         am.set_num_threads(before)
     np.testing.assert_array_equal(got, want)
     assert target is None or got is target
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(bits=st.sampled_from([9, 12, 16]), signed=st.booleans(),
+       shape=st.tuples(st.integers(1, 70), st.integers(1, 300), st.integers(1, 300)),
+       a_layout=st.sampled_from(LAYOUTS), b_layout=st.sampled_from(LAYOUTS),
+       threads=st.sampled_from([1, 2]), zero_points=st.booleans(),
+       out=st.sampled_from([None, "rows", "sliced"]), seed=st.integers(0, 2**32 - 1))
+def test_wide_mitchell_products_in_vector_lanes(bits, signed, shape, a_layout, b_layout, threads,
+                                                zero_points, out, seed):
+    """9-16-bit Mitchell has no table and no factorization: its GEMM blocks
+    run the formula in int64 lanes (mitchell_block), tails of every width,
+    zero operands, the extreme codes, zero points, int32 and strided outputs."""
+    from kernel_cases import mitchell_values
+    rng = np.random.default_rng(seed)
+    rows, cols, inner = shape
+    m = am.multiplier(f"mitchell:bits={bits},signed={int(signed)}")
+    assert m.plan == "function"
+    lo, hi = m.operand_range
+    a = random_operands(rng, (rows, inner), bits, signed)
+    b = random_operands(rng, (inner, cols), bits, signed)
+    a.flat[::7], b.flat[::5], a.flat[::9], b.flat[::11] = lo, hi, 0, 0
+    za, zb = (int(rng.integers(lo, hi + 1)), int(rng.integers(lo, hi + 1))) if zero_points \
+        else (0, 0)
+    a64, b64 = a.astype(np.int64), b.astype(np.int64)
+    sums = np.zeros((rows, cols), np.int64)
+    for k in range(inner):
+        sums += mitchell_values(a64[:, k:k + 1], b64[k:k + 1, :])
+    want = (sums - zb * a64.sum(1, keepdims=True) - za * b64.sum(0, keepdims=True)
+            + inner * za * zb)
+    # the default output is int32 where the products' bound allows (9 bits, short sums)
+    target = {None: None, "rows": np.empty((rows, cols), np.int64),
+              "sliced": np.empty((rows, 2 * cols), np.int64)[:, ::2]}[out]
+    before = am.get_num_threads()
+    am.set_num_threads(threads)
+    try:
+        got = am.matmul(strided_view(rng, a, a_layout), strided_view(rng, b, b_layout), m,
+                        a_zero_point=za, b_zero_point=zb, out=target)
+    finally:
+        am.set_num_threads(before)
+    np.testing.assert_array_equal(got, want)
+    assert target is None or got is target
+    if bits == 9 and inner <= 64 and out is None:
+        assert got.dtype == np.int32
 
 
 @pytest.mark.parametrize("family", ["exact", "drum"])

@@ -200,6 +200,14 @@ std::shared_ptr<const Multiplier> Multiplier::with_dot_function(std::shared_ptr<
     return m;
 }
 
+std::shared_ptr<const Multiplier> Multiplier::with_block_function(
+    std::shared_ptr<const Multiplier> m, BlockFunction block) {
+    if (m->has_table())
+        fail(APPROXMUL_ERR_INTERNAL, "%s: a block function for a tabulated model", m->name_.c_str());
+    const_cast<Multiplier *>(m.get())->block_function_ = std::move(block);  // not shared yet
+    return m;
+}
+
 void Multiplier::outer_products(const int64_t *a, int64_t rows, const int64_t *b, int64_t cols,
                                 int64_t *out) const {
     if (outer_function_) return outer_function_(a, rows, b, cols, out);

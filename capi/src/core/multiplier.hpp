@@ -101,6 +101,13 @@ public:
     // sum_k M(a[k], b[k]) for k < n in one call (a vendor C model's loop
     // around its calls, the sum in a register); same purity rules.
     using DotFunction = std::function<int64_t(const int64_t *a, const int64_t *b, int64_t n)>;
+    // acc[i * acc_stride + j] += sum over k < nk of M(a[i * a_stride + k],
+    // b[k * b_stride + j]) for i < ni, j < nj: a GEMM block in one call (a
+    // family whose product formula runs in vector lanes); same purity rules.
+    using BlockFunction = std::function<void(int64_t ni, int64_t nk, int64_t nj, const int64_t *a,
+                                             int64_t a_stride, const int64_t *b,
+                                             int64_t b_stride, int64_t *acc,
+                                             int64_t acc_stride)>;
 
     // table: 4^bits entries, row = first operand's raw bit pattern.
     static std::shared_ptr<const Multiplier> from_table(std::vector<int32_t> table, int bits,
@@ -194,6 +201,11 @@ public:
                                                                DotFunction dot);
     bool has_dot_function() const { return static_cast<bool>(dot_function_); }
     int64_t dot(const int64_t *a, const int64_t *b, int64_t n) const { return dot_function_(a, b, n); }
+    // Gives a function model that was just built (not yet shared) a block function.
+    static std::shared_ptr<const Multiplier> with_block_function(
+        std::shared_ptr<const Multiplier> m, BlockFunction block);
+    bool has_block_function() const { return static_cast<bool>(block_function_); }
+    const BlockFunction &block_function() const { return block_function_; }
 
 private:
     Multiplier(int bits, bool is_signed, std::string name);
@@ -218,6 +230,7 @@ private:
     ProductFunction function_;
     OuterFunction outer_function_;
     DotFunction dot_function_;
+    BlockFunction block_function_;
     Factorization factorization_;
     bool known_exact_ = false;
     bool table_plan_only_ = false;  // a low-nibble error: the nibble kernel, whatever its rank

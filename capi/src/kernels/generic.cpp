@@ -8,6 +8,7 @@
 // loop is the same template for every plan. Workspace is per thread and
 // independent of the problem size.
 #include <algorithm>
+#include <type_traits>
 #include <vector>
 
 #include "../core/error.hpp"
@@ -76,6 +77,19 @@ void accumulate_block(const Step &step, const typename Step::A *a, const typenam
 template <typename Acc>
 void accumulate_block(const FunctionStep &step, const int64_t *a, const int64_t *b, int64_t ni,
                       int64_t nk, int64_t nj, Acc *acc) {
+    if (step.m->has_block_function()) {  // the whole block in one call, on int64 sums
+        if constexpr (std::is_same_v<Acc, int64_t>) {
+            step.m->block_function()(ni, nk, nj, a, TileInner, b, TileCols, acc, TileCols);
+        } else {  // int32 outputs: the accumulator check bounds the sums
+            thread_local std::vector<int64_t> sums;
+            sums.assign(TileRows * TileCols, 0);
+            step.m->block_function()(ni, nk, nj, a, TileInner, b, TileCols, sums.data(), TileCols);
+            for (int64_t i = 0; i < ni; ++i)
+                for (int64_t j = 0; j < nj; ++j)
+                    acc[i * TileCols + j] += static_cast<Acc>(sums[size_t(i * TileCols + j)]);
+        }
+        return;
+    }
     thread_local std::vector<int64_t> products;
     products.resize(TileRows * TileCols);
     int64_t column[TileRows];

@@ -1759,6 +1759,106 @@ int any_nan(int64_t n, const void *x, int x64, int infinite_too) {
                : nan_loop<false>(n, static_cast<const float *>(x));
 }
 
+// ------------------------------------------------------ Mitchell's products
+// Lanes of int64: the products of magnitudes below 2^17 reach 2^35.
+#if defined(__AVX512F__)
+constexpr int kMitchellLanes = 8;
+#elif defined(__AVX2__)
+constexpr int kMitchellLanes = 4;
+#else
+constexpr int kMitchellLanes = 2;
+#endif
+using Int64Lanes = int64_t __attribute__((vector_size(kMitchellLanes * 8)));
+
+inline Int64Lanes load_int64s(const int64_t *p) {
+    Int64Lanes v;
+    std::memcpy(&v, p, sizeof v);
+    return v;
+}
+
+// One operand's (k, m, 2^k, sign) with |x| = 2^k + m, sign 0 or -1; zero
+// has power 0, and its products are masked to zero.
+struct LogOperand {
+    int64_t k, m, power, sign;
+};
+inline LogOperand log_operand(int64_t x) {
+    const int64_t magnitude = x < 0 ? -x : x;
+    if (magnitude == 0) return {0, 0, 0, 0};
+    const int k = 63 - __builtin_clzll(static_cast<uint64_t>(magnitude));
+    return {k, magnitude - (int64_t{1} << k), int64_t{1} << k, x < 0 ? -1 : 0};
+}
+
+// R rows of a against b's decomposed row k, into R rows of acc: the b lanes
+// are loaded once for the R rows.
+template <int R, bool Signed>
+inline void mitchell_rows(const LogOperand *x, int64_t nj, const int64_t *kb, const int64_t *mb,
+                          const int64_t *nonzero, const int64_t *sb, int64_t *const *rows) {
+    const int64_t whole = nj - nj % kMitchellLanes;
+    for (int64_t j = 0; j < whole; j += kMitchellLanes) {
+        const Int64Lanes shift = load_int64s(kb + j), low = load_int64s(mb + j);
+        const Int64Lanes mask = load_int64s(nonzero + j), signs = load_int64s(sb + j);
+        for (int r = 0; r < R; ++r) {
+            const Int64Lanes s = (x[r].m << shift) + (low << x[r].k);
+            const Int64Lanes p = x[r].power << shift;
+            Int64Lanes product = (s + (p > s ? p : s)) & mask;
+            if constexpr (Signed) {
+                const Int64Lanes sign = signs ^ x[r].sign;
+                product = (product ^ sign) - sign;
+            }
+            Int64Lanes sums = load_int64s(rows[r] + j) + product;
+            std::memcpy(rows[r] + j, &sums, sizeof sums);
+        }
+    }
+    for (int64_t j = whole; j < nj; ++j)
+        for (int r = 0; r < R; ++r) {
+            const int64_t s = (x[r].m << kb[j]) + (mb[j] << x[r].k), p = x[r].power << kb[j];
+            const int64_t product = (s + std::max(p, s)) & nonzero[j], sign = sb[j] ^ x[r].sign;
+            rows[r][j] += Signed ? (product ^ sign) - sign : product;
+        }
+}
+
+template <bool Signed>
+void mitchell_block_signed(int64_t ni, int64_t nk, int64_t nj, const int64_t *a,
+                           int64_t a_stride, const int64_t *b, int64_t b_stride, int64_t *acc,
+                           int64_t acc_stride, int64_t *work) {
+    constexpr int R = 4;
+    // b's row k decomposed once for the ni rows of a: shift counts, low
+    // parts, a mask of the nonzero operands and their signs
+    int64_t *kb = work, *mb = work + nj, *nonzero = work + 2 * nj, *sb = work + 3 * nj;
+    for (int64_t k = 0; k < nk; ++k) {
+        for (int64_t j = 0; j < nj; ++j) {
+            const LogOperand o = log_operand(b[k * b_stride + j]);
+            kb[j] = o.k;
+            mb[j] = o.m;
+            nonzero[j] = o.power != 0 ? -1 : 0;
+            sb[j] = o.sign;
+        }
+        // rows of a whose value is zero add nothing: the others in groups of R
+        LogOperand x[R];
+        int64_t *rows[R];
+        int filled = 0;
+        for (int64_t i = 0; i < ni; ++i) {
+            const LogOperand o = log_operand(a[i * a_stride + k]);
+            if (o.power == 0) continue;
+            x[filled] = o;
+            rows[filled++] = acc + i * acc_stride;
+            if (filled == R) {
+                mitchell_rows<R, Signed>(x, nj, kb, mb, nonzero, sb, rows);
+                filled = 0;
+            }
+        }
+        for (int r = 0; r < filled; ++r)
+            mitchell_rows<1, Signed>(x + r, nj, kb, mb, nonzero, sb, rows + r);
+    }
+}
+
+void mitchell_block(int64_t ni, int64_t nk, int64_t nj, const int64_t *a, int64_t a_stride,
+                    const int64_t *b, int64_t b_stride, int is_signed, int64_t *acc,
+                    int64_t acc_stride, int64_t *work) {
+    (is_signed ? mitchell_block_signed<true> : mitchell_block_signed<false>)(
+        ni, nk, nj, a, a_stride, b, b_stride, acc, acc_stride, work);
+}
+
 #define APPROXMUL_STRINGIFY2(x) #x
 #define APPROXMUL_STRINGIFY(x) APPROXMUL_STRINGIFY2(x)
 
@@ -1805,6 +1905,7 @@ const KernelTable kTable = {
     tap_lanes32,
     lanes_from_planes,
     lanes_to_rows,
+    mitchell_block,
 };
 
 }  // namespace

@@ -12,6 +12,7 @@
 #include <map>
 
 #include "../core/error.hpp"
+#include "../kernels/isa.hpp"
 #include "library.hpp"
 
 namespace approxmul::library {
@@ -242,8 +243,21 @@ std::shared_ptr<const Multiplier> build_segmented(const Values &v) {
 }
 
 std::shared_ptr<const Multiplier> build_mitchell(const Values &v) {
-    return Multiplier::from_function(sign_magnitude(mitchell, signed_of(v)), bits_of(v),
-                                     signed_of(v), "mitchell");
+    const bool is_signed = signed_of(v);
+    auto m = Multiplier::from_function(sign_magnitude(mitchell, is_signed), bits_of(v), is_signed,
+                                       "mitchell");
+    if (m->has_table()) return m;
+    // wide: no table and no factorization (the max is not bilinear), but the
+    // formula runs in vector lanes, a GEMM block a call
+    return Multiplier::with_block_function(
+        std::move(m), [is_signed](int64_t ni, int64_t nk, int64_t nj, const int64_t *a,
+                                  int64_t a_stride, const int64_t *b, int64_t b_stride,
+                                  int64_t *acc, int64_t acc_stride) {
+            thread_local std::vector<int64_t> work;
+            work.resize(size_t(4 * nj));
+            kernels::selected_kernels().mitchell_block(ni, nk, nj, a, a_stride, b, b_stride,
+                                                       is_signed, acc, acc_stride, work.data());
+        });
 }
 
 std::shared_ptr<const Multiplier> build_ilm(const Values &v) {
@@ -253,9 +267,32 @@ std::shared_ptr<const Multiplier> build_ilm(const Values &v) {
                                      "ilm");
 }
 
+// RoBA is bilinear: Ar B + A Br - Ar Br = Ar B + (A - Ar) Br, and signed
+// (S-RoBA, sign-magnitude) with r(x) = sign(x) round(|x|): u = (r(a), a - r(a)),
+// v = (b, r(b)). Wide models get it (rank 2, byte-split GEMMs); 8-bit tables
+// keep the factorization the plan finds in them.
+Factorization roba_factorization(int bits, bool is_signed) {
+    Factorization fz;
+    fz.rank = 2;
+    const int64_t side = int64_t{1} << bits;
+    fz.u.resize(size_t(2 * side));
+    fz.v.resize(size_t(2 * side));
+    for (int64_t pattern = 0; pattern < side; ++pattern) {
+        const int64_t x = is_signed && pattern >= side / 2 ? pattern - side : pattern;
+        const int64_t r = x < 0 ? -roba_round(magnitude(x)) : roba_round(magnitude(x));
+        fz.u[size_t(pattern)] = r;
+        fz.u[size_t(side + pattern)] = x - r;
+        fz.v[size_t(pattern)] = x;
+        fz.v[size_t(side + pattern)] = r;
+    }
+    return fz;
+}
+
 std::shared_ptr<const Multiplier> build_roba(const Values &v) {
-    return Multiplier::from_function(sign_magnitude(roba, signed_of(v)), bits_of(v),
-                                     signed_of(v), "roba");
+    const int n = bits_of(v);
+    return Multiplier::from_function(sign_magnitude(roba, signed_of(v)), n, signed_of(v), "roba",
+                                     n > kMaxTabulatedBits ? roba_factorization(n, signed_of(v))
+                                                           : Factorization{});
 }
 
 const std::vector<Family> &families() {
