@@ -1,6 +1,7 @@
 // Internal check: every family that supplies a Factorization reproduces its
 // own products exactly, M(a, b) = sum_r u[r][a] v[r][b], over all 8-bit
-// operand pairs (and a few other widths), signed and unsigned. And the
+// operand pairs (and a few other widths, RoBA's up to 12 bits), signed and
+// unsigned. And the
 // error part of an 8-bit exact-plus-table plan: the nibble kernel's table
 // plan, although truncation's error has a short factorization. And the
 // general search of find_factorization on tables of known integer rank,
@@ -127,6 +128,10 @@ int main() {
                 check("dsm:" + b + ",signed=" + sign + ",m=" + std::to_string(k));
             }
     }
+    // RoBA's rank 2 is supplied for models without a table only
+    for (const char *bits : {"9", "12"})
+        for (const char *sign : {"0", "1"})
+            check(std::string("roba:bits=") + bits + ",signed=" + sign);
     std::printf("%s\n", failures ? "FAILED" : "all factorizations exact");
     return failures ? 1 : 0;
 }
