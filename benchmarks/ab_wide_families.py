@@ -1,4 +1,4 @@
-"""16-bit Mitchell and RoBA matmuls against NumPy's float32 matmul, in one process.
+"""16-bit Mitchell, ILM and RoBA matmuls against NumPy's float32 matmul, in one process.
 
     APPROXMUL_LIBRARY=OLD.so python benchmarks/ab_wide_families.py [--threads 2]
     APPROXMUL_LIBRARY=NEW.so python benchmarks/ab_wide_families.py [--threads 2]
@@ -7,8 +7,9 @@ Run once per library build for an A/B (the library is chosen when the
 package loads). Random 16-bit codes over the whole range on bench_gemm's
 three shapes; each matmul writes a preallocated int64 output; best of 2
 timings of at least 50 ms (float32: 3 of 200 ms). Prints G products/s, the
-plan and the ratio to float32. bench_gemm.py checks the results of both
-families against their formulas; this script only times them.
+plan and the ratio to float32. bench_gemm.py checks Mitchell's and RoBA's
+results against their formulas, the tests every family's; this script
+only times them.
 """
 
 import argparse
@@ -50,7 +51,8 @@ def main():
         af, bf = a.astype(np.float32), b.astype(np.float32)
         f32 = best_rate(lambda: af @ bf, m * k * n, 3, 0.2)
         row = [f"{name:13s} float32 {f32:6.1f} G/s"]
-        for spec in ("mitchell:bits=16", "roba:bits=16"):
+        for spec in ("mitchell:bits=16", "ilm:bits=16", "ilm:bits=16,iterations=3",
+                     "roba:bits=16"):
             mult = am.multiplier(spec)
             out = np.empty((m, n), np.int64)
             rate = best_rate(lambda: am.matmul(a, b, mult, out=out), m * k * n, 2, 0.05)

@@ -84,6 +84,20 @@ def mitchell_values(a, b):
     return np.where((a == 0) | (b == 0), 0, np.where(s < power, power + s, 2 * s))
 
 
+def ilm_values(a, b, iterations=1):
+    """ILM's products of unsigned values: iterations + 1 rounds, each adding
+    2^(k1+k2) + m1 2^k2 + m2 2^k1 and going on with m1, m2 while both are nonzero."""
+    a, b = np.broadcast_arrays(np.asarray(a, np.int64), np.asarray(b, np.int64))
+    total = np.zeros(a.shape, np.int64)
+    for _ in range(iterations + 1):
+        live = (a != 0) & (b != 0)
+        k1, k2 = leading_one(a), leading_one(b)
+        m1, m2 = a - (np.int64(1) << k1), b - (np.int64(1) << k2)
+        total += np.where(live, (np.int64(1) << (k1 + k2)) + (m1 << k2) + (m2 << k1), 0)
+        a, b = np.where(live, m1, 0), np.where(live, m2, 0)
+    return total
+
+
 def roba_values(a, b):
     """RoBA's products of unsigned values: Ar b + a Br - Ar Br, x rounded to the
     nearest power of two (1.5 2^p up)."""
@@ -140,6 +154,7 @@ def multipliers(rng):
             lambda a, b: truncated_values(a, b, 8, 16)),
         # no table and no factorization: the formula in int64 vector lanes
         "Mitchell 16-bit (vector lanes)": (am.multiplier("mitchell:bits=16"), mitchell_values),
+        "ILM(1) 16-bit (vector lanes)": (am.multiplier("ilm:bits=16"), ilm_values),
         "RoBA 16-bit (byte-split rank-2 factors)": (am.multiplier("roba:bits=16"), roba_values),
         # products spanning a byte: the nibble kernel (truncation's error part)
         "random 4x4 table": table(rng.integers(-100, 156, (16, 16))),

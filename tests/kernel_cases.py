@@ -120,6 +120,29 @@ def mitchell_values(a, b):
     return sign * np.where(total < power, power + total, 2 * total)
 
 
+def ilm_values(a, b, iterations):
+    """ILM's products, any width, sign-magnitude: each round adds 2^(k1+k2) +
+    m1 2^k2 + m2 2^k1 (|x| = 2^k + m) and goes on with m1, m2, for up to
+    iterations + 1 rounds while both are nonzero."""
+    a, b = np.asarray(a, np.int64), np.asarray(b, np.int64)
+    sign = np.sign(a) * np.sign(b)
+    a, b = np.broadcast_arrays(np.abs(a), np.abs(b))
+    total = np.zeros(a.shape, np.int64)
+
+    def leading_one(x):
+        k = np.zeros_like(x)
+        for bit in range(1, 63):
+            k = np.where(x >> bit != 0, bit, k)
+        return k
+    for _ in range(iterations + 1):
+        live = (a != 0) & (b != 0)
+        k1, k2 = leading_one(a), leading_one(b)
+        m1, m2 = a - (np.int64(1) << k1), b - (np.int64(1) << k2)
+        total += np.where(live, (np.int64(1) << (k1 + k2)) + (m1 << k2) + (m2 << k1), 0)
+        a, b = np.where(live, m1, 0), np.where(live, m2, 0)
+    return sign * total
+
+
 def roba_rounded(v):
     """RoBA's operand rounding, any width: |v| to the nearest power of two (ties,
     1.5 * 2^p, up), the sign kept."""
@@ -238,6 +261,10 @@ def multipliers():
     # Mitchell: the function plan, its products in vector lanes (mitchell_block)
     yield ("mitchell-u16", am.multiplier("mitchell:bits=16"), False, mitchell_values)
     yield ("mitchell-s12", am.multiplier("mitchell:bits=12,signed=1"), True, mitchell_values)
+    yield ("ilm2-u16", am.multiplier("ilm:bits=16,iterations=2"), False,
+           lambda a, b: ilm_values(a, b, 2))
+    yield ("ilm0-s10", am.multiplier("ilm:bits=10,iterations=0,signed=1"), True,
+           lambda a, b: ilm_values(a, b, 0))
     # cut 9 reaches the high bytes: the function plan (one call a product)
     yield ("trunc9-u16", am.multiplier("truncated:bits=16,cut=9"), False,
            lambda a, b: truncated_values(a, b, 9, 16))

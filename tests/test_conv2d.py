@@ -273,17 +273,20 @@ def test_conv2d_large_images_and_staged_outputs(spec):
 
 
 @pytest.mark.parametrize("spec", ["mitchell:bits=16", "mitchell:bits=16,signed=1",
-                                  "roba:bits=16,signed=1"])
+                                  "ilm:bits=16,iterations=2,signed=1", "roba:bits=16,signed=1"])
 @pytest.mark.parametrize("threads", [1, 2])
 def test_conv2d_wide_families_without_tables(spec, threads):
-    # 16-bit codes over their whole range: Mitchell's GEMM blocks in vector
-    # lanes (function plan), RoBA as byte-split GEMMs of its rank-2 factors;
-    # groups, stride, padding and zero points against products of the
-    # families' own definitions
-    from kernel_cases import mitchell_values, roba_rounded
+    # 16-bit codes over their whole range: Mitchell's and ILM's GEMM blocks in
+    # vector lanes (function plan), RoBA as byte-split GEMMs of its rank-2
+    # factors; groups, stride, padding and zero points against products of
+    # the families' own definitions
+    from kernel_cases import ilm_values, mitchell_values, roba_rounded
     m = am.Multiplier.from_spec(spec)
     if spec.startswith("mitchell"):
         product = mitchell_values
+    elif spec.startswith("ilm"):
+        def product(a, b):
+            return ilm_values(a, b, 2)
     else:
         def product(a, b):
             return roba_rounded(a) * b + a * roba_rounded(b) - roba_rounded(a) * roba_rounded(b)

@@ -245,4 +245,5 @@ def test_info_reports_kernels():
     assert info["kernel.byte-gemm"].startswith(byte_gemm), info["kernel.byte-gemm"]
     assert info["kernel.function"] == ("tiled reference, one model call per product or per "
                                        "outer-product step; C models: one dot-loop call per "
-                                       "output and block")
+                                       "output and block; Mitchell and ILM: GEMM blocks in "
+                                       "int64 vector lanes")

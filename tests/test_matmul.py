@@ -140,20 +140,29 @@ def test_wide_products_as_byte_gemms(family, bits, signed, shape, a_layout, b_la
 
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(bits=st.sampled_from([9, 12, 16]), signed=st.booleans(),
+@given(family=st.sampled_from(["mitchell", "ilm"]), iterations=st.sampled_from([0, 1, 2, 5, 16]),
+       bits=st.sampled_from([9, 12, 16]), signed=st.booleans(),
        shape=st.tuples(st.integers(1, 70), st.integers(1, 300), st.integers(1, 300)),
        a_layout=st.sampled_from(LAYOUTS), b_layout=st.sampled_from(LAYOUTS),
        threads=st.sampled_from([1, 2]), zero_points=st.booleans(),
        out=st.sampled_from([None, "rows", "sliced"]), seed=st.integers(0, 2**32 - 1))
-def test_wide_mitchell_products_in_vector_lanes(bits, signed, shape, a_layout, b_layout, threads,
-                                                zero_points, out, seed):
-    """9-16-bit Mitchell has no table and no factorization: its GEMM blocks
-    run the formula in int64 lanes (mitchell_block), tails of every width,
-    zero operands, the extreme codes, zero points, int32 and strided outputs."""
-    from kernel_cases import mitchell_values
+def test_wide_log_products_in_vector_lanes(family, iterations, bits, signed, shape, a_layout,
+                                           b_layout, threads, zero_points, out, seed):
+    """9-16-bit Mitchell and ILM have no table and no factorization: their
+    GEMM blocks run the formulas in int64 lanes (log_block), tails of every
+    width, zero operands, the extreme codes, zero points, int32 and strided
+    outputs, ILM's rounds up to the most a 16-bit operand has."""
+    from kernel_cases import ilm_values, mitchell_values
     rng = np.random.default_rng(seed)
     rows, cols, inner = shape
-    m = am.multiplier(f"mitchell:bits={bits},signed={int(signed)}")
+    iterations = min(iterations, bits)
+    if family == "mitchell":
+        m = am.multiplier(f"mitchell:bits={bits},signed={int(signed)}")
+        product = mitchell_values
+    else:
+        m = am.multiplier(f"ilm:bits={bits},iterations={iterations},signed={int(signed)}")
+        def product(x, y):
+            return ilm_values(x, y, iterations)
     assert m.plan == "function"
     lo, hi = m.operand_range
     a = random_operands(rng, (rows, inner), bits, signed)
@@ -164,7 +173,7 @@ def test_wide_mitchell_products_in_vector_lanes(bits, signed, shape, a_layout, b
     a64, b64 = a.astype(np.int64), b.astype(np.int64)
     sums = np.zeros((rows, cols), np.int64)
     for k in range(inner):
-        sums += mitchell_values(a64[:, k:k + 1], b64[k:k + 1, :])
+        sums += product(a64[:, k:k + 1], b64[k:k + 1, :])
     want = (sums - zb * a64.sum(1, keepdims=True) - za * b64.sum(0, keepdims=True)
             + inner * za * zb)
     # the default output is int32 where the products' bound allows (9 bits, short sums)

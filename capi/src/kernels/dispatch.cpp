@@ -276,8 +276,8 @@ std::string dispatch_info() {
     info += std::string("\nkernel.nibble-table=") +
             (c.table->nibble_kernel ? c.table->nibble_kernel : "none (tables up to 4 bits run as tables)");
     info += "\nkernel.function=tiled reference, one model call per product or per outer-product "
-            "step; C models: one dot-loop call per output and block; Mitchell: GEMM blocks in "
-            "int64 vector lanes\n";
+            "step; C models: one dot-loop call per output and block; Mitchell and ILM: GEMM blocks "
+            "in int64 vector lanes\n";
     return info;
 }
 

@@ -202,16 +202,19 @@ struct KernelTable {
     void (*lanes_to_rows)(int64_t count, const int32_t *lanes, const int32_t *add, int32_t *rows,
                           int64_t row_step);
 
-    // Mitchell's logarithmic products (families.cpp's `mitchell`, in
-    // sign-magnitude form where is_signed) summed over a GEMM block, for
-    // operand values of magnitude up to 2^16: for i < ni, j < nj,
+    // Logarithmic families' products summed over a GEMM block, sign-magnitude
+    // where is_signed, operand magnitudes up to 2^16: Mitchell's
+    // (families.cpp's `mitchell`) for ilm_rounds 0, else ILM's with
+    // ilm_rounds = iterations + 1 (up to 17). For i < ni, j < nj,
     //   acc[i * acc_stride + j] += sum over k < nk of M(a[i * a_stride + k],
     //                                                   b[k * b_stride + j]).
-    // In int64 lanes: with x = 2^k + m, M = S + max(2^(k1+k2), S),
-    // S = m1 2^k2 + m2 2^k1, no branch (work: 4 * nj int64 of scratch).
-    void (*mitchell_block)(int64_t ni, int64_t nk, int64_t nj, const int64_t *a,
-                           int64_t a_stride, const int64_t *b, int64_t b_stride, int is_signed,
-                           int64_t *acc, int64_t acc_stride, int64_t *work);
+    // In int64 lanes from each operand's leading one k and low part m
+    // (|x| = 2^k + m): Mitchell M = S + max(2^(k1+k2), S) with S = m1 2^k2 +
+    // m2 2^k1; an ILM round adds a 2^k2 + m2 2^k1 and goes on with the low
+    // parts. work: (1 + 3 max(1, ilm_rounds)) * nj int64.
+    void (*log_block)(int64_t ni, int64_t nk, int64_t nj, const int64_t *a, int64_t a_stride,
+                      const int64_t *b, int64_t b_stride, int is_signed, int ilm_rounds,
+                      int64_t *acc, int64_t acc_stride, int64_t *work);
 };
 
 // channels per vector of tap_lanes32

@@ -1759,16 +1759,20 @@ int any_nan(int64_t n, const void *x, int x64, int infinite_too) {
                : nan_loop<false>(n, static_cast<const float *>(x));
 }
 
-// ------------------------------------------------------ Mitchell's products
-// Lanes of int64: the products of magnitudes below 2^17 reach 2^35.
+// ------------------------------------------ logarithmic families' products
+// Mitchell's and ILM's products from each operand's leading-one position k
+// and low part m (|x| = 2^k + m), in lanes of int64: products of magnitudes
+// below 2^17 reach 2^35.
 #if defined(__AVX512F__)
-constexpr int kMitchellLanes = 8;
+constexpr int kLogLanes = 8;
 #elif defined(__AVX2__)
-constexpr int kMitchellLanes = 4;
+constexpr int kLogLanes = 4;
 #else
-constexpr int kMitchellLanes = 2;
+constexpr int kLogLanes = 2;
 #endif
-using Int64Lanes = int64_t __attribute__((vector_size(kMitchellLanes * 8)));
+using Int64Lanes = int64_t __attribute__((vector_size(kLogLanes * 8)));
+// rows of a per pass over b's lanes (the b lanes loaded once for them)
+constexpr int kLogRows = 4;
 
 inline Int64Lanes load_int64s(const int64_t *p) {
     Int64Lanes v;
@@ -1776,87 +1780,158 @@ inline Int64Lanes load_int64s(const int64_t *p) {
     return v;
 }
 
-// One operand's (k, m, 2^k, sign) with |x| = 2^k + m, sign 0 or -1; zero
-// has power 0, and its products are masked to zero.
-struct LogOperand {
-    int64_t k, m, power, sign;
-};
-inline LogOperand log_operand(int64_t x) {
-    const int64_t magnitude = x < 0 ? -x : x;
-    if (magnitude == 0) return {0, 0, 0, 0};
-    const int k = 63 - __builtin_clzll(static_cast<uint64_t>(magnitude));
-    return {k, magnitude - (int64_t{1} << k), int64_t{1} << k, x < 0 ? -1 : 0};
+inline int leading_one(int64_t magnitude) {  // magnitude > 0
+    return 63 - __builtin_clzll(static_cast<uint64_t>(magnitude));
 }
 
-// R rows of a against b's decomposed row k, into R rows of acc: the b lanes
-// are loaded once for the R rows.
-template <int R, bool Signed>
-inline void mitchell_rows(const LogOperand *x, int64_t nj, const int64_t *kb, const int64_t *mb,
-                          const int64_t *nonzero, const int64_t *sb, int64_t *const *rows) {
-    const int64_t whole = nj - nj % kMitchellLanes;
-    for (int64_t j = 0; j < whole; j += kMitchellLanes) {
-        const Int64Lanes shift = load_int64s(kb + j), low = load_int64s(mb + j);
-        const Int64Lanes mask = load_int64s(nonzero + j), signs = load_int64s(sb + j);
+// A design gives each b value `rounds` triples of planes (its leading one
+// k, low part m and a nonzero mask, nj apart; triples 3 nj apart) and each
+// nonzero a value a Row; a product is the sum over the row's count() rounds
+// of term(row, round, k, m) masked by the round's nonzero mask.
+
+// Mitchell: one round, M = S + max(2^(k1+k2), S), S = m1 2^k2 + m2 2^k1.
+struct MitchellLanes {
+    struct Row {
+        int64_t k, m, power, sign;
+        int count() const { return 1; }
+    };
+    int rounds() const { return 1; }
+    Row row(int64_t magnitude, int64_t sign) const {  // magnitude > 0
+        const int k = leading_one(magnitude);
+        return {k, magnitude - (int64_t{1} << k), int64_t{1} << k, sign};
+    }
+    template <class V>
+    static V term(const Row &x, int, V k, V m) {
+        const V s = (x.m << k) + (m << x.k), p = x.power << k;
+        return s + max(p, s);
+    }
+    static Int64Lanes max(Int64Lanes p, Int64Lanes s) { return p > s ? p : s; }
+    static int64_t max(int64_t p, int64_t s) { return std::max(p, s); }
+};
+
+// ILM with iterations + 1 rounds: each adds a_r 2^k2 + m2 2^k1 (= 2^(k1+k2)
+// + m1 2^k2 + m2 2^k1) and goes on with the low parts while both are nonzero.
+struct IlmLanes {
+    static constexpr int kMaxRounds = 17;  // iterations up to 16 bits
+    int max_rounds;
+    struct Row {
+        int rounds;  // the rounds in which a's part is nonzero
+        int64_t value[kMaxRounds], k[kMaxRounds], sign;
+        int count() const { return rounds; }
+    };
+    int rounds() const { return max_rounds; }
+    Row row(int64_t magnitude, int64_t sign) const {
+        Row x{};
+        x.sign = sign;
+        for (; x.rounds < max_rounds && magnitude != 0; ++x.rounds) {
+            const int k = leading_one(magnitude);
+            x.value[x.rounds] = magnitude;
+            x.k[x.rounds] = k;
+            magnitude -= int64_t{1} << k;
+        }
+        return x;
+    }
+    template <class V>
+    static V term(const Row &x, int round, V k, V m) {
+        return (x.value[round] << k) + (m << x.k[round]);
+    }
+};
+
+// b's planes for `rounds` rounds of one magnitude (column j of nj)
+inline void log_planes(int64_t magnitude, int rounds, int64_t j, int64_t nj, int64_t *plane) {
+    for (int r = 0; r < rounds; ++r, plane += 3 * nj) {
+        const int k = magnitude ? leading_one(magnitude) : 0;
+        const int64_t low = magnitude ? magnitude - (int64_t{1} << k) : 0;
+        plane[j] = k;
+        plane[nj + j] = low;
+        plane[2 * nj + j] = magnitude ? -1 : 0;
+        magnitude = low;
+    }
+}
+
+// R rows of a against b's decomposed row k, into R rows of acc: each
+// round's b lanes are loaded once for the R rows (the stores into acc
+// would keep a compiler from sharing loads between rows).
+template <int R, bool Signed, class Design>
+inline void log_rows(const typename Design::Row *x, int64_t nj, const int64_t *plane,
+                     const int64_t *sb, int64_t *const *rows) {
+    int rounds = 0;
+    for (int r = 0; r < R; ++r) rounds = std::max(rounds, x[r].count());
+    const int64_t whole = nj - nj % kLogLanes;
+    for (int64_t j = 0; j < whole; j += kLogLanes) {
+        Int64Lanes product[R] = {};
+        const int64_t *p = plane + j;
+        for (int q = 0; q < rounds; ++q, p += 3 * nj) {
+            const Int64Lanes k = load_int64s(p), m = load_int64s(p + nj);
+            const Int64Lanes nonzero = load_int64s(p + 2 * nj);
+            for (int r = 0; r < R; ++r)
+                if (q < x[r].count()) product[r] += Design::term(x[r], q, k, m) & nonzero;
+        }
+        const Int64Lanes signs = load_int64s(sb + j);
         for (int r = 0; r < R; ++r) {
-            const Int64Lanes s = (x[r].m << shift) + (low << x[r].k);
-            const Int64Lanes p = x[r].power << shift;
-            Int64Lanes product = (s + (p > s ? p : s)) & mask;
             if constexpr (Signed) {
                 const Int64Lanes sign = signs ^ x[r].sign;
-                product = (product ^ sign) - sign;
+                product[r] = (product[r] ^ sign) - sign;
             }
-            Int64Lanes sums = load_int64s(rows[r] + j) + product;
+            Int64Lanes sums = load_int64s(rows[r] + j) + product[r];
             std::memcpy(rows[r] + j, &sums, sizeof sums);
         }
     }
     for (int64_t j = whole; j < nj; ++j)
         for (int r = 0; r < R; ++r) {
-            const int64_t s = (x[r].m << kb[j]) + (mb[j] << x[r].k), p = x[r].power << kb[j];
-            const int64_t product = (s + std::max(p, s)) & nonzero[j], sign = sb[j] ^ x[r].sign;
+            int64_t product = 0;
+            const int64_t *p = plane + j;
+            for (int q = 0; q < x[r].count(); ++q, p += 3 * nj)
+                product += Design::term(x[r], q, p[0], p[nj]) & p[2 * nj];
+            const int64_t sign = sb[j] ^ x[r].sign;
             rows[r][j] += Signed ? (product ^ sign) - sign : product;
         }
 }
 
-template <bool Signed>
-void mitchell_block_signed(int64_t ni, int64_t nk, int64_t nj, const int64_t *a,
-                           int64_t a_stride, const int64_t *b, int64_t b_stride, int64_t *acc,
-                           int64_t acc_stride, int64_t *work) {
-    constexpr int R = 4;
-    // b's row k decomposed once for the ni rows of a: shift counts, low
-    // parts, a mask of the nonzero operands and their signs
-    int64_t *kb = work, *mb = work + nj, *nonzero = work + 2 * nj, *sb = work + 3 * nj;
+// acc += the block's sums (isa.hpp, log_block): b's row k decomposed once
+// for the ni rows of a, whose zero values add nothing and whose others go
+// in groups of kLogRows.
+template <bool Signed, class Design>
+void log_block_of(const Design &d, int64_t ni, int64_t nk, int64_t nj, const int64_t *a,
+                  int64_t a_stride, const int64_t *b, int64_t b_stride, int64_t *acc,
+                  int64_t acc_stride, int64_t *work) {
+    int64_t *sb = work, *plane = work + nj;
     for (int64_t k = 0; k < nk; ++k) {
         for (int64_t j = 0; j < nj; ++j) {
-            const LogOperand o = log_operand(b[k * b_stride + j]);
-            kb[j] = o.k;
-            mb[j] = o.m;
-            nonzero[j] = o.power != 0 ? -1 : 0;
-            sb[j] = o.sign;
+            const int64_t v = b[k * b_stride + j];
+            sb[j] = v < 0 ? -1 : 0;
+            log_planes(v < 0 ? -v : v, d.rounds(), j, nj, plane);
         }
-        // rows of a whose value is zero add nothing: the others in groups of R
-        LogOperand x[R];
-        int64_t *rows[R];
+        typename Design::Row x[kLogRows];
+        int64_t *rows[kLogRows];
         int filled = 0;
         for (int64_t i = 0; i < ni; ++i) {
-            const LogOperand o = log_operand(a[i * a_stride + k]);
-            if (o.power == 0) continue;
-            x[filled] = o;
+            const int64_t v = a[i * a_stride + k];
+            if (v == 0) continue;
+            x[filled] = d.row(v < 0 ? -v : v, v < 0 ? -1 : 0);
             rows[filled++] = acc + i * acc_stride;
-            if (filled == R) {
-                mitchell_rows<R, Signed>(x, nj, kb, mb, nonzero, sb, rows);
+            if (filled == kLogRows) {
+                log_rows<kLogRows, Signed, Design>(x, nj, plane, sb, rows);
                 filled = 0;
             }
         }
         for (int r = 0; r < filled; ++r)
-            mitchell_rows<1, Signed>(x + r, nj, kb, mb, nonzero, sb, rows + r);
+            log_rows<1, Signed, Design>(x + r, nj, plane, sb, rows + r);
     }
 }
 
-void mitchell_block(int64_t ni, int64_t nk, int64_t nj, const int64_t *a, int64_t a_stride,
-                    const int64_t *b, int64_t b_stride, int is_signed, int64_t *acc,
-                    int64_t acc_stride, int64_t *work) {
-    (is_signed ? mitchell_block_signed<true> : mitchell_block_signed<false>)(
-        ni, nk, nj, a, a_stride, b, b_stride, acc, acc_stride, work);
+void log_block(int64_t ni, int64_t nk, int64_t nj, const int64_t *a, int64_t a_stride,
+               const int64_t *b, int64_t b_stride, int is_signed, int ilm_rounds, int64_t *acc,
+               int64_t acc_stride, int64_t *work) {
+    auto run = [&](const auto &design) {
+        (is_signed ? log_block_of<true, std::decay_t<decltype(design)>>
+                   : log_block_of<false, std::decay_t<decltype(design)>>)(
+            design, ni, nk, nj, a, a_stride, b, b_stride, acc, acc_stride, work);
+    };
+    if (ilm_rounds == 0)
+        run(MitchellLanes{});
+    else
+        run(IlmLanes{std::min(ilm_rounds, IlmLanes::kMaxRounds)});
 }
 
 #define APPROXMUL_STRINGIFY2(x) #x
@@ -1905,7 +1980,7 @@ const KernelTable kTable = {
     tap_lanes32,
     lanes_from_planes,
     lanes_to_rows,
-    mitchell_block,
+    log_block,
 };
 
 }  // namespace

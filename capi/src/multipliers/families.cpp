@@ -242,29 +242,38 @@ std::shared_ptr<const Multiplier> build_segmented(const Values &v) {
                                      rank_one(bits_of(v), signed_of(v), seg));
 }
 
-std::shared_ptr<const Multiplier> build_mitchell(const Values &v) {
-    const bool is_signed = signed_of(v);
-    auto m = Multiplier::from_function(sign_magnitude(mitchell, is_signed), bits_of(v), is_signed,
-                                       "mitchell");
+// A wide logarithmic model (no table, no factorization: the max of
+// Mitchell and ILM's stops are not bilinear) whose GEMM blocks run the
+// formula in vector lanes (isa.hpp, log_block); ilm_rounds 0 is Mitchell.
+std::shared_ptr<const Multiplier> with_log_lanes(std::shared_ptr<const Multiplier> m,
+                                                 int ilm_rounds) {
     if (m->has_table()) return m;
-    // wide: no table and no factorization (the max is not bilinear), but the
-    // formula runs in vector lanes, a GEMM block a call
+    const bool is_signed = m->is_signed();
     return Multiplier::with_block_function(
-        std::move(m), [is_signed](int64_t ni, int64_t nk, int64_t nj, const int64_t *a,
-                                  int64_t a_stride, const int64_t *b, int64_t b_stride,
-                                  int64_t *acc, int64_t acc_stride) {
+        std::move(m), [is_signed, ilm_rounds](int64_t ni, int64_t nk, int64_t nj,
+                                              const int64_t *a, int64_t a_stride,
+                                              const int64_t *b, int64_t b_stride, int64_t *acc,
+                                              int64_t acc_stride) {
             thread_local std::vector<int64_t> work;
-            work.resize(size_t(4 * nj));
-            kernels::selected_kernels().mitchell_block(ni, nk, nj, a, a_stride, b, b_stride,
-                                                       is_signed, acc, acc_stride, work.data());
+            work.resize(size_t((1 + 3 * std::max(1, ilm_rounds)) * nj));
+            kernels::selected_kernels().log_block(ni, nk, nj, a, a_stride, b, b_stride,
+                                                  is_signed, ilm_rounds, acc, acc_stride,
+                                                  work.data());
         });
+}
+
+std::shared_ptr<const Multiplier> build_mitchell(const Values &v) {
+    return with_log_lanes(Multiplier::from_function(sign_magnitude(mitchell, signed_of(v)),
+                                                    bits_of(v), signed_of(v), "mitchell"),
+                          0);
 }
 
 std::shared_ptr<const Multiplier> build_ilm(const Values &v) {
     const int iterations = int(v.at("iterations"));
     auto f = [iterations](uint64_t a, uint64_t b) { return ilm(a, b, iterations); };
-    return Multiplier::from_function(sign_magnitude(f, signed_of(v)), bits_of(v), signed_of(v),
-                                     "ilm");
+    return with_log_lanes(Multiplier::from_function(sign_magnitude(f, signed_of(v)), bits_of(v),
+                                                    signed_of(v), "ilm"),
+                          iterations + 1);
 }
 
 // RoBA is bilinear: Ar B + A Br - Ar Br = Ar B + (A - Ar) Br, and signed
