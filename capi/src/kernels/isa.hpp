@@ -202,8 +202,9 @@ struct KernelTable {
     void (*lanes_to_rows)(int64_t count, const int32_t *lanes, const int32_t *add, int32_t *rows,
                           int64_t row_step);
 
-    // Logarithmic families' products summed over a GEMM block, sign-magnitude
-    // where is_signed, operand magnitudes up to 2^16: Mitchell's
+    // Logarithmic families' products summed over a GEMM block, in
+    // sign-magnitude form (negated where the operands' signs differ), operand
+    // magnitudes up to 2^16: Mitchell's
     // (families.cpp's `mitchell`) for ilm_rounds 0, else ILM's with
     // ilm_rounds = iterations + 1 (up to 17). For i < ni, j < nj,
     //   acc[i * acc_stride + j] += sum over k < nk of M(a[i * a_stride + k],
@@ -213,8 +214,8 @@ struct KernelTable {
     // m2 2^k1; an ILM round adds a 2^k2 + m2 2^k1 and goes on with the low
     // parts. work: (1 + 3 max(1, ilm_rounds)) * nj int64.
     void (*log_block)(int64_t ni, int64_t nk, int64_t nj, const int64_t *a, int64_t a_stride,
-                      const int64_t *b, int64_t b_stride, int is_signed, int ilm_rounds,
-                      int64_t *acc, int64_t acc_stride, int64_t *work);
+                      const int64_t *b, int64_t b_stride, int ilm_rounds, int64_t *acc,
+                      int64_t acc_stride, int64_t *work);
 };
 
 // channels per vector of tap_lanes32

@@ -1852,7 +1852,7 @@ inline void log_planes(int64_t magnitude, int rounds, int64_t j, int64_t nj, int
 // R rows of a against b's decomposed row k, into R rows of acc: each
 // round's b lanes are loaded once for the R rows (the stores into acc
 // would keep a compiler from sharing loads between rows).
-template <int R, bool Signed, class Design>
+template <int R, class Design>
 inline void log_rows(const typename Design::Row *x, int64_t nj, const int64_t *plane,
                      const int64_t *sb, int64_t *const *rows) {
     int rounds = 0;
@@ -1869,10 +1869,8 @@ inline void log_rows(const typename Design::Row *x, int64_t nj, const int64_t *p
         }
         const Int64Lanes signs = load_int64s(sb + j);
         for (int r = 0; r < R; ++r) {
-            if constexpr (Signed) {
-                const Int64Lanes sign = signs ^ x[r].sign;
-                product[r] = (product[r] ^ sign) - sign;
-            }
+            const Int64Lanes sign = signs ^ x[r].sign;  // 0 where the signs agree (unsigned: all)
+            product[r] = (product[r] ^ sign) - sign;
             Int64Lanes sums = load_int64s(rows[r] + j) + product[r];
             std::memcpy(rows[r] + j, &sums, sizeof sums);
         }
@@ -1884,14 +1882,15 @@ inline void log_rows(const typename Design::Row *x, int64_t nj, const int64_t *p
             for (int q = 0; q < x[r].count(); ++q, p += 3 * nj)
                 product += Design::term(x[r], q, p[0], p[nj]) & p[2 * nj];
             const int64_t sign = sb[j] ^ x[r].sign;
-            rows[r][j] += Signed ? (product ^ sign) - sign : product;
+            rows[r][j] += (product ^ sign) - sign;
         }
 }
 
 // acc += the block's sums (isa.hpp, log_block): b's row k decomposed once
 // for the ni rows of a, whose zero values add nothing and whose others go
-// in groups of kLogRows.
-template <bool Signed, class Design>
+// in groups of kLogRows. Signs: products of magnitudes, negated where the
+// operands' signs differ (sign-magnitude; unsigned values never differ).
+template <class Design>
 void log_block_of(const Design &d, int64_t ni, int64_t nk, int64_t nj, const int64_t *a,
                   int64_t a_stride, const int64_t *b, int64_t b_stride, int64_t *acc,
                   int64_t acc_stride, int64_t *work) {
@@ -1911,27 +1910,23 @@ void log_block_of(const Design &d, int64_t ni, int64_t nk, int64_t nj, const int
             x[filled] = d.row(v < 0 ? -v : v, v < 0 ? -1 : 0);
             rows[filled++] = acc + i * acc_stride;
             if (filled == kLogRows) {
-                log_rows<kLogRows, Signed, Design>(x, nj, plane, sb, rows);
+                log_rows<kLogRows, Design>(x, nj, plane, sb, rows);
                 filled = 0;
             }
         }
         for (int r = 0; r < filled; ++r)
-            log_rows<1, Signed, Design>(x + r, nj, plane, sb, rows + r);
+            log_rows<1, Design>(x + r, nj, plane, sb, rows + r);
     }
 }
 
 void log_block(int64_t ni, int64_t nk, int64_t nj, const int64_t *a, int64_t a_stride,
-               const int64_t *b, int64_t b_stride, int is_signed, int ilm_rounds, int64_t *acc,
+               const int64_t *b, int64_t b_stride, int ilm_rounds, int64_t *acc,
                int64_t acc_stride, int64_t *work) {
-    auto run = [&](const auto &design) {
-        (is_signed ? log_block_of<true, std::decay_t<decltype(design)>>
-                   : log_block_of<false, std::decay_t<decltype(design)>>)(
-            design, ni, nk, nj, a, a_stride, b, b_stride, acc, acc_stride, work);
-    };
     if (ilm_rounds == 0)
-        run(MitchellLanes{});
+        log_block_of(MitchellLanes{}, ni, nk, nj, a, a_stride, b, b_stride, acc, acc_stride, work);
     else
-        run(IlmLanes{std::min(ilm_rounds, IlmLanes::kMaxRounds)});
+        log_block_of(IlmLanes{std::min(ilm_rounds, IlmLanes::kMaxRounds)}, ni, nk, nj, a, a_stride,
+                     b, b_stride, acc, acc_stride, work);
 }
 
 #define APPROXMUL_STRINGIFY2(x) #x

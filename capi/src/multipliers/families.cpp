@@ -248,17 +248,14 @@ std::shared_ptr<const Multiplier> build_segmented(const Values &v) {
 std::shared_ptr<const Multiplier> with_log_lanes(std::shared_ptr<const Multiplier> m,
                                                  int ilm_rounds) {
     if (m->has_table()) return m;
-    const bool is_signed = m->is_signed();
     return Multiplier::with_block_function(
-        std::move(m), [is_signed, ilm_rounds](int64_t ni, int64_t nk, int64_t nj,
-                                              const int64_t *a, int64_t a_stride,
-                                              const int64_t *b, int64_t b_stride, int64_t *acc,
-                                              int64_t acc_stride) {
+        std::move(m), [ilm_rounds](int64_t ni, int64_t nk, int64_t nj, const int64_t *a,
+                                   int64_t a_stride, const int64_t *b, int64_t b_stride,
+                                   int64_t *acc, int64_t acc_stride) {
             thread_local std::vector<int64_t> work;
             work.resize(size_t((1 + 3 * std::max(1, ilm_rounds)) * nj));
             kernels::selected_kernels().log_block(ni, nk, nj, a, a_stride, b, b_stride,
-                                                  is_signed, ilm_rounds, acc, acc_stride,
-                                                  work.data());
+                                                  ilm_rounds, acc, acc_stride, work.data());
         });
 }
 
