@@ -104,6 +104,46 @@ inline int64_t drum_round(uint64_t x, int k) {
     return static_cast<int64_t>(((x >> cut) | 1) << cut);
 }
 
+// The logarithmic families on magnitudes, written here from the papers:
+// with x = 2^k (1 + f), Mitchell's 2^(k1+k2) (1 + f1 + f2) below a carry
+// of the fractions, else 2^(k1+k2+1) (f1 + f2), in integers; ILM adds
+// 2^(k1+k2) + m1 2^k2 + m2 2^k1 (x = 2^k + m) per round and goes on with
+// the low parts m, rounds + 1 times at most; RoBA rounds each operand to the
+// nearest power of two (1.5 2^p up) and keeps Ar B + A Br - Ar Br.
+inline int leading_one_of(uint64_t x) {
+    int k = 0;
+    while (x >> (k + 1)) ++k;
+    return k;
+}
+inline int64_t mitchell_product(uint64_t a, uint64_t b) {
+    if (a == 0 || b == 0) return 0;
+    const int k1 = leading_one_of(a), k2 = leading_one_of(b);
+    const uint64_t f1 = a - (uint64_t{1} << k1), f2 = b - (uint64_t{1} << k2);
+    const uint64_t fractions = (f1 << k2) + (f2 << k1);  // (f1 + f2) 2^(k1+k2)
+    const uint64_t one = uint64_t{1} << (k1 + k2);
+    return static_cast<int64_t>(fractions < one ? one + fractions : 2 * fractions);
+}
+inline int64_t ilm_product(uint64_t a, uint64_t b, int iterations) {
+    uint64_t total = 0;
+    for (int round = 0; round <= iterations && a != 0 && b != 0; ++round) {
+        const int k1 = leading_one_of(a), k2 = leading_one_of(b);
+        const uint64_t m1 = a - (uint64_t{1} << k1), m2 = b - (uint64_t{1} << k2);
+        total += (uint64_t{1} << (k1 + k2)) + (m1 << k2) + (m2 << k1);
+        a = m1;
+        b = m2;
+    }
+    return static_cast<int64_t>(total);
+}
+inline int64_t roba_product(uint64_t a, uint64_t b) {
+    const auto rounded = [](uint64_t x) -> int64_t {
+        if (x <= 1) return static_cast<int64_t>(x);
+        const int p = leading_one_of(x);
+        return x >= (uint64_t{3} << (p - 1)) ? int64_t{1} << (p + 1) : int64_t{1} << p;
+    };
+    const int64_t ar = rounded(a), br = rounded(b);
+    return ar * static_cast<int64_t>(b) + static_cast<int64_t>(a) * br - ar * br;
+}
+
 // Column truncation from the array: unsigned, the partial-product bits
 // a_i b_j 2^(i+j) of columns i + j >= cut; signed, the Baugh-Wooley array's
 // (NAND where exactly one index is the sign bit, constant ones in columns n
@@ -131,13 +171,17 @@ inline int64_t truncated_product(int64_t a, int64_t b, int n, int cut, bool is_s
 // of 9-16 bits (factors beyond int16 run as byte-split GEMMs), truncation
 // of 5-16 bits with cut <= 8 (at 9-16 bits the exact GEMM plus a table GEMM
 // of the low bytes; at 5-8 bits cut <= 4 adds a nibble table, and cut > n
-// drops the constant one of column n), or a*b.
+// drops the constant one of column n), Mitchell or ILM of 2-16 bits (wide:
+// GEMM blocks in vector lanes), RoBA of 2-16 bits (wide: rank-2 byte-split
+// GEMMs), or a*b. Signed log families and RoBA: sign-magnitude.
 struct Model {
     int bits = 8;
     bool is_signed = false;
     std::vector<int32_t> table;  // empty: exact, or DRUM if drum_k > 0, or truncation if cut >= 0
     int drum_k = 0;
     int cut = -1;
+    int log_iterations = -2;  // -1: Mitchell, >= 0: ILM with these iterations
+    bool roba = false;
     approxmul_multiplier *handle = nullptr;
 
     int64_t min_operand() const { return is_signed ? -(int64_t{1} << (bits - 1)) : 0; }
@@ -158,6 +202,14 @@ struct Model {
             return side(a) * side(b);
         }
         if (cut >= 0) return truncated_product(a, b, bits, cut, is_signed);
+        if (log_iterations >= -1 || roba) {
+            const uint64_t ma = static_cast<uint64_t>(a < 0 ? -a : a);
+            const uint64_t mb = static_cast<uint64_t>(b < 0 ? -b : b);
+            const int64_t p = roba                 ? roba_product(ma, mb)
+                              : log_iterations < 0 ? mitchell_product(ma, mb)
+                                                   : ilm_product(ma, mb, log_iterations);
+            return (a < 0) != (b < 0) ? -p : p;
+        }
         if (table.empty()) return a * b;
         const uint64_t mask = (uint64_t{1} << bits) - 1;
         return table[(static_cast<uint64_t>(a) & mask) << bits | (static_cast<uint64_t>(b) & mask)];
@@ -198,7 +250,30 @@ inline std::unique_ptr<Model> make_model(FuzzedDataProvider &in) {
                "exact multiplier refused", model->bits);
         return model;
     }
-    const int kind = in.ConsumeIntegralInRange(0, 4);
+    const int kind = in.ConsumeIntegralInRange(0, 6);
+    if (kind == 5 || kind == 6) {
+        // wide half the time: only there do Mitchell and ILM run in lanes and
+        // RoBA as its factors (narrow ones are tabulated)
+        model->bits = in.ConsumeBool() ? in.ConsumeIntegralInRange(9, 16)
+                                       : in.ConsumeIntegralInRange(2, 8);
+        std::string spec;
+        if (kind == 6) {
+            model->roba = true;
+            spec = "roba:bits=" + std::to_string(model->bits);
+        } else if (in.ConsumeBool()) {
+            model->log_iterations = -1;
+            spec = "mitchell:bits=" + std::to_string(model->bits);
+        } else {
+            model->log_iterations = in.ConsumeIntegralInRange(0, model->bits);
+            spec = "ilm:bits=" + std::to_string(model->bits) +
+                   ",iterations=" + std::to_string(model->log_iterations);
+        }
+        spec += std::string(",signed=") + (model->is_signed ? "1" : "0");
+        expect(checked(approxmul_multiplier_from_spec(spec.c_str(), &model->handle)) ==
+                   APPROXMUL_OK,
+               "logarithmic or RoBA multiplier refused", model->bits);
+        return model;
+    }
     if (kind == 1) {
         model->bits = in.ConsumeIntegralInRange(5, 16);
         model->cut = in.ConsumeIntegralInRange(0, 8);

@@ -3,7 +3,7 @@
 The harnesses draw a large problem (fuzz_common.hpp, pick_large) once in 256
 inputs; these seeds make the corpus replay reach the parallel paths every
 time: the byte GEMM's row jobs with B packed per thread, the factorized and
-exact-plus-table GEMMs on several threads, conv2d's jobs in parallel and
+exact-plus-table GEMMs on several threads, the logarithmic families' lanes, conv2d's jobs in parallel and
 one-image convolutions threaded inside their GEMM. Each seed spells the
 harness's draws in order (FuzzedDataProvider takes integers from the end of
 the input, so the bytes are written reversed); run it again after a change
@@ -36,15 +36,21 @@ class Draws:
         return bytes(reversed(self.consumed))
 
 
-def model(d, kind, bits, signed=False, cut=None, k=None):
+def model(d, kind, bits, signed=False, cut=None, k=None, iterations=None):
     """make_model's draws."""
     d.byte(kind == "exact").byte(signed)
     if kind == "exact":
         return d.int_in_range(1, 16, bits)
+    if kind in ("mitchell", "ilm", "roba"):
+        d.int_in_range(0, 6, 6 if kind == "roba" else 5).byte(bits > 8)
+        d.int_in_range(9, 16, bits) if bits > 8 else d.int_in_range(2, 8, bits)
+        if kind != "roba":
+            d.byte(kind == "mitchell")
+        return d.int_in_range(0, bits, iterations) if kind == "ilm" else d
     if kind == "truncated":
-        return d.int_in_range(0, 4, 1).int_in_range(5, 16, bits).int_in_range(0, 8, cut)
+        return d.int_in_range(0, 6, 1).int_in_range(5, 16, bits).int_in_range(0, 8, cut)
     assert kind == "drum"
-    d.int_in_range(0, 4, 0).byte(bits == 16)
+    d.int_in_range(0, 6, 0).byte(bits == 16)
     if bits != 16:
         d.int_in_range(9, 15, bits)
     return d.int_in_range(2, min(12, bits), k)
@@ -123,6 +129,12 @@ SEEDS = {
                                                 cut=6, signed=True, zeros=(-100, 77)),
     "matmul/seed-threads-drum-s16": matmul(120, 40, 500_000, threads=4, kind="drum", bits=16, k=4,
                                            signed=True, zeros=(-300, 1000)),
+    # wide logarithmic families: GEMM blocks in vector lanes on several threads
+    "matmul/seed-threads-mitchell-u16": matmul(100, 70, 300_000, kind="mitchell", bits=16),
+    "matmul/seed-threads-ilm-s12": matmul(90, 50, 300_000, kind="ilm", bits=12, iterations=2,
+                                          signed=True, zeros=(-100, 77)),
+    "matmul/seed-threads-roba-s16": matmul(110, 30, 300_000, kind="roba", bits=16, signed=True,
+                                           zeros=(-300, 1000)),
     # 6 images of 12x12: four jobs of whole images on two threads
     "conv2d/seed-threads-exact-u8": conv2d(1, 8, 8, 3, 12, 500_000, kind="exact", bits=8),
     "conv2d/seed-threads-exact-s8-groups": conv2d(2, 6, 5, 3, 17, 400_000, stride=2, padding=2,
