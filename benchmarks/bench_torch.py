@@ -181,6 +181,10 @@ def main():
             t_float = best(lambda: net(x), args.repeat)
             for label, m in multipliers.items():
                 approx = approximate(net, m, calibration=[x], gradient="none")
+                # calibration ran NumPy's BLAS, whose threads spin for tens of ms
+                # after it: the layer's block must not start beside them (its
+                # first calls then took 16 ms instead of 1.3)
+                time.sleep(PAUSE)
                 row(f"conv {c}x{size}x{size} forward, {label}", t_float,
                     best(lambda: approx(x), args.repeat), "speed vs float")
     # ---- whole ResNet-20: per round the float model's block, then each
