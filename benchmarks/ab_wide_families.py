@@ -13,29 +13,14 @@ only times them.
 """
 
 import argparse
-import time
 
 import numpy as np
 
 import approxmul_cffi as am
+from bench_gemm import best_rate  # benchmarks/bench_gemm.py
 
 SHAPES = {"square-512": (512, 512, 512), "64x576x3136": (64, 576, 3136),
           "256x2304x196": (256, 2304, 196)}
-
-
-def best_rate(function, products, repeat, min_time):
-    function()
-    best = 0.0
-    for _ in range(repeat):
-        calls, start = 0, time.perf_counter()
-        while True:
-            function()
-            calls += 1
-            elapsed = time.perf_counter() - start
-            if elapsed >= min_time:
-                break
-        best = max(best, products * calls / elapsed / 1e9)
-    return best
 
 
 def main():
