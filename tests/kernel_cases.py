@@ -69,26 +69,27 @@ def drum_values(v, k):
     return np.where(length > k, ((v >> cut) | 1) << cut, v)
 
 
-def truncated_values(a, b, cut, bits):
-    """Unsigned products without the partial-product bits of columns below cut."""
+def truncated_values(a, b, cut, bits, hbl=0):
+    """Unsigned products without the partial-product bits of columns below cut
+    (and of the rows of b's bits below hbl: a broken array)."""
     a, b = np.asarray(a, np.int64), np.asarray(b, np.int64)
     total = np.zeros(np.broadcast(a, b).shape, np.int64)
     for i in range(bits):
-        for j in range(max(cut - i, 0), bits):
+        for j in range(max(cut - i, hbl, 0), bits):
             total += (((a >> i) & 1) * ((b >> j) & 1)) << (i + j)
     return total
 
 
-def baugh_wooley_values(a, b, bits, cut):
+def baugh_wooley_values(a, b, bits, cut, hbl=0):
     """Signed column truncation: the Baugh-Wooley array's bits in columns >= cut
-    (NAND where exactly one index is the sign bit, ones in columns bits and
-    2 bits - 1), mod 2^(2 bits)."""
+    and rows >= hbl (NAND where exactly one index is the sign bit, ones in
+    columns bits and 2 bits - 1), mod 2^(2 bits)."""
     mask, width = (1 << bits) - 1, 2 * bits
     pa, pb = np.asarray(a, np.int64) & mask, np.asarray(b, np.int64) & mask
     total = np.zeros(np.broadcast(pa, pb).shape, np.int64)
     total += sum(1 << c for c in (bits, width - 1) if c >= cut)
     for i in range(bits):
-        for j in range(max(cut - i, 0), bits):
+        for j in range(max(cut - i, hbl, 0), bits):
             bit = ((pa >> i) & 1) * ((pb >> j) & 1)
             total += (bit ^ int((i == bits - 1) != (j == bits - 1))) << (i + j)
     total &= (1 << width) - 1
@@ -244,7 +245,15 @@ def multipliers():
     yield ("roba-s16", am.multiplier("roba:bits=16,signed=1"), True,
            lambda a, b: roba_rounded(a) * b + np.asarray(a, np.int64) * roba_rounded(b)
            - roba_rounded(a) * roba_rounded(b))
-    # rank 3 (a (b - b_0 - 2 b_1)), the longest split of factors into bytes
+    # rank 3 with factors beyond int16 (up to 40000), the longest split of
+    # factors into bytes, found in a 12-bit table
+    side = np.arange(4096)
+    u = np.stack([rng.integers(0, 40000, 4096), side * 9, np.full(4096, 1)])
+    v = np.stack([rng.integers(0, 12, 4096), side % 7, side * 3])
+    yield ("rank3-table-u12", *from_table((u[:, :, None] * v[:, None, :]).sum(0), bits=12))
+    # rows below hbl: a b minus the low byte's rows, a table GEMM for the low
+    # byte pair and one for b's low byte under a's high byte (faster than
+    # the rank-3 split factors a (b - b_0 - 2 b_1))
     yield ("bam2-u16", am.multiplier("bam:bits=16,hbl=2,vbl=0"), False,
            lambda a, b: np.asarray(a, np.int64) * (np.asarray(b, np.int64) & ~3))
     # error in the low bytes (cut <= 8): the exact GEMM plus an 8-bit table
@@ -265,9 +274,14 @@ def multipliers():
            lambda a, b: ilm_values(a, b, 2))
     yield ("ilm0-s10", am.multiplier("ilm:bits=10,iterations=0,signed=1"), True,
            lambda a, b: ilm_values(a, b, 0))
-    # cut 9 reaches the high bytes: the function plan (one call a product)
+    # cut > 8 reaches the cross byte pairs, rows below hbl every pair with
+    # b's low byte: the exact GEMM plus a table GEMM for each such pair
     yield ("trunc9-u16", am.multiplier("truncated:bits=16,cut=9"), False,
            lambda a, b: truncated_values(a, b, 9, 16))
+    yield ("trunc16-s16", am.multiplier("truncated:bits=16,cut=16,signed=1"), True,
+           lambda a, b: baugh_wooley_values(a, b, 16, 16))
+    yield ("bam3-s12", am.multiplier("bam:bits=12,hbl=3,vbl=10,signed=1"), True,
+           lambda a, b: baugh_wooley_values(a, b, 12, 10, hbl=3))
     # products at the top of uint16 (one 0, so that the kernel's byte planes
     # are not offset): the table kernel's 16-bit sums of 256 steps reach
     # their bound (65280 in a byte plane)

@@ -1,8 +1,9 @@
-"""Multipliers whose error lives in the operands' low bits: the low bytes of
-9-16-bit models (column truncation with cut <= 8), the low nibbles of 5-8-bit
-ones (cut <= 4). They run as the exact GEMM plus a table GEMM of the error
-(plan "exact-plus-table"; the nibble case where the kernel set has a nibble
-kernel), checked against independent references."""
+"""Multipliers whose error is a sum of functions of digit pairs: the bytes of
+9-16-bit models (column truncation with any cut, broken arrays: each dropped
+cell is a function of one bit of a and one of b), the low nibbles of 5-8-bit
+ones (cut <= 4). They run as the exact GEMM plus a table GEMM of each error
+part (plan "exact-plus-table"; the nibble case where the kernel set has a
+nibble kernel), checked against independent references."""
 
 import numpy as np
 from hypothesis import HealthCheck, given, settings
@@ -14,40 +15,48 @@ from reference import table_matmul
 from test_matmul import LAYOUTS, random_operands, strided_view
 
 
-def reference_products(m, bits, cut, signed):
+def reference_products(m, bits, cut, signed, hbl=0):
     """M(a, b) elementwise from the array definitions, plus the model's
     correction constant (checked on its own in test_families)."""
     def values(a, b):
         if signed:
-            return baugh_wooley_values(a, b, bits, cut)
-        return truncated_values(a, b, cut, bits)
+            return baugh_wooley_values(a, b, bits, cut, hbl)
+        return truncated_values(a, b, cut, bits, hbl)
     constant = m.product(0, 0) - int(values(0, 0))
     return lambda a, b: values(a, b) + constant
 
 
-@settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(family=st.sampled_from(["truncated", "truncated-correct", "bam"]),
-       bits=st.sampled_from([5, 7, 8, 9, 10, 12, 16]), cut=st.integers(2, 8),
-       signed=st.booleans(),
+       bits=st.sampled_from([5, 7, 8, 9, 10, 12, 16]), cut=st.integers(2, 30),
+       hbl=st.integers(0, 12), signed=st.booleans(),
        shape=st.tuples(st.integers(1, 40), st.integers(1, 70), st.integers(1, 90)),
        a_layout=st.sampled_from(LAYOUTS), b_layout=st.sampled_from(LAYOUTS),
        threads=st.sampled_from([1, 2]), zero_points=st.booleans(),
        out=st.sampled_from([None, "rows", "columns", "sliced", "int32"]),
        seed=st.integers(0, 2**32 - 1))
-def test_low_byte_errors_as_exact_plus_table(family, bits, cut, signed, shape, a_layout,
-                                             b_layout, threads, zero_points, out, seed):
+def test_digit_pair_errors_as_exact_plus_table(family, bits, cut, hbl, signed, shape, a_layout,
+                                               b_layout, threads, zero_points, out, seed):
     """Every layout, both signs, extreme codes, zero points, int32 and int64
-    outputs (in place or not), one and two threads."""
+    outputs (in place or not), one and two threads; wide models with dropped
+    cells in one, two, three or all four byte pairs."""
     if bits <= 8:
-        cut = min(cut, 4)  # the low nibbles
+        cut, hbl = min(cut, 4), 0  # the low nibbles
+    else:
+        cut, hbl = min(cut, 2 * bits - 2), min(hbl, bits - 1)
+    if family != "bam":
+        hbl = 0
     spec = {"truncated": f"truncated:cut={cut}", "truncated-correct": f"truncated:cut={cut},correct=1",
-            "bam": f"bam:hbl=0,vbl={cut}"}[family]
+            "bam": f"bam:hbl={hbl},vbl={cut}"}[family]
     m = am.multiplier(f"{spec},bits={bits},signed={int(signed)}")
-    # factors that fit int16 (unsigned, below 16 bits, rank <= 2 on AVX2) keep that
-    # plan; 8-bit tables run as tables where the kernel set has no nibble kernel
+    # factors that fit int16 (unsigned, below 16 bits, rank <= 2 on AVX2) and
+    # byte-split factors of broken arrays with their error in more than one
+    # byte pair keep that plan; 8-bit tables run as tables where the kernel
+    # set has no nibble kernel; a signed array whose sum can wrap stays a function
     nibble = am.info()["kernel.nibble-table"].startswith("16-byte")
-    assert m.plan in ("exact-plus-table", "factorized-gemm") or (bits <= 8 and not nibble)
-    product = reference_products(m, bits, cut, signed)
+    assert m.plan in ("exact-plus-table", "factorized-gemm") or (bits <= 8 and not nibble) \
+        or (signed and m.plan == "function" and hbl + cut > bits)
+    product = reference_products(m, bits, cut, signed, hbl)
     rng = np.random.default_rng(seed)
     rows, cols, inner = shape
     lo, hi = m.operand_range

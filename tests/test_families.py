@@ -305,18 +305,24 @@ def test_factorized_plans():
         assert am.multiplier(spec).plan == expected, spec
     # wider than 8 bits there is no table kernel to lose to
     assert am.multiplier("truncated:bits=12,cut=4").plan == "factorized-gemm"
-    # factors beyond int16 run as byte-split GEMMs, up to rank 3
+    # factors beyond int16 run as byte-split GEMMs, up to rank 3 (RoBA: 2)
     assert am.multiplier("drum:bits=16,k=4").plan == "factorized-gemm"
     assert am.multiplier("drum:bits=16,k=4,signed=1").plan == "factorized-gemm"
-    assert am.multiplier("bam:bits=16,hbl=2,vbl=0").plan == "factorized-gemm"
+    assert am.multiplier("roba:bits=16").plan == "factorized-gemm"
     # rank 3 or more, with the error in the low bytes (cut <= 8): the exact
     # GEMM plus an 8-bit table GEMM of the error, in either signedness
     assert am.multiplier("truncated:bits=16,cut=2").plan == "exact-plus-table"
     assert am.multiplier("truncated:bits=16,cut=8,correct=1").plan == "exact-plus-table"
     assert am.multiplier("truncated:bits=9,cut=8,signed=1").plan == "exact-plus-table"
     assert am.multiplier("bam:bits=16,hbl=0,vbl=6,signed=1").plan == "exact-plus-table"
-    assert am.multiplier("truncated:bits=16,cut=9").plan == "function"
-    assert am.multiplier("bam:bits=16,hbl=1,vbl=6").plan == "function"
+    # dropped cells in more byte pairs (cut > 8, rows below hbl): the exact
+    # GEMM plus a table GEMM for each pair, in either signedness, unless the
+    # signed sum can wrap
+    for spec in ("truncated:bits=16,cut=9", "bam:bits=16,hbl=1,vbl=6", "bam:bits=16,hbl=2,vbl=0",
+                 "truncated:bits=16,cut=16,signed=1,correct=1", "bam:bits=12,hbl=10,vbl=0,signed=1",
+                 "truncated:bits=10,cut=19"):
+        assert am.multiplier(spec).plan == "exact-plus-table", spec
+    assert am.multiplier("bam:bits=16,hbl=15,vbl=0,signed=1").plan == "function"
     assert am.multiplier("mitchell").plan == "table"
     assert am.multiplier("mitchell:bits=12").plan == "function"
 

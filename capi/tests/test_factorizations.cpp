@@ -3,7 +3,8 @@
 // operand pairs (and a few other widths, RoBA's up to 12 bits), signed and
 // unsigned. And the
 // error part of an 8-bit exact-plus-table plan: the nibble kernel's table
-// plan, although truncation's error has a short factorization. And the
+// plan, although truncation's error has a short factorization; the byte-pair
+// error parts of wide broken arrays, on every operand pair. And the
 // general search of find_factorization on tables of known integer rank,
 // small and huge entries (the sanitizer build runs this: no overflow).
 #include <climits>
@@ -52,11 +53,46 @@ static void check_nibble_error(int cut) {
     const std::string spec = "truncated:bits=8,cut=" + std::to_string(cut);
     const auto m = library::from_spec(spec);
     if (m->plan() != Plan::ExactPlusTable) return;
-    if (m->low_bits_error() == nullptr || m->low_bits_error()->plan() != Plan::Table) {
-        std::printf("%s: plan %s, error part %s\n", spec.c_str(), plan_name(m->plan()),
-                    m->low_bits_error() ? plan_name(m->low_bits_error()->plan()) : "none");
+    const auto &parts = m->error_parts();
+    if (parts.size() != 1 || parts[0].a_shift != 0 || parts[0].b_shift != 0 ||
+        parts[0].table->plan() != Plan::Table) {
+        std::printf("%s: plan %s, %zu error parts, the first on plan %s\n", spec.c_str(),
+                    plan_name(m->plan()), parts.size(),
+                    parts.empty() ? "none" : plan_name(parts[0].table->plan()));
         ++failures;
     }
+}
+
+// A wide broken array on the exact-plus-table plan: a b plus its error
+// parts, each looked up by one byte of a's and one of b's raw patterns,
+// reproduces the family's products on every operand pair (the plan's own
+// guard checks a few hundred thousand); `parts` of them, as the dropped
+// cells say
+static void check_byte_pair_errors(const std::string &spec, size_t parts) {
+    const auto m = library::from_spec(spec);
+    if (m->plan() != Plan::ExactPlusTable || m->error_parts().size() != parts) {
+        std::printf("%s: plan %s with %zu error parts, expected exact-plus-table with %zu\n",
+                    spec.c_str(), plan_name(m->plan()), m->error_parts().size(), parts);
+        ++failures;
+        return;
+    }
+    const uint32_t mask = m->operand_mask();
+    for (int64_t a = m->min_operand(); a <= m->max_operand(); ++a)
+        for (int64_t b = m->min_operand(); b <= m->max_operand(); ++b) {
+            int64_t sum = a * b;
+            for (const auto &part : m->error_parts())
+                sum += part.table->product((uint32_t(a) & mask & part.a_mask) >> part.a_shift,
+                                           (uint32_t(b) & mask & part.b_mask) >> part.b_shift) *
+                       (int64_t{1} << part.scale);
+            if (sum != m->product(a, b)) {
+                std::printf("%s: (%lld, %lld) gives %lld from its parts, %lld from the family\n",
+                            spec.c_str(), (long long)a, (long long)b, (long long)sum,
+                            (long long)m->product(a, b));
+                ++failures;
+                return;
+            }
+        }
+    std::printf("%s: %zu byte-pair error parts ok\n", spec.c_str(), parts);
 }
 
 // find_factorization on sum_r p_r(a) q_r(b) (entries from next): what it
@@ -128,6 +164,18 @@ int main() {
                 check("dsm:" + b + ",signed=" + sign + ",m=" + std::to_string(k));
             }
     }
+    // every byte pair that holds dropped cells has a part: cut 10 at 10 bits
+    // reaches the cross pairs, cut 17 at 12 bits the high pair; rows below
+    // hbl every pair with b's low byte
+    for (const char *sign : {"0", "1"}) {
+        const std::string s = std::string(",signed=") + sign;
+        check_byte_pair_errors("truncated:bits=10,cut=10" + s, 3);
+        check_byte_pair_errors("truncated:bits=10,cut=6,correct=1" + s, 1);
+        check_byte_pair_errors("truncated:bits=12,cut=12,correct=1" + s, 3);
+        check_byte_pair_errors("bam:bits=10,hbl=2,vbl=9" + s, 3);
+    }
+    check_byte_pair_errors("truncated:bits=12,cut=17", 4);
+    check_byte_pair_errors("bam:bits=12,hbl=9,vbl=0", 4);
     // RoBA's rank 2 is supplied for models without a table only
     for (const char *bits : {"9", "12"})
         for (const char *sign : {"0", "1"})

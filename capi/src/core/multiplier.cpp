@@ -121,67 +121,122 @@ std::shared_ptr<const Multiplier> Multiplier::with_spec(std::shared_ptr<const Mu
     return m;
 }
 
-std::shared_ptr<const Multiplier> Multiplier::with_low_byte_error(
+std::shared_ptr<const Multiplier> Multiplier::with_byte_pair_errors(
     std::shared_ptr<const Multiplier> m) {
     auto *owned = const_cast<Multiplier *>(m.get());  // not shared yet
     // byte-split factors of rank >= 2 cost 4 rank int16 GEMMs through factor
-    // tables, more than three byte GEMMs and one 8-bit GEMM
+    // tables, more than three byte GEMMs and a table GEMM for each byte pair
+    // (16-bit BAM dropping rows: 1.7-3.5x faster so, docs/benchmarks.md)
     const bool split_factors = owned->plan_ == Plan::Factorized && !owned->factors_fit_int16_ &&
                                owned->factorization_.rank > 1;
     if (owned->bits_ > 8 && !owned->known_exact_ &&
         (owned->plan_ == Plan::Table || owned->plan_ == Plan::Function || split_factors) &&
-        !owned->take_low_bits_error(8))
-        fail(APPROXMUL_ERR_INTERNAL, "%s: its error is not a function of the operands' low bytes",
+        owned->take_digit_errors(8, 4) == DigitErrors::NotASum)
+        fail(APPROXMUL_ERR_INTERNAL, "%s: its error is not a sum of functions of byte pairs",
              owned->name_.c_str());
     return m;
 }
 
-bool Multiplier::take_low_bits_error(int width) {
-    // E from the operands below 2^width, positive values in either
-    // signedness (n > width)
-    const int64_t side = int64_t{1} << width;
-    std::vector<int32_t> error(static_cast<size_t>(side * side));
-    for (int64_t x = 0; x < side; ++x)
-        for (int64_t y = 0; y < side; ++y) {
-            const int64_t e = product(x, y) - x * y;
-            if (e < std::numeric_limits<int32_t>::min() || e > std::numeric_limits<int32_t>::max())
-                return false;
-            error[static_cast<size_t>(x * side + y)] = static_cast<int32_t>(e);
+Multiplier::DigitErrors Multiplier::take_digit_errors(int width, size_t max_parts) {
+    // a = 2^width h + x with x in [0, 2^width) and h = a >> width (signed in a
+    // signed model); the error E = M - a b as F00(xa, xb) + F01(xa, hb) +
+    // F10(ha, xb) + F11(ha, hb), each F fixed by differences anchored at
+    // zero digits; h indexed by its pattern, (a & mask) >> width
+    const int top_bits = bits_ - width;
+    if (top_bits <= 0 || top_bits > width) return DigitErrors::NotASum;
+    const int64_t side = int64_t{1} << width, tops = int64_t{1} << top_bits;
+    auto top = [&](int64_t index) { return (is_signed_ && index >= tops / 2 ? index - tops : index) * side; };
+    auto error = [&](int64_t a, int64_t b) { return product(a, b) - a * b; };
+    std::vector<int64_t> x_row(size_t(side), 0), x_col(size_t(side), 0);  // E(x, 0), E(0, x)
+    std::vector<int64_t> h_row(size_t(tops), 0), h_col(size_t(tops), 0);  // E(2^w h, 0), E(0, 2^w h)
+    for (int64_t x = 0; x < side; ++x) x_row[size_t(x)] = error(x, 0), x_col[size_t(x)] = error(0, x);
+    for (int64_t i = 0; i < tops; ++i) h_row[size_t(i)] = error(top(i), 0), h_col[size_t(i)] = error(0, top(i));
+    const int64_t origin = error(0, 0);
+    // parts[d] indexed [a's digit][b's digit], d = 2 (a high) + (b high)
+    std::array<std::vector<int64_t>, 4> parts;
+    for (auto &part : parts) part.assign(size_t(side * side), 0);
+    for (int64_t i = 0; i < side; ++i)
+        for (int64_t j = 0; j < side; ++j) {
+            const size_t at = size_t(i * side + j);
+            parts[0][at] = error(i, j);
+            if (j < tops) parts[1][at] = error(i, top(j)) - x_row[size_t(i)];
+            if (i < tops) parts[2][at] = error(top(i), j) - x_col[size_t(j)];
+            if (i < tops && j < tops)
+                parts[3][at] = error(top(i), top(j)) - h_row[size_t(i)] - h_col[size_t(j)] + origin;
         }
-    // a = 2^width h + x: every operand of a table; of a wide function model,
-    // every low part x under two high parts h, the extremes (unsigned: the
-    // highest and a middle one, h = 0 being E itself), a guard against a
-    // family's wrong claim at a quarter million calls (the tests check the
-    // families)
-    const int64_t h_lo = min_operand() >> width, h_hi = max_operand() >> width;
-    std::vector<int64_t> highs;
+    auto predicted = [&](int64_t a, int64_t b) {
+        const int64_t xa = a & (side - 1), xb = b & (side - 1);
+        const int64_t ha = (a >> width) & (tops - 1), hb = (b >> width) & (tops - 1);
+        return a * b + parts[0][size_t(xa * side + xb)] + parts[1][size_t(xa * side + hb)] +
+               parts[2][size_t(ha * side + xb)] + parts[3][size_t(ha * side + hb)];
+    };
+    // every operand pair of a table; of a wide function model, every pair of
+    // low digits under two high digits each, the extremes (unsigned: the
+    // highest and a middle one, 0 being the parts' own anchor), and pairs
+    // spread over the whole range: a guard against a family's wrong claim at
+    // a third of a million calls (the tests check the families)
     if (has_table()) {
-        for (int64_t h = h_lo; h <= h_hi; ++h) highs.push_back(h);
+        for (int64_t a = min_operand(); a <= max_operand(); ++a)
+            for (int64_t b = min_operand(); b <= max_operand(); ++b)
+                if (product(a, b) != predicted(a, b)) return DigitErrors::NotASum;
     } else {
-        highs = {is_signed_ ? h_lo : (h_hi + 1) / 2, h_hi};
+        const int64_t h_lo = min_operand() >> width, h_hi = max_operand() >> width;
+        const int64_t highs[] = {is_signed_ ? h_lo : (h_hi + 1) / 2, h_hi};
+        for (int64_t ha : highs)
+            for (int64_t hb : highs)
+                for (int64_t x = 0; x < side; ++x)
+                    for (int64_t y = 0; y < side; ++y) {
+                        const int64_t a = side * ha + x, b = side * hb + y;
+                        if (product(a, b) != predicted(a, b)) return DigitErrors::NotASum;
+                    }
+        uint64_t state = 0;  // splitmix64: a fixed spread of pairs
+        auto next_operand = [&] {
+            uint64_t z = (state += 0x9e3779b97f4a7c15u);
+            z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9u;
+            z = (z ^ (z >> 27)) * 0x94d049bb133111ebu;
+            return min_operand() + int64_t((z ^ (z >> 31)) & operand_mask());
+        };
+        for (int k = 0; k < 65536; ++k) {
+            const int64_t a = next_operand(), b = next_operand();
+            if (product(a, b) != predicted(a, b)) return DigitErrors::NotASum;
+        }
     }
-    for (int64_t ha : highs)
-        for (int64_t hb : highs)
-            for (int64_t x = 0; x < side; ++x)
-                for (int64_t y = 0; y < side; ++y) {
-                    const int64_t a = side * ha + x, b = side * hb + y;
-                    if (product(a, b) != a * b + error[static_cast<size_t>(x * side + y)])
-                        return false;
-                }
-    // a low-nibble error that fits the nibble kernel runs there: its byte
-    // sums beat any factorization of it (truncation with cut 2: exact plus its
-    // rank-2 error as int16 GEMMs ran at half the speed of exact plus the
-    // nibble kernel)
-    const auto [lo, hi] = std::minmax_element(error.begin(), error.end());
-    const bool nibble_kernel = width == 4 && *hi - *lo <= 255;
-    low_bits_error_ = tabulated(std::move(error), width, false,
-                                name_ + (width == 8 ? " (low-byte error)" : " (low-nibble error)"),
-                                nibble_kernel);
+    std::vector<ErrorPart> taken;
+    const uint32_t low = uint32_t(side - 1), high = operand_mask() & ~low;
+    for (size_t d = 0; d < parts.size(); ++d) {
+        uint64_t bits = 0;
+        for (int64_t e : parts[d]) bits |= uint64_t(e);
+        if (bits == 0) continue;
+        int scale = 0;  // the power of two they share: 2^(i + j) of a high byte's cells
+        while (((bits >> scale) & 1) == 0) ++scale;
+        for (int64_t &e : parts[d]) e /= int64_t{1} << scale;
+        const auto [lo, hi] = std::minmax_element(parts[d].begin(), parts[d].end());
+        if (*lo < std::numeric_limits<int32_t>::min() || *hi > std::numeric_limits<int32_t>::max())
+            return DigitErrors::NotASum;  // not for the table kernels
+        // width 4 (5..8-bit tables): the nibble kernel takes the low nibbles alone
+        if (width == 4 && d != 0) return DigitErrors::TooManyParts;
+        const bool a_high = d >= 2, b_high = d % 2 == 1;
+        // a low-nibble error that fits the nibble kernel runs there: its byte
+        // sums beat any factorization of it (truncation with cut 2: exact plus
+        // its rank-2 error as int16 GEMMs ran at half the speed of exact plus
+        // the nibble kernel)
+        const bool nibble_kernel = width == 4 && *hi - *lo <= 255;
+        static const char *const byte_names[] = {" (low-byte error)", " (low-by-high-byte error)",
+                                                 " (high-by-low-byte error)", " (high-byte error)"};
+        taken.push_back(ErrorPart{a_high ? high : low, b_high ? high : low, a_high ? width : 0,
+                                  b_high ? width : 0, scale,
+                                  tabulated(std::vector<int32_t>(parts[d].begin(), parts[d].end()),
+                                            width, false,
+                                            name_ + (width == 8 ? byte_names[d] : " (low-nibble error)"),
+                                            nibble_kernel)});
+    }
+    if (taken.size() > max_parts) return DigitErrors::TooManyParts;
+    error_parts_ = std::move(taken);
     exact_part_ = exact(bits_, is_signed_);
     plan_ = Plan::ExactPlusTable;
     split_parts_ = {};
     byte_factors_ = {};
-    return true;
+    return DigitErrors::Taken;
 }
 
 std::shared_ptr<const Multiplier> Multiplier::with_outer_function(
@@ -352,7 +407,7 @@ void Multiplier::finish() {
             : has_table()  ? Plan::Table
                            : Plan::Function;
     // a wide table whose error lives in the low bytes (truncation given as a table)
-    if (plan_ == Plan::Table && bits_ > 8) take_low_bits_error(8);
+    if (plan_ == Plan::Table && bits_ > 8) take_digit_errors(8, 4);
     if ((plan_ == Plan::ExactGemm && bits_ <= 8) || (plan_ == Plan::Factorized && factors_fit_int16_))
         build_int16_factors();
     if (int16_factors_.rank > 0 && bits_ <= 8) u8_factors_ = kernels::fit_u8_factors(int16_factors_, bits_);
@@ -365,7 +420,7 @@ void Multiplier::finish() {
                              (plan_ == Plan::Factorized &&
                               factorization_.rank >= kernels::nibble_error_min_rank(byte_factors));
     if (nibble_wins && bits_ > 4 && bits_ <= 8 && kernels::plans_nibble_errors() &&
-        take_low_bits_error(4)) {
+        take_digit_errors(4, 1) == DigitErrors::Taken) {
         int16_factors_ = Int16Factors{};  // the exact-plus-table plan has its own
         u8_factors_ = {};
     }

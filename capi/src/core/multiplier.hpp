@@ -25,11 +25,12 @@ enum class Plan {
     ExactGemm,   // products are a*b: plain integer GEMM
     Factorized,  // a short sum of exact GEMMs on transformed operands (see Factorization)
     Table,       // arbitrary product table, n <= 12 (byte-plane kernels up to 8 bits)
-    // M(a, b) = a b + E(lo(a), lo(b)), lo the low bits of the raw bit
-    // pattern: the low byte for n > 8 (column truncation with cut <= 8), the
-    // low nibble for 5..8-bit tables (cut <= 4, where the set has a nibble
-    // kernel): the exact GEMM plus a table GEMM of E on the low bits
-    // (low_bits_error())
+    // M(a, b) = a b + sum_p E_p(digit(a), digit(b)): the error a sum of
+    // functions of one byte of each raw bit pattern for n > 8 (column
+    // truncation and broken arrays: each dropped bit is a function of one
+    // bit of a and one of b), of the low nibbles alone for 5..8-bit tables
+    // (cut <= 4, where the set has a nibble kernel): the exact GEMM plus one
+    // table GEMM of each E_p on those digits (error_parts())
     ExactPlusTable,
     Function,    // no table (n > 8): one function call per product
 };
@@ -175,16 +176,25 @@ public:
     const std::vector<uint16_t> &wide_planes(bool transposed) const {
         return transposed ? wide_transposed_ : wide_;
     }
-    // With plan() ExactPlusTable: E as an unsigned model of low_bits_error()'s
-    // width (8 or 4), E(x, y) = M(x, y) - x y for x, y below 2^width, and
-    // the exact model of M's width.
-    const std::shared_ptr<const Multiplier> &low_bits_error() const { return low_bits_error_; }
+    // With plan() ExactPlusTable: M - a b as a sum of error parts, each an
+    // unsigned model of the digits' width (8 or 4) indexed by one digit of
+    // a's and one of b's raw bit patterns, (pattern & mask) >> shift, its
+    // products times 2^scale (a power of two they all shared: cells of the
+    // high bytes, which the table kernels' 16-bit sums then hold); and the
+    // exact model of M's width.
+    struct ErrorPart {
+        uint32_t a_mask, b_mask;
+        int a_shift, b_shift, scale;
+        std::shared_ptr<const Multiplier> table;
+    };
+    const std::vector<ErrorPart> &error_parts() const { return error_parts_; }
     const std::shared_ptr<const Multiplier> &exact_part() const { return exact_part_; }
     // Gives a wide model that was just built (not yet shared) that plan: the
-    // family states that its error depends on the low bytes only (checked
-    // here on every low-byte pair with a few high bytes, and everywhere when
-    // the model is tabulated). No effect on models with a faster plan.
-    static std::shared_ptr<const Multiplier> with_low_byte_error(
+    // family states that its error is a sum of functions of byte pairs
+    // (checked here on every low-byte pair under a few high bytes and on
+    // spread pairs, everywhere when the model is tabulated). No effect on
+    // models with a faster plan.
+    static std::shared_ptr<const Multiplier> with_byte_pair_errors(
         std::shared_ptr<const Multiplier> m);
 
     const std::string &name() const { return name_; }
@@ -217,10 +227,12 @@ private:
     static std::shared_ptr<const Multiplier> tabulated(std::vector<int32_t> table, int bits,
                                                        bool is_signed, std::string name,
                                                        bool table_plan_only);
-    // Takes the ExactPlusTable plan when the error is local to the low
-    // `width` bits on every pair checked (all pairs when tabulated); false
-    // leaves all as is.
-    bool take_low_bits_error(int width);
+    // Takes the ExactPlusTable plan when the error is a sum of at most
+    // max_parts functions of digit pairs (the low `width` bits and the rest
+    // of each pattern) on every pair checked (all pairs when tabulated);
+    // otherwise leaves all as is and says why.
+    enum class DigitErrors { Taken, TooManyParts, NotASum };
+    DigitErrors take_digit_errors(int width, size_t max_parts);
 
     int bits_;
     bool is_signed_;
@@ -239,7 +251,8 @@ private:
     std::array<U8Factors, 2> u8_factors_;
     SplitParts split_parts_;
     ByteFactors byte_factors_;
-    std::shared_ptr<const Multiplier> low_bits_error_, exact_part_;
+    std::vector<ErrorPart> error_parts_;
+    std::shared_ptr<const Multiplier> exact_part_;
     int64_t min_product_ = 0;
     int64_t max_product_ = 0;
     Plan plan_ = Plan::Function;

@@ -196,14 +196,32 @@ std::shared_ptr<const Multiplier> build_exact(const Values &v) {
     return Multiplier::exact(bits_of(v), signed_of(v));
 }
 
+// Whether a signed broken array's a b - dropped - constants + constant
+// stays within 2n bits for every operand pair (every dropped cell a one at
+// worst): then nothing wraps, and its error is a sum over the dropped cells,
+// each a function of one bit of a and one of b.
+bool baugh_wooley_never_wraps(int n, int hbl, int vbl, int64_t constant) {
+    const uint64_t all = (uint64_t{1} << n) - 1;
+    uint64_t dropped = 0;
+    for (int j = 0; j < n && (j < hbl || j < vbl); ++j)
+        dropped += (j < hbl ? all : low_bits(all, vbl - j)) << j;
+    const int64_t half = int64_t{1} << (2 * n - 1), quarter = half / 2;
+    const int64_t lowest = -quarter + (int64_t{1} << (n - 1)) - int64_t(dropped) -
+                           int64_t(baugh_wooley_constants_dropped(n, vbl)) + std::min<int64_t>(constant, 0);
+    const int64_t highest = quarter + std::max<int64_t>(constant, 0);
+    return lowest >= -half && highest < half;
+}
+
 std::shared_ptr<const Multiplier> build_bam(const Values &v, int hbl, int vbl, int64_t constant,
                                             const char *name) {
     const int n = bits_of(v);
-    // dropping only columns below 8 drops bits of the low bytes alone: the
-    // error is an 8x8 table on them (also in Baugh-Wooley form, whose
-    // inverted bits sit in columns >= n - 1)
-    auto low_byte_local = [&](std::shared_ptr<const Multiplier> m) {
-        return n > 8 && hbl == 0 && vbl <= 8 ? Multiplier::with_low_byte_error(std::move(m)) : m;
+    // each dropped bit is a function of one bit of a and one of b, so the
+    // error is a sum of functions of one byte of each (also in Baugh-Wooley
+    // form, whose inverted cells are such functions too, as long as the sum
+    // does not wrap): the exact GEMM plus a table GEMM for each byte pair
+    // that loses bits
+    auto byte_pairs = [&](std::shared_ptr<const Multiplier> m) {
+        return n > 8 ? Multiplier::with_byte_pair_errors(std::move(m)) : m;
     };
     if (signed_of(v)) {  // no factorization: the mod 2^(2n) wrap is not a sum of products
         const uint64_t mask = (uint64_t{1} << n) - 1;
@@ -213,13 +231,14 @@ std::shared_ptr<const Multiplier> build_bam(const Values &v, int hbl, int vbl, i
                 int64_t(baugh_wooley_dropped(uint64_t(a) & mask, uint64_t(b) & mask, n, hbl, vbl));
             return wrap_signed(a * b - dropped - constants + constant, 2 * n);
         };
-        return low_byte_local(Multiplier::from_function(product, n, true, name));
+        auto m = Multiplier::from_function(product, n, true, name);
+        return baugh_wooley_never_wraps(n, hbl, vbl, constant) ? byte_pairs(std::move(m)) : m;
     }
     auto f = [n, hbl, vbl, constant](uint64_t a, uint64_t b) {
         return int64_t(a * b - broken_array_dropped(a, b, n, hbl, vbl)) + constant;
     };
-    return low_byte_local(Multiplier::from_function(sign_magnitude(f, false), n, false, name,
-                                                    broken_array_factorization(n, hbl, vbl, constant)));
+    return byte_pairs(Multiplier::from_function(sign_magnitude(f, false), n, false, name,
+                                                broken_array_factorization(n, hbl, vbl, constant)));
 }
 
 std::shared_ptr<const Multiplier> build_truncated(const Values &v) {
