@@ -145,10 +145,11 @@ inline int64_t roba_product(uint64_t a, uint64_t b) {
 }
 
 // Column truncation from the array: unsigned, the partial-product bits
-// a_i b_j 2^(i+j) of columns i + j >= cut; signed, the Baugh-Wooley array's
-// (NAND where exactly one index is the sign bit, constant ones in columns n
-// and 2n - 1, each kept when its column is >= cut too) mod 2^(2n).
-inline int64_t truncated_product(int64_t a, int64_t b, int n, int cut, bool is_signed) {
+// a_i b_j 2^(i+j) of columns i + j >= cut and rows j >= hbl (a broken
+// array); signed, the Baugh-Wooley array's (NAND where exactly one index is
+// the sign bit, constant ones in columns n and 2n - 1, each kept when its
+// column is >= cut too) mod 2^(2n).
+inline int64_t truncated_product(int64_t a, int64_t b, int n, int cut, int hbl, bool is_signed) {
     const uint64_t mask = (uint64_t{1} << n) - 1;
     const uint64_t pa = static_cast<uint64_t>(a) & mask, pb = static_cast<uint64_t>(b) & mask;
     uint64_t total = 0;
@@ -156,7 +157,7 @@ inline int64_t truncated_product(int64_t a, int64_t b, int n, int cut, bool is_s
         for (int column : {n, 2 * n - 1})
             if (column >= cut) total += uint64_t{1} << column;
     for (int i = 0; i < n; ++i)
-        for (int j = std::max(cut - i, 0); j < n; ++j) {
+        for (int j = std::max({cut - i, hbl, 0}); j < n; ++j) {
             uint64_t bit = (pa >> i) & (pb >> j) & 1;
             if (is_signed && (i == n - 1) != (j == n - 1)) bit ^= 1;
             total += bit << (i + j);
@@ -171,7 +172,9 @@ inline int64_t truncated_product(int64_t a, int64_t b, int n, int cut, bool is_s
 // of 9-16 bits (factors beyond int16 run as byte-split GEMMs), truncation
 // of 5-16 bits with cut <= 8 (at 9-16 bits the exact GEMM plus a table GEMM
 // of the low bytes; at 5-8 bits cut <= 4 adds a nibble table, and cut > n
-// drops the constant one of column n), Mitchell or ILM of 2-16 bits (wide:
+// drops the constant one of column n) or, at 9-16 bits, any cut and rows
+// below hbl (a table GEMM for each byte pair with dropped cells; signed
+// arrays whose sums wrap stay functions), Mitchell or ILM of 2-16 bits (wide:
 // GEMM blocks in vector lanes), RoBA of 2-16 bits (wide: rank-2 byte-split
 // GEMMs), or a*b. Signed log families and RoBA: sign-magnitude.
 struct Model {
@@ -180,6 +183,7 @@ struct Model {
     std::vector<int32_t> table;  // empty: exact, or DRUM if drum_k > 0, or truncation if cut >= 0
     int drum_k = 0;
     int cut = -1;
+    int hbl = 0;  // with cut: rows below it dropped too
     int log_iterations = -2;  // -1: Mitchell, >= 0: ILM with these iterations
     bool roba = false;
     approxmul_multiplier *handle = nullptr;
@@ -201,7 +205,7 @@ struct Model {
             };
             return side(a) * side(b);
         }
-        if (cut >= 0) return truncated_product(a, b, bits, cut, is_signed);
+        if (cut >= 0) return truncated_product(a, b, bits, cut, hbl, is_signed);
         if (log_iterations >= -1 || roba) {
             const uint64_t ma = static_cast<uint64_t>(a < 0 ? -a : a);
             const uint64_t mb = static_cast<uint64_t>(b < 0 ? -b : b);
@@ -277,12 +281,19 @@ inline std::unique_ptr<Model> make_model(FuzzedDataProvider &in) {
     if (kind == 1) {
         model->bits = in.ConsumeIntegralInRange(5, 16);
         model->cut = in.ConsumeIntegralInRange(0, 8);
-        const std::string spec = "truncated:bits=" + std::to_string(model->bits) +
-                                 ",cut=" + std::to_string(model->cut) +
-                                 ",signed=" + (model->is_signed ? "1" : "0");
+        // wide arrays that drop cells in the high bytes too: any cut, rows below hbl
+        if (model->bits > 8 && in.ConsumeBool()) {
+            model->cut = in.ConsumeIntegralInRange(0, 2 * model->bits - 1);
+            model->hbl = in.ConsumeIntegralInRange(0, model->bits - 1);
+        }
+        const std::string spec =
+            (model->hbl > 0 ? "bam:hbl=" + std::to_string(model->hbl) + ",vbl="
+                            : std::string("truncated:cut=")) +
+            std::to_string(model->cut) + ",bits=" + std::to_string(model->bits) +
+            ",signed=" + (model->is_signed ? "1" : "0");
         expect(checked(approxmul_multiplier_from_spec(spec.c_str(), &model->handle)) ==
                    APPROXMUL_OK,
-               "truncation refused", model->bits);
+               "truncation or broken array refused", model->bits);
         return model;
     }
     if (kind == 0) {

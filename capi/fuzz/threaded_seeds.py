@@ -3,7 +3,8 @@
 The harnesses draw a large problem (fuzz_common.hpp, pick_large) once in 256
 inputs; these seeds make the corpus replay reach the parallel paths every
 time: the byte GEMM's row jobs with B packed per thread, the factorized and
-exact-plus-table GEMMs on several threads, the logarithmic families' lanes, conv2d's jobs in parallel and
+exact-plus-table GEMMs on several threads (wide arrays: a table GEMM for each byte
+pair), the logarithmic families' lanes, conv2d's jobs in parallel and
 one-image convolutions threaded inside their GEMM. Each seed spells the
 harness's draws in order (FuzzedDataProvider takes integers from the end of
 the input, so the bytes are written reversed); run it again after a change
@@ -36,7 +37,7 @@ class Draws:
         return bytes(reversed(self.consumed))
 
 
-def model(d, kind, bits, signed=False, cut=None, k=None, iterations=None):
+def model(d, kind, bits, signed=False, cut=None, k=None, iterations=None, hbl=None):
     """make_model's draws."""
     d.byte(kind == "exact").byte(signed)
     if kind == "exact":
@@ -47,8 +48,13 @@ def model(d, kind, bits, signed=False, cut=None, k=None, iterations=None):
         if kind != "roba":
             d.byte(kind == "mitchell")
         return d.int_in_range(0, bits, iterations) if kind == "ilm" else d
-    if kind == "truncated":
-        return d.int_in_range(0, 6, 1).int_in_range(5, 16, bits).int_in_range(0, 8, cut)
+    if kind == "truncated":  # hbl given: a wide array, any cut
+        d.int_in_range(0, 6, 1).int_in_range(5, 16, bits).int_in_range(0, 8, min(cut, 8))
+        if bits > 8:
+            d.byte(hbl is not None)
+        if hbl is not None:
+            d.int_in_range(0, 2 * bits - 1, cut).int_in_range(0, bits - 1, hbl)
+        return d
     assert kind == "drum"
     d.int_in_range(0, 6, 0).byte(bits == 16)
     if bits != 16:
@@ -127,6 +133,11 @@ SEEDS = {
                                                cut=4),
     "matmul/seed-threads-truncated-s12": matmul(100, 90, 400_000, kind="truncated", bits=12,
                                                 cut=6, signed=True, zeros=(-100, 77)),
+    # wide arrays with dropped cells in every byte pair: a table GEMM for each
+    "matmul/seed-threads-bam-u16": matmul(100, 60, 300_000, kind="truncated", bits=16, cut=20,
+                                          hbl=9),
+    "matmul/seed-threads-truncated-s16": matmul(90, 80, 300_000, kind="truncated", bits=16,
+                                                cut=16, hbl=0, signed=True, zeros=(-300, 1000)),
     "matmul/seed-threads-drum-s16": matmul(120, 40, 500_000, threads=4, kind="drum", bits=16, k=4,
                                            signed=True, zeros=(-300, 1000)),
     # wide logarithmic families: GEMM blocks in vector lanes on several threads
