@@ -152,6 +152,10 @@ def multipliers(rng):
         "truncated(cut=8) 16-bit (exact + low-byte table)": (
             am.multiplier("truncated:bits=16,cut=8"),
             lambda a, b: truncated_values(a, b, 8, 16)),
+        # dropped cells in three byte pairs: a table GEMM for each
+        "truncated(cut=12) 16-bit (exact + byte-pair tables)": (
+            am.multiplier("truncated:bits=16,cut=12"),
+            lambda a, b: truncated_values(a, b, 12, 16)),
         # no table and no factorization: the formula in int64 vector lanes
         "Mitchell 16-bit (vector lanes)": (am.multiplier("mitchell:bits=16"), mitchell_values),
         "ILM(1) 16-bit (vector lanes)": (am.multiplier("ilm:bits=16"), ilm_values),
