@@ -115,6 +115,12 @@ Multiplier::ProductFunction sign_magnitude(Core core, bool is_signed) {
     };
 }
 
+// The operand value of a raw n-bit pattern (factors are indexed by pattern).
+inline int64_t pattern_value(int64_t pattern, int bits, bool is_signed) {
+    const int64_t side = int64_t{1} << bits;
+    return is_signed && pattern >= side / 2 ? pattern - side : pattern;
+}
+
 // Rank 1, u = v = f: for designs that approximate each operand on its own.
 template <class PerOperand>
 Factorization rank_one(int bits, bool is_signed, PerOperand f) {
@@ -123,11 +129,28 @@ Factorization rank_one(int bits, bool is_signed, PerOperand f) {
     const int64_t side = int64_t{1} << bits;
     fz.u.resize(size_t(side));
     for (int64_t pattern = 0; pattern < side; ++pattern) {
-        const int64_t value = is_signed && pattern >= side / 2 ? pattern - side : pattern;
+        const int64_t value = pattern_value(pattern, bits, is_signed);
         const int64_t g = int64_t(f(magnitude(value)));
         fz.u[size_t(pattern)] = value < 0 ? -g : g;
     }
     fz.v = fz.u;
+    return fz;
+}
+
+// RoBA is bilinear: Ar B + A Br - Ar Br = Ar B + (A - Ar) Br, and signed
+// (S-RoBA, sign-magnitude) with r(x) = sign(x) round(|x|), rank_one's
+// factor of the rounding: u = (r(a), a - r(a)), v = (b, r(b)).
+Factorization roba_factorization(int bits, bool is_signed) {
+    const std::vector<int64_t> r = rank_one(bits, is_signed, roba_round).u;
+    Factorization fz;
+    fz.rank = 2;
+    fz.u = r;
+    for (int64_t pattern = 0; pattern < int64_t(r.size()); ++pattern) {
+        const int64_t x = pattern_value(pattern, bits, is_signed);
+        fz.u.push_back(x - r[size_t(pattern)]);
+        fz.v.push_back(x);
+    }
+    fz.v.insert(fz.v.end(), r.begin(), r.end());
     return fz;
 }
 
@@ -292,27 +315,8 @@ std::shared_ptr<const Multiplier> build_ilm(const Values &v) {
                           iterations + 1);
 }
 
-// RoBA is bilinear: Ar B + A Br - Ar Br = Ar B + (A - Ar) Br, and signed
-// (S-RoBA, sign-magnitude) with r(x) = sign(x) round(|x|): u = (r(a), a - r(a)),
-// v = (b, r(b)). Wide models get it (rank 2, byte-split GEMMs); 8-bit tables
-// keep the factorization the plan finds in them.
-Factorization roba_factorization(int bits, bool is_signed) {
-    Factorization fz;
-    fz.rank = 2;
-    const int64_t side = int64_t{1} << bits;
-    fz.u.resize(size_t(2 * side));
-    fz.v.resize(size_t(2 * side));
-    for (int64_t pattern = 0; pattern < side; ++pattern) {
-        const int64_t x = is_signed && pattern >= side / 2 ? pattern - side : pattern;
-        const int64_t r = x < 0 ? -roba_round(magnitude(x)) : roba_round(magnitude(x));
-        fz.u[size_t(pattern)] = r;
-        fz.u[size_t(side + pattern)] = x - r;
-        fz.v[size_t(pattern)] = x;
-        fz.v[size_t(side + pattern)] = r;
-    }
-    return fz;
-}
-
+// Wide models get RoBA's factorization (rank 2, byte-split GEMMs); 8-bit
+// tables keep the one the plan finds in them.
 std::shared_ptr<const Multiplier> build_roba(const Values &v) {
     const int n = bits_of(v);
     return Multiplier::from_function(sign_magnitude(roba, signed_of(v)), n, signed_of(v), "roba",
