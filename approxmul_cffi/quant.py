@@ -257,14 +257,16 @@ def observe_range(x, *, method="minmax", percentile=99.99, axis=None):
     return lo, hi
 
 
-def choose_qparams(lo, hi, *, signed, symmetric=False, narrow=False, axis=None, bits=8):
+def choose_qparams(lo, hi, *, signed, symmetric=False, narrow=False, axis=None, bits=8,
+                   min_scale=None):
     """QParams of ``bits``-bit codes covering [lo, hi] (scalars, or 1-d arrays for per channel).
 
     The range is widened to contain 0 so that real zero (ReLU output,
     padding) has an exact code. Asymmetric: the range maps onto the whole
     code range. Symmetric: zero point 0 (signed) or 128 (unsigned) and
     ``scale = max(|lo|, |hi|) / 127`` (2^(bits-1) and 2^(bits-1) - 1 in
-    other widths).
+    other widths). ``min_scale`` (a scalar, or one per channel) bounds the
+    scale from below; the range then takes fewer codes.
 
     >>> qp = choose_qparams(-0.5, 1.0, signed=True, symmetric=True)
     >>> float(qp.scale * 127), int(qp.zero_point)
@@ -287,6 +289,8 @@ def choose_qparams(lo, hi, *, signed, symmetric=False, narrow=False, axis=None, 
         scale = amax / (half - 1.0)
     else:
         scale = (hi - lo) / (qmax - qmin)
+    if min_scale is not None:
+        scale = np.maximum(scale, np.asarray(min_scale, dtype=np.float64))
     # An all-zero tensor: any positive scale represents it exactly.
     scale = np.where(scale > 0, scale, 1.0)
     if not symmetric:
@@ -296,10 +300,13 @@ def choose_qparams(lo, hi, *, signed, symmetric=False, narrow=False, axis=None, 
     return QParams(scale, zp, signed, axis if scale.ndim == 1 else None, narrow, bits)
 
 
-def quantize_weight(w, *, signed, per_channel=True, symmetric=True, axis=0, bits=8):
+def quantize_weight(w, *, signed, per_channel=True, symmetric=True, axis=0, bits=8,
+                    min_scale=None):
     """(codes, QParams) of a weight tensor in ``bits``-bit codes, min/max calibrated.
 
     Symmetric weights use the narrow grid (-127..127, or 1..255 unsigned).
+    ``min_scale`` (one per channel, or a scalar) bounds the scales from
+    below; per tensor, its largest value does.
 
     >>> w = np.array([[1.0, -0.5], [0.1, 0.25]])
     >>> codes, qp = quantize_weight(w, signed=True)
@@ -308,9 +315,11 @@ def quantize_weight(w, *, signed, per_channel=True, symmetric=True, axis=0, bits
     """
     w = np.asarray(w, dtype=np.float64)
     lo, hi = observe_range(w, axis=axis if per_channel else None)
+    if min_scale is not None and not per_channel:
+        min_scale = float(np.max(min_scale))
     qp = choose_qparams(
         lo, hi, signed=signed, symmetric=symmetric, narrow=symmetric,
-        axis=axis if per_channel else None, bits=bits,
+        axis=axis if per_channel else None, bits=bits, min_scale=min_scale,
     )
     return qp.quantize(w), qp
 

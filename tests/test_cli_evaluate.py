@@ -114,6 +114,21 @@ def test_a_single_array_is_not_a_data_file(tmp_path):
                       "holds a single array", ".npz", "x, y")
 
 
+def test_mnist_lenet5_takes_signed_multipliers(tmp_path):
+    """The bundled LeNet-5 has output units whose weights trained to about
+    1e-35: per-channel signed weights used to refuse it ("bias does not fit
+    int32"); now its signed rows are as accurate as its unsigned ones."""
+    rows = {}
+    for specs in (["exact", "exact:signed=1"], ["exact:bits=12,signed=1"]):
+        out = tmp_path / "rows.json"
+        proc = approxmul("evaluate", "--model", "mnist-lenet5", *(f"-m{s}" for s in specs),
+                         "--no-progress", "--json", str(out), cwd=tmp_path)
+        assert proc.returncode == 0, proc.stderr
+        rows.update((r["multiplier"], r) for r in json.loads(out.read_text()))
+    for spec in ("exact:signed=1", "exact:bits=12,signed=1"):
+        assert abs(rows[spec]["top1"] - rows["exact"]["top1"]) <= 0.5, rows
+
+
 # ---------------------------------------------------------------------------
 # `approxmul layers` takes the bundled names `--model` takes
 

@@ -6,6 +6,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import nn_reference as ref
+import approxmul_cffi as am
 from approxmul_cffi import nn, quant
 
 finite = st.floats(-1e3, 1e3, allow_nan=False)
@@ -48,6 +49,46 @@ def test_per_channel_symmetric_weights_use_each_channels_range():
     assert qp.zero_point.tolist() == [128, 128] and codes.min() >= 1  # narrow 1..255
     codes, qp = quant.quantize_weight(w, signed=False, per_channel=False, symmetric=False)
     assert qp.axis is None and codes.min() == 0 and codes.max() == 255
+
+
+def test_a_minimum_scale_bounds_each_channel_from_below():
+    """min_scale raises only the scales below it; per tensor, its largest value."""
+    w = np.array([[0.5, -1.0], [4.0, 2.0], [1e-35, -1e-36]])
+    floor = np.array([0.5 / 127, 0.0, 1e-3])
+    codes, qp = quant.quantize_weight(w, signed=True, per_channel=True, min_scale=floor)
+    np.testing.assert_allclose(qp.scale, [1.0 / 127, 4.0 / 127, 1e-3])
+    assert codes.tolist() == [[64, -127], [127, 64], [0, 0]]
+    _, qp = quant.quantize_weight(w, signed=True, per_channel=False, min_scale=floor)
+    assert float(qp.scale) == 4.0 / 127  # the whole tensor's range is wider
+    _, qp = quant.quantize_weight(w, signed=False, per_channel=False, symmetric=False,
+                                  min_scale=[0.1, 0.0, 0.0])
+    assert float(qp.scale) == 0.1 and int(qp.zero_point) == 10  # -1.0 at code 0
+
+
+def test_a_channel_of_near_zero_weights_keeps_its_bias_in_int32():
+    """A channel whose weights are 1e-35 (a dead unit of a trained network):
+    per channel its weight scale alone would put the bias at about 1e33
+    accumulator units. The scale is raised until the bias fits int32; the
+    channel's weights take code 0 and its outputs are its bias, the other
+    channels keep their own scales."""
+    layer = nn.Linear(3, 2)
+    weight = np.array([[1e-35, -2e-35, 1e-35], [0.5, -0.25, 1.0]])
+    bias = np.array([0.3, 0.1])
+    in_qp = quant.choose_qparams(-1.0, 1.0, signed=False)
+    out_qp = quant.choose_qparams(-2.0, 2.0, signed=False)
+    with pytest.raises(quant.AccumulatorOverflowError):  # what the weights' own scale gives
+        quant.quantize_bias(bias, in_qp.scale,
+                            quant.quantize_weight(weight, signed=True)[1].scale)
+    node = nn.QuantizedLayer(layer, weight, bias, in_qp, out_qp)
+    prepared = node.prepare(True)
+    assert prepared.codes[0].tolist() == [0, 0, 0]
+    np.testing.assert_allclose(prepared.qparams.scale[1], 1.0 / 127)
+    x = np.array([[0.5, -1.0, 0.25], [-0.75, 0.5, 1.0]])
+    codes = in_qp.to_domain(True).quantize(x)
+    got = out_qp.to_domain(True).dequantize(node.forward_codes(codes, am.Multiplier.exact(8, True)))
+    want = x @ weight.T + bias
+    np.testing.assert_allclose(got, want, atol=2 * float(out_qp.scale) + 2 * float(in_qp.scale))
+    assert np.all(np.abs(got[:, 0] - 0.3) <= float(out_qp.scale))
 
 
 def test_asymmetric_per_channel_weights_are_refused_by_the_config():

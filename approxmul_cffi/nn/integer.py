@@ -33,6 +33,10 @@ from ..errors import ModelError
 from ..multipliers import Multiplier
 from ..requant_float import float_scale, requantize_float
 
+# The largest bias code a calibrated layer's weight scale leaves room for:
+# int32's, less 1 for the rounding of bias / (s_x s_w).
+BIAS_LIMIT = 2.0**31 - 2
+
 __all__ = ["CodeOp", "PreparedWeights", "QTensor", "QuantizedLayer", "QuantizedMatMul"]
 
 
@@ -142,9 +146,14 @@ class QuantizedLayer:
             s_x = float(self.in_qparams.scale)
             if self.given is None:
                 per_channel, symmetric = self.config.weight_scheme(signed)
-                codes, wqp = quant.quantize_weight(self.weight, signed=signed,
-                                                   per_channel=per_channel, symmetric=symmetric,
-                                                   bits=self.config.bits)
+                # no weight scale so small that the bias leaves int32 in the
+                # accumulator's scale s_x s_w: a channel of near-zero weights
+                # (1e-35 in the bundled mnist-lenet5) would otherwise refuse
+                # every per-channel quantization; its weights, negligible
+                # beside its bias, then take code 0
+                codes, wqp = quant.quantize_weight(
+                    self.weight, signed=signed, per_channel=per_channel, symmetric=symmetric,
+                    bits=self.config.bits, min_scale=np.abs(self.bias) / (s_x * BIAS_LIMIT))
                 bias = quant.quantize_bias(self.bias, s_x, wqp.scale)
             else:
                 codes, wqp, bias = self.given
