@@ -46,24 +46,10 @@ from .requant import (INT32_MAX, INT32_MIN, ROUNDINGS, _channel_shape, code_dtyp
 from .requant_float import REQUANTIZATIONS, quantize_float
 
 __all__ = [
-    "QParams",
-    "QuantConfig",
-    "activation_bounds",
-    "conv2d_requantize",
-    "choose_qparams",
-    "code_dtype",
-    "code_range",
-    "convert_codes",
-    "fold_batchnorm",
-    "multiply_by_quantized_multiplier",
-    "observe_range",
-    "quantize_bias",
-    "quantize_multiplier",
-    "quantize_values",
-    "quantize_weight",
-    "requantize",
-    "requantize_reference",
-    "round_half_away",
+    "QParams", "QuantConfig", "activation_bounds", "conv2d_requantize", "choose_qparams",
+    "code_dtype", "code_range", "convert_codes", "fold_batchnorm",
+    "multiply_by_quantized_multiplier", "observe_range", "quantize_bias", "quantize_multiplier",
+    "quantize_values", "quantize_weight", "requantize", "requantize_reference", "round_half_away",
 ]
 
 
