@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 import approxmul_cffi as am
 from kernel_cases import baugh_wooley_values, truncated_values
 from reference import table_matmul
-from test_matmul import LAYOUTS, random_operands, strided_view
+from test_matmul import LAYOUTS, random_operands, threaded_matmul
 
 
 def reference_products(m, bits, cut, signed, hbl=0):
@@ -74,13 +74,8 @@ def test_digit_pair_errors_as_exact_plus_table(family, bits, cut, hbl, signed, s
               "columns": np.empty((cols, rows), np.int64).T,
               "sliced": np.empty((rows, 2 * cols), np.int64)[:, ::2],
               "int32": np.empty((rows, cols), np.int32)}[out]
-    before = am.get_num_threads()
-    am.set_num_threads(threads)
-    try:
-        got = am.matmul(strided_view(rng, a, a_layout), strided_view(rng, b, b_layout), m,
-                        a_zero_point=za, b_zero_point=zb, out=target)
-    finally:
-        am.set_num_threads(before)
+    got = threaded_matmul(threads, rng, a, a_layout, b, b_layout, m, a_zero_point=za,
+                          b_zero_point=zb, out=target)
     np.testing.assert_array_equal(got, want)
     assert target is None or got is target
 

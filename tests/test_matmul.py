@@ -39,6 +39,18 @@ def strided_view(rng, array, layout):
 LAYOUTS = ["contiguous", "fortran", "transposed", "sliced", "reversed"]
 
 
+def threaded_matmul(threads, rng, a, a_layout, b, b_layout, m, **options):
+    """am.matmul of a and b laid out as a_layout and b_layout, on `threads`
+    library threads (the setting restored after)."""
+    before = am.get_num_threads()
+    am.set_num_threads(threads)
+    try:
+        return am.matmul(strided_view(rng, a, a_layout), strided_view(rng, b, b_layout), m,
+                         **options)
+    finally:
+        am.set_num_threads(before)
+
+
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(rows=st.integers(0, 40), cols=st.integers(0, 300), inner=st.integers(0, 300),
        signed=st.booleans(), threads=st.sampled_from([1, 2]),
@@ -179,13 +191,8 @@ def test_wide_log_products_in_vector_lanes(family, iterations, bits, signed, sha
     # the default output is int32 where the products' bound allows (9 bits, short sums)
     target = {None: None, "rows": np.empty((rows, cols), np.int64),
               "sliced": np.empty((rows, 2 * cols), np.int64)[:, ::2]}[out]
-    before = am.get_num_threads()
-    am.set_num_threads(threads)
-    try:
-        got = am.matmul(strided_view(rng, a, a_layout), strided_view(rng, b, b_layout), m,
-                        a_zero_point=za, b_zero_point=zb, out=target)
-    finally:
-        am.set_num_threads(before)
+    got = threaded_matmul(threads, rng, a, a_layout, b, b_layout, m, a_zero_point=za,
+                          b_zero_point=zb, out=target)
     np.testing.assert_array_equal(got, want)
     assert target is None or got is target
     if bits == 9 and inner <= 64 and out is None:

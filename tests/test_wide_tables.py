@@ -7,12 +7,15 @@ result here is checked against this file's own NumPy lookups.
 
 import numpy as np
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 import approxmul_cffi as am
 from approxmul_cffi import formats
 from approxmul_cffi.errors import InvalidArgumentError, ShapeError, UnsupportedError
 from kernel_cases import drum_table, drum_values
 from reference import codes, exact_table, table_matmul
+from test_matmul import LAYOUTS, random_operands, threaded_matmul
 
 
 def noisy_table(bits, signed, spread, seed=0):
@@ -45,6 +48,66 @@ def test_an_arbitrary_wide_table_runs_exactly(bits, signed):
                                   table_matmul(table, a, b, bits, za, zb))
     np.testing.assert_array_equal(am.multiply(a[:, :19], b[:23], m),
                                   table[codes(a[:, :19], bits), codes(b[:23], bits)])
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(bits=st.sampled_from([9, 10]), signed=st.booleans(),
+       shape=st.tuples(st.integers(1, 300), st.integers(1, 1100), st.integers(1, 600)),
+       a_layout=st.sampled_from(LAYOUTS), b_layout=st.sampled_from(LAYOUTS),
+       threads=st.sampled_from([1, 2]), zero_points=st.booleans(),
+       out=st.sampled_from([None, "columns", "int32"]), seed=st.integers(0, 2**32 - 1))
+def test_wide_tables_in_blocks_sorted_by_code(bits, signed, shape, a_layout, b_layout, threads,
+                                              zero_points, out, seed):
+    """The wide-table kernel on any shape: extreme codes, every layout, zero
+    points, int32 and strided outputs, one and two threads."""
+    rows, inner, cols = shape
+    if rows * inner * cols > 4_000_000:  # the NumPy lookup's memory
+        inner = max(1, 4_000_000 // (rows * cols))
+    table = noisy_table(bits, signed, 5000, seed=seed % 7)
+    m = am.Multiplier.from_table(table.astype(np.int32), signed=signed)
+    assert m.plan == "table"
+    rng = np.random.default_rng(seed)
+    low, high = m.operand_range
+    a = random_operands(rng, (rows, inner), bits, signed)
+    b = random_operands(rng, (inner, cols), bits, signed)
+    a.flat[::5], b.flat[::3] = low, high
+    za, zb = (int(rng.integers(low, high + 1)), int(rng.integers(low, high + 1))) if zero_points \
+        else (0, 0)
+    want = table_matmul(table, a, b, bits, za, zb)
+    if out == "int32" and am.accumulator_dtype(m, inner, za, zb) != "int32":
+        out = None
+    target = {None: None, "columns": np.empty((cols, rows), np.int64).T,
+              "int32": np.empty((rows, cols), np.int32)}[out]
+    got = threaded_matmul(threads, rng, a, a_layout, b, b_layout, m, a_zero_point=za,
+                          b_zero_point=zb, out=target)
+    np.testing.assert_array_equal(got, want)
+
+
+@pytest.mark.parametrize("bits,rows,inner,cols", [
+    (12, 300, 1100, 260),  # row chunks of 256 and 44, inner blocks of 512, 3 column tiles
+    (12, 64, 2100, 130),   # one 64-row chunk, inner blocks of 2048
+    (11, 257, 513, 129),   # one past each edge
+])
+def test_a_wide_table_across_every_block_edge(bits, rows, inner, cols):
+    """The wide-table kernel's row chunks (256 rows), column tiles (128) and
+    inner blocks (131072 / rows steps, 512 to 2048), each sorted by A's code,
+    on two threads with zero points."""
+    table = noisy_table(bits, True, 100000, seed=3)
+    m = am.Multiplier.from_table(table.astype(np.int32), signed=True)
+    rng = np.random.default_rng(4)
+    half = 1 << (bits - 1)
+    a = rng.integers(-half, half, (rows, inner)).astype(np.int16)
+    b = rng.integers(-half, half, (inner, cols)).astype(np.int16)
+    before = am.get_num_threads()
+    am.set_num_threads(2)
+    try:
+        got = am.matmul(a, b, m, a_zero_point=-5, b_zero_point=1000)
+    finally:
+        am.set_num_threads(before)
+    step = max(1, 8_000_000 // (inner * cols))  # the NumPy lookup's memory
+    want = np.concatenate([table_matmul(table, a[i:i + step], b, bits, -5, 1000)
+                           for i in range(0, rows, step)])
+    np.testing.assert_array_equal(got, want)
 
 
 def test_structured_wide_tables_get_the_gemm_plans():
