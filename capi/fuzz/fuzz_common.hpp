@@ -241,7 +241,8 @@ struct Model {
 };
 
 // A multiplier from the input: exact, wide DRUM or truncation, or a table with arbitrary
-// (often extreme) entries. Returns nullptr when the input asked for an
+// (often extreme) entries, of up to 8 bits from the input's bytes or of 9-10 from a
+// generator it seeds. Returns nullptr when the input asked for an
 // invalid one, after checking that the library refused it.
 inline std::unique_ptr<Model> make_model(FuzzedDataProvider &in) {
     auto model = std::make_unique<Model>();
@@ -310,9 +311,26 @@ inline std::unique_ptr<Model> make_model(FuzzedDataProvider &in) {
         return model;
     }
     model->bits = in.ConsumeIntegralInRange(1, 8);
+    const int32_t extremes[] = {INT32_MIN, INT32_MAX, 0, -1, 1};
+    if (model->bits == 8 && in.ConsumeBool()) {
+        // 9 or 10 bits (the generic kernel's blocks sorted by code): a
+        // million entries from a generator seeded by the input, extremes
+        // among them
+        model->bits = in.ConsumeIntegralInRange(9, 10);
+        std::mt19937_64 gen(in.ConsumeIntegral<uint64_t>());
+        model->table.resize(size_t{1} << (2 * model->bits));
+        for (auto &entry : model->table)
+            entry = gen() % 64 == 0 ? extremes[gen() % 5]
+                                    : static_cast<int32_t>(int64_t(gen() % 140001) - 70000);
+        expect(checked(approxmul_multiplier_from_table(model->table.data(),
+                                                       static_cast<int64_t>(model->table.size()),
+                                                       model->bits, model->is_signed,
+                                                       &model->handle)) == APPROXMUL_OK,
+               "valid wide table refused", model->bits);
+        return model;
+    }
     const size_t entries = size_t{1} << (2 * model->bits);
     model->table.resize(entries);
-    const int32_t extremes[] = {INT32_MIN, INT32_MAX, 0, -1, 1};
     // entries spanning at most a byte: up to 4 bits, the nibble kernel's tables
     const bool byte_span = in.ConsumeBool();
     for (auto &entry : model->table)

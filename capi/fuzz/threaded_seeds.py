@@ -4,7 +4,8 @@ The harnesses draw a large problem (fuzz_common.hpp, pick_large) once in 256
 inputs; these seeds make the corpus replay reach the parallel paths every
 time: the byte GEMM's row jobs with B packed per thread, the factorized and
 exact-plus-table GEMMs on several threads (wide arrays: a table GEMM for each byte
-pair), the logarithmic families' lanes, conv2d's jobs in parallel and
+pair), the logarithmic families' lanes, a 10-bit table's code-sorted blocks,
+conv2d's jobs in parallel and
 one-image convolutions threaded inside their GEMM. Each seed spells the
 harness's draws in order (FuzzedDataProvider takes integers from the end of
 the input, so the bytes are written reversed); run it again after a change
@@ -37,11 +38,16 @@ class Draws:
         return bytes(reversed(self.consumed))
 
 
-def model(d, kind, bits, signed=False, cut=None, k=None, iterations=None, hbl=None):
+def model(d, kind, bits, signed=False, cut=None, k=None, iterations=None, hbl=None, seed=7):
     """make_model's draws."""
     d.byte(kind == "exact").byte(signed)
     if kind == "exact":
         return d.int_in_range(1, 16, bits)
+    if kind == "table":  # 9-10 bits: entries from a generator the seed starts
+        assert bits in (9, 10)
+        d.int_in_range(0, 6, 2).int_in_range(1, 8, 8).byte(1).int_in_range(9, 10, bits)
+        d.consumed += seed.to_bytes(8, "big")
+        return d
     if kind in ("mitchell", "ilm", "roba"):
         d.int_in_range(0, 6, 6 if kind == "roba" else 5).byte(bits > 8)
         d.int_in_range(9, 16, bits) if bits > 8 else d.int_in_range(2, 8, bits)
@@ -133,6 +139,9 @@ SEEDS = {
                                                cut=4),
     "matmul/seed-threads-truncated-s12": matmul(100, 90, 400_000, kind="truncated", bits=12,
                                                 cut=6, signed=True, zeros=(-100, 77)),
+    # a 10-bit table: the generic kernel's blocks sorted by code, row chunks on two threads
+    "matmul/seed-threads-table-s10": matmul(100, 40, 300_000, kind="table", bits=10,
+                                            signed=True, zeros=(-300, 200)),
     # wide arrays with dropped cells in every byte pair: a table GEMM for each
     "matmul/seed-threads-bam-u16": matmul(100, 60, 300_000, kind="truncated", bits=16, cut=20,
                                           hbl=9),
