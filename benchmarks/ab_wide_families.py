@@ -1,5 +1,6 @@
 """Wide multipliers' matmuls (16-bit Mitchell, ILM and RoBA unless --specs
-says others) against NumPy's float32 matmul, in one process.
+says others; random-table:bits=N for a random N-bit table) against NumPy's
+float32 matmul, in one process.
 
     APPROXMUL_LIBRARY=OLD.so python benchmarks/ab_wide_families.py [--threads 2] [--specs S ...]
     APPROXMUL_LIBRARY=NEW.so python benchmarks/ab_wide_families.py [--threads 2] [--specs S ...]
@@ -24,13 +25,23 @@ SHAPES = {"square-512": (512, 512, 512), "64x576x3136": (64, 576, 3136),
           "256x2304x196": (256, 2304, 196)}
 
 
+def model(spec):
+    """A multiplier spec, or random-table:bits=N: a table of N-bit random
+    products (the seed fixed), what bench_gemm's random wide table rows time."""
+    if spec.startswith("random-table:bits="):
+        bits = int(spec.split("=")[1])
+        rng = np.random.default_rng(bits)
+        return am.Multiplier.from_table(rng.integers(0, 1 << 20, (1 << bits, 1 << bits)))
+    return am.multiplier(spec)
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--specs", nargs="+", default=["mitchell:bits=16", "ilm:bits=16",
                                                         "ilm:bits=16,iterations=3", "roba:bits=16"])
     args = parser.parse_args()
-    models = [am.multiplier(spec) for spec in args.specs]
+    models = [model(spec) for spec in args.specs]
     am.set_num_threads(args.threads)
     rng = np.random.default_rng(0)
     print(f"library {am.info()['library']}, isa {am.info()['isa']}")
