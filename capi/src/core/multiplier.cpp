@@ -126,7 +126,7 @@ std::shared_ptr<const Multiplier> Multiplier::with_byte_pair_errors(
     auto *owned = const_cast<Multiplier *>(m.get());  // not shared yet
     // byte-split factors of rank >= 2 cost 4 rank int16 GEMMs through factor
     // tables, more than three byte GEMMs and a table GEMM for each byte pair
-    // (16-bit BAM dropping rows: 1.7-3.5x faster so, docs/benchmarks.md)
+    // (16-bit BAM dropping rows: 3-6.5x faster so, docs/benchmarks.md)
     const bool split_factors = owned->plan_ == Plan::Factorized && !owned->factors_fit_int16_ &&
                                owned->factorization_.rank > 1;
     if (owned->bits_ > 8 && !owned->known_exact_ &&
