@@ -159,6 +159,24 @@ class InterruptibleLibrary:
     def __dir__(self):
         return dir(self._library)
 
+    def with_work(self, name, work):
+        """``name``'s function for calls whose work is known beforehand and
+        whose arguments are already C values (a call prepared once and made
+        many times): interruptible from the main thread when ``work`` is
+        above :data:`LONG_WORK`, without the per-call estimate or conversion
+        checks of the attribute's wrapper."""
+        function = getattr(self._library, name)
+        if work <= LONG_WORK:
+            return function
+        ffi, library, main = self._ffi, self._library, threading.main_thread()
+
+        def call(*args):
+            if threading.current_thread() is main:
+                return run_interruptibly(function, args, ffi, library)
+            return function(*args)
+
+        return call
+
     def _wrap(self, name, function, work):
         from ._arguments import argument_error
 

@@ -182,8 +182,6 @@ class Conv2dRequantizer(_Stage):
         >>> stage.run_real(np.full((1, 1, 1, 2), 1.2, np.float32), 0.25, 0, 255, np.uint8).tolist()
         [[[[1.5, 1.5]]]]
         """
-        if self._real is None:
-            raise InvalidArgumentError("run_real: the stage was made without real=(scale, dtype)")
         name = dtype_name(x.dtype)
         if name not in REAL_TYPES or not x.dtype.isnative or x.ndim != 4:
             raise DTypeError(f"x: a 4-D float32 or float64 array, got {x.ndim}-D {x.dtype}")
@@ -196,21 +194,55 @@ class Conv2dRequantizer(_Stage):
                 x = flat = np.ascontiguousarray(x)
             else:
                 flat = x.transpose(order)
-        shape, x_shape, x_strides, out_shape = self._layout(
-            x.shape, tuple(s // x.itemsize for s in x.strides))
-        parameters, (w_code, w_shape, w_strides, w_type), geometry = self._c_arrays()
+        shape, call = self.bind_real(x.dtype, x.shape, tuple(s // x.itemsize for s in x.strides),
+                                     x_scale, x_qmin, x_qmax, x_dtype)
         out = np.empty(shape, dtype=self._out_dtype)
-        if out.size == 0:
-            return out
-        w_buffer, w_p = _export_weights(self._w, w_type, 4)
-        with w_buffer, ffi.from_buffer(flat) as x_p, \
-                ffi.from_buffer(out, require_writable=True) as out_p:
-            check(lib.approxmul_conv2d_real(
-                _handle(self._multiplier), REAL_TYPES[name], x_p, x_shape, x_strides,
-                float(x_scale), int(x_qmin), int(x_qmax), DTYPES[dtype_name(np.dtype(x_dtype))],
-                w_code, w_p, w_shape, w_strides, *geometry, *self._zero_points, *parameters,
-                *self._stage, *self._real, out_p, out_shape))
+        if out.size:
+            with ffi.from_buffer(flat) as x_p, ffi.from_buffer(out, require_writable=True) as out_p:
+                call(x_p, out_p)
         return out
+
+    def bind_real(self, x_type, shape, strides, x_scale, x_qmin, x_qmax, x_dtype):
+        """:meth:`run_real` for the inputs of one layout, prepared once:
+        ``(out_shape, call)``. ``call(x_pointer, out_pointer)`` makes the one
+        C call on x's memory (``x_type`` float32 or float64; ``shape`` N C H
+        W and ``strides`` in elements, dense in some axis order, the pointer
+        at its first element in memory) into a C-ordered output of
+        ``out_shape`` and the stage's real type. The pointers are cffi
+        pointers alive for the call (``ffi.from_buffer``, or ``ffi.cast("void
+        *", address)`` of memory another library holds); an output with no
+        elements is not touched. A framework layer called on batch after
+        batch binds once per layout: what each call costs in Python is then
+        the weights' export and the call (run_real re-derives everything,
+        about a tenth of a 1 ms layer where the previous layer's data has
+        left the caches cold).
+        """
+        if self._real is None:
+            raise InvalidArgumentError("run_real: the stage was made without real=(scale, dtype)")
+        name = dtype_name(np.dtype(x_type))
+        if name not in REAL_TYPES:
+            raise DTypeError(f"x: float32 or float64, got {np.dtype(x_type)}")
+        out_shape, x_shape, x_strides, out_shape_c = self._layout(
+            tuple(int(v) for v in shape), tuple(int(v) for v in strides))
+        parameters, (w_code, w_shape, w_strides, w_type), geometry = self._c_arrays()
+        head = (_handle(self._multiplier), REAL_TYPES[name])
+        middle = (x_shape, x_strides, float(x_scale), int(x_qmin), int(x_qmax),
+                  DTYPES[dtype_name(np.dtype(x_dtype))], w_code)
+        tail = (w_shape, w_strides, *geometry, *self._zero_points, *parameters, *self._stage,
+                *self._real)
+        # the interruption route's estimate (_interrupt._WORK), made once
+        outputs = int(np.prod(out_shape))
+        function = lib.with_work("approxmul_conv2d_real",
+                                 outputs * int(np.prod(self._w_shape[1:])))
+        w = self._w
+
+        def call(x_p, out_p):
+            if outputs:
+                w_buffer, w_p = _export_weights(w, w_type, 4)
+                with w_buffer:
+                    check(function(*head, x_p, *middle, w_p, *tail, out_p, out_shape_c))
+
+        return out_shape, call
 
 
 def conv2d_requantize(x, w, multiplier, bias, mantissa, shift, zero_point, qmin, qmax, *,

@@ -215,3 +215,70 @@ def test_long_calls_are_interruptible():
     assert work["approxmul_conv2d_real"](ffi, lib, None, *real) == \
         work["approxmul_conv2d_requantize_dequantize"](ffi, lib, None, *codes) == \
         16 * 64 * 56 * 56 * 32 * 9 > _interrupt.LONG_WORK
+
+
+@pytest.mark.parametrize("layout", ["nchw", "channels-last"])
+def test_bound_call_equals_run_real_on_every_input_of_its_layout(layout):
+    """Conv2dRequantizer.bind_real: one C call prepared per input layout, made on
+    pointers to x's memory, with run_real's bits; its refusals write nothing."""
+    rng = np.random.default_rng(zlib.crc32(layout.encode()))
+    m, w, x = case("drum-s8", rng, n=3)
+    scale, zero, qmin, qmax, dtype = grid(m, rng)
+    call = stage(m, w, rng, np.float32, padding=1, x_zero_point=zero)
+    n, c, h, wd = x.shape
+    strides = (c * h * wd, h * wd, wd, 1) if layout == "nchw" else (h * wd * c, 1, wd * c, c)
+    out_shape, bound = call.bind_real(np.float32, x.shape, strides, scale, qmin, qmax, dtype)
+    assert out_shape == (3, 6, 7, 7)
+    for seed in range(3):
+        x = np.random.default_rng(seed).normal(0, 2, (n, c, h, wd)).astype(np.float32)
+        if layout == "channels-last":
+            x = np.ascontiguousarray(x.transpose(0, 2, 3, 1)).transpose(0, 3, 1, 2)
+        memory = x if layout == "nchw" else x.transpose(0, 2, 3, 1)  # x's memory in order
+        out = np.empty(out_shape, np.float32)
+        with ffi.from_buffer(memory) as x_p, ffi.from_buffer(out, require_writable=True) as out_p:
+            bound(x_p, out_p)
+        np.testing.assert_array_equal(out, call.run_real(x, scale, qmin, qmax, dtype))
+        # a raw address of memory another library holds (a framework's tensor)
+        again = np.full(out_shape, 7.5, np.float32)
+        bound(ffi.cast("void *", memory.ctypes.data), ffi.cast("void *", again.ctypes.data))
+        np.testing.assert_array_equal(again, out)
+    x.flat[40] = np.nan
+    memory = x if layout == "nchw" else x.transpose(0, 2, 3, 1)
+    out = np.full(out_shape, 7.5, np.float32)
+    with pytest.raises(InvalidArgumentError, match=r"x\[\d+\] is NaN"):
+        bound(ffi.cast("void *", memory.ctypes.data), ffi.cast("void *", out.ctypes.data))
+    assert (out == 7.5).all()
+    with pytest.raises(DTypeError, match="float32 or float64"):
+        call.bind_real(np.int16, x.shape, strides, scale, qmin, qmax, dtype)
+    empty_shape, empty = call.bind_real(np.float32, (0, c, h, wd), strides, scale, qmin, qmax,
+                                        dtype)
+    assert empty_shape == (0, 6, 7, 7)
+    empty(ffi.NULL, ffi.NULL)  # nothing to read or write: no C call
+
+
+def test_calls_of_known_work_take_the_interruptible_route_when_long():
+    from approxmul_cffi import _interrupt
+    short = lib.with_work("approxmul_conv2d_real", _interrupt.LONG_WORK)
+    long = lib.with_work("approxmul_conv2d_real", _interrupt.LONG_WORK + 1)
+    assert short is lib._library.approxmul_conv2d_real  # the function itself: no wrapper
+    assert long is not short and callable(long)
+
+
+def test_long_bound_call_takes_the_ctrl_c_route_and_keeps_the_bits(monkeypatch):
+    from approxmul_cffi import _interrupt
+    rng = np.random.default_rng(11)
+    m, w, x = case("exact-u8", rng, n=8, c=16, o=16, size=32)
+    x = x.astype(np.float32)
+    scale, zero, qmin, qmax, dtype = grid(m, rng)
+    call = stage(m, w, rng, np.float32, padding=1, x_zero_point=zero)
+    routed = []
+    real_route = _interrupt.run_interruptibly
+    monkeypatch.setattr(_interrupt, "run_interruptibly",
+                        lambda *a: routed.append(1) or real_route(*a))
+    out_shape, bound = call.bind_real(np.float32, x.shape, (16 * 32 * 32, 32 * 32, 32, 1),
+                                      scale, qmin, qmax, dtype)
+    assert int(np.prod(out_shape)) * 16 * 9 > _interrupt.LONG_WORK
+    out = np.empty(out_shape, np.float32)
+    bound(ffi.cast("void *", x.ctypes.data), ffi.cast("void *", out.ctypes.data))
+    assert routed == [1]
+    np.testing.assert_array_equal(out, two_calls(call, x, scale, zero, qmin, qmax, dtype))

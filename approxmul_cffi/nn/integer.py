@@ -268,6 +268,22 @@ class QuantizedLayer:
         grid = in_qp.to_domain(bool(multiplier.signed))
         return call.run_real(x, float(grid.scale), grid.qmin, grid.qmax, grid.dtype)
 
+    def bind_real(self, multiplier, real, x_type, shape, strides):
+        """:meth:`forward_real` for the inputs of one layout (``x_type``,
+        ``shape``, ``strides`` in elements), prepared once: ``(out_shape,
+        call)`` as :meth:`~approxmul_cffi.layer_calls.Conv2dRequantizer.bind_real`
+        gives them, the same C call; None where forward_real takes no fused
+        call (a Linear, per-channel grids, onnxruntime's requantization)."""
+        in_qp = self.in_qparams
+        if in_qp.per_channel or self.out_qparams.axis is not None:
+            return None
+        call = self._fused_call(multiplier, real)
+        if getattr(call, "bind_real", None) is None:
+            return None
+        grid = in_qp.to_domain(bool(multiplier.signed))
+        return call.bind_real(x_type, shape, strides, float(grid.scale), grid.qmin, grid.qmax,
+                              grid.dtype)
+
     def _fused_call(self, multiplier, real):
         """The layer's integer call with its output stage, prepared once for
         ``multiplier`` and ``real`` (Conv2d: one pass of the C library in which

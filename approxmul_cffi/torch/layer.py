@@ -22,6 +22,7 @@ import torch
 from .. import nn, quant
 from ..ops import conv2d_output_shape
 from . import _op
+from .._library import ffi as _ffi
 from ..errors import InvalidArgumentError
 from ._common import ApproximationError, check_input, nonfinite_error, refuses_nonfinite
 
@@ -50,6 +51,7 @@ class ApproxLayer:
         self.code_dtype = torch.from_numpy(np.empty(0, quant.code_dtype(multiplier.signed, bits))).dtype
         self.q_mask = (1 << bits) - 1  # a code's bit pattern: its row in the multiplier's tables
         self._q_versions, self._q_cache, self._q_tables = None, {}, {}
+        self._q_bound = None  # (key, C call) of inference's last input layout (_infer)
         self._q_float = False
         if not hasattr(self, "q_key"):
             self.q_key = _op.register(self)
@@ -61,7 +63,7 @@ class ApproxLayer:
         memo[id(self)] = new
         for key, value in self.__dict__.items():
             new.__dict__[key] = value if key == "q_multiplier" else copy.deepcopy(value, memo)
-        new.q_key = _op.register(new)
+        new.q_key, new._q_bound = _op.register(new), None  # the bound call is the original's
         return new
 
     def __copy__(self):
@@ -69,7 +71,7 @@ class ApproxLayer:
         # its own in the registry (pickling is what __getstate__ refuses)
         new = type(self).__new__(type(self))
         new.__dict__.update(self.__dict__)
-        new.q_key = _op.register(new)
+        new.q_key, new._q_bound = _op.register(new), None
         return new
 
     def __getstate__(self):
@@ -98,7 +100,10 @@ class ApproxLayer:
     # ---- weights: quantized once per parameter version
     def _params(self):
         bn = self._q_bn
-        ps = [self.weight, self.bias]
+        # the parameters' own dict, not Module.__getattr__: this runs on every call
+        own = self._parameters
+        ps = [own["weight"] if "weight" in own else self.weight,
+              own["bias"] if "bias" in own else self.bias]
         if bn is not None:
             ps += [bn.weight, bn.bias, bn.running_mean, bn.running_var]
         return ps
@@ -119,7 +124,7 @@ class ApproxLayer:
         if not (np.isfinite(weight).all() and np.isfinite(bias).all()):
             raise ApproximationError(f"layer {self.q_name!r}: parameters contain NaN or infinity")
         self.q_node.set_parameters(weight, bias)
-        self._q_cache, self._q_versions = {}, versions
+        self._q_cache, self._q_versions, self._q_bound = {}, versions, None
 
     def quantized(self, signed):
         """Integer weights and the scales the backward needs, as tensors (cached)."""
@@ -149,11 +154,9 @@ class ApproxLayer:
         return self._q_tables[key]
 
     # ---- forward
-    def integer_forward(self, x, with_codes=True):
-        """(dequantized output, input codes in the multiplier's domain, or None
-        without ``with_codes``) of the integer layer for float ``x``."""
-        what = f"input of layer {self.q_name!r}"
-        check_input(x, what, values=False)  # NaN and infinity: refused by quantize below
+    def _check_shape(self, x):
+        """The input's device and dtype (check_input) and its per-sample shape."""
+        check_input(x, f"input of layer {self.q_name!r}", values=False)  # NaN: quantize refuses it
         if not self.q_conv:  # any leading sizes (a sequence of any length), as torch's Linear
             features = self.q_sample_shapes[0][-1]
             if x.dim() == 0 or x.shape[-1] != features:
@@ -165,6 +168,12 @@ class ApproxLayer:
                 f"layer {self.q_name!r} was calibrated on per-sample inputs of shape "
                 f"{' or '.join(map(str, self.q_sample_shapes))}, got {tuple(x.shape[1:])}: "
                 "calibrate again with inputs shaped as in use")
+
+    def integer_forward(self, x, with_codes=True):
+        """(dequantized output, input codes in the multiplier's domain, or None
+        without ``with_codes``) of the integer layer for float ``x``."""
+        what = f"input of layer {self.q_name!r}"
+        self._check_shape(x)
         self._refresh()
         m = self.q_multiplier
         xs = x.detach()
@@ -194,7 +203,61 @@ class ApproxLayer:
             x_codes = x_codes[:, :, 0] if with_codes else None
         return y, x_codes
 
+    def _infer(self, x):
+        """``integer_forward(x, with_codes=False)[0]``, the same C call bound
+        to x's layout once (dtype, shape, memory format): per call, the
+        parameters' versions, an output tensor and the call. The Python
+        between two 1 ms layers runs with caches the layers' data has
+        emptied, and every object it touches costs: the general path took
+        about a tenth of a 16->16 32x32 layer's time (docs/benchmarks.md)."""
+        self._refresh()
+        if x.is_contiguous():
+            layout = torch.contiguous_format
+        elif x.is_contiguous(memory_format=torch.channels_last):
+            layout = torch.channels_last
+        else:
+            layout = None
+        key = (x.dtype, x.shape, layout)
+        bound = self._q_bound
+        if bound is None or bound[0] != key or bound[1] is not self.q_multiplier:
+            bound = self._bind(x, key, layout)
+            if bound is None:
+                return self.integer_forward(x, with_codes=False)[0]
+        out = torch.empty(bound[2], dtype=x.dtype)
+        try:
+            bound[3](_ffi.cast("void *", x.data_ptr()), _ffi.cast("void *", out.data_ptr()))
+        except InvalidArgumentError as error:  # "x[i] is NaN ..." (index in memory order)
+            if not refuses_nonfinite(error):
+                raise
+            raise nonfinite_error(f"input of layer {self.q_name!r}", f" ({error})") from None
+        return out
+
+    def _bind(self, x, key, layout):
+        """(key, multiplier, output shape, C call) for inputs like x, kept as
+        the layer's bound call; None where _infer takes the general path (a
+        Linear or Conv1d, another dtype or layout, an empty batch)."""
+        self._check_shape(x)
+        if not self.q_conv or self.q_conv1d or layout is None or x.numel() == 0 or \
+                x.dtype not in (torch.float32, torch.float64):
+            return None
+        real = np.float32 if x.dtype == torch.float32 else np.float64
+        n, c, h, w = x.shape
+        # the layout's own strides (a size-1 axis may carry any stride in torch)
+        strides = (c * h * w, h * w, w, 1) if layout is torch.contiguous_format else \
+            (h * w * c, 1, w * c, c)
+        bound = self.q_node.bind_real(self.q_multiplier, real, real, tuple(x.shape), strides)
+        if bound is None:
+            return None
+        self._q_bound = (key, self.q_multiplier, *bound)
+        return self._q_bound
+
     def forward(self, x):
+        # eager inference on a CPU tensor, tested first: every call of an
+        # evaluated network takes it (the operator's dispatch, ~0.1 ms a layer, buys nothing)
+        if type(x) is torch.Tensor and x.is_cpu and not self._q_float and \
+                (self.q_gradient == "none" or not torch.is_grad_enabled()) and \
+                not torch.compiler.is_compiling():
+            return self._infer(x)
         if self._q_float:  # calibration runs the float model
             weight, bias = self._folded()
             if self.q_conv:
@@ -207,7 +270,7 @@ class ApproxLayer:
         if self.q_gradient == "none" or not torch.is_grad_enabled():
             if type(x) is torch.Tensor and not torch.compiler.is_compiling():
                 # eager inference: the operator's dispatch (~0.1 ms a layer) buys nothing
-                return self.integer_forward(x, with_codes=False)[0]
+                return self._infer(x)
             with torch.no_grad():
                 bias = self.bias if self.bias is not None else self.weight.new_zeros(self.weight.shape[0])
                 return _op.approx_layer(x, self.weight, bias, self.q_key, "none")[0]
