@@ -16,9 +16,10 @@ own block after a short pause (best of --repeat):
   pool, no torch operator between them), 300 each, ratio of the medians;
   and, in the same calls, vs the library's own call from the same float
   input (the evaluator's layer, quantizing inside its fused conv2d + output
-  stage): what is left is the adapter's Python and torch glue; then the
-  same three in blocks of 60 calls of one engine, 12 rounds (median of the
-  rounds' ratios of block medians); --only overhead runs these rows alone;
+  stage, bound once to the input's layout): what is left is the adapter's
+  Python and torch glue; then the same three in blocks of 60 calls of one
+  engine, 12 rounds (median of the rounds' ratios of block medians);
+  --only overhead runs these rows alone;
 - per-call cost: a 1x4x4x4 conv, float torch vs raw conv2d vs the layer, and a
   Linear(64, 10) on 8 samples, float vs the layer;
 - interleaving: an approximate layer's call right after a float torch conv vs
@@ -36,6 +37,7 @@ import torch
 
 import approxmul_cffi as am
 import timing  # benchmarks/timing.py
+from approxmul_cffi._library import ffi
 from approxmul_cffi.torch import approximate
 from timing import median_time
 
@@ -93,11 +95,22 @@ def adapter_overhead(args, results):
     codes = layer.integer_forward(x)[1].numpy()
     w = q["w_codes"].numpy()
     # the library's own call from the same float input to the same float
-    # output, without torch: the evaluator's layer quantizing inside its
-    # fused conv2d and output stage (approxmul_conv2d_real); what the layer
-    # adds beyond it is the adapter's glue
+    # output, without the adapter: the evaluator's layer bound once to x's
+    # layout (QuantizedLayer.bind_real: the fused quantize, conv2d and output
+    # stage of approxmul_conv2d_real), into a new output; what the layer adds
+    # beyond it is the adapter's glue (the module call, the parameters'
+    # versions, the layout check)
     xn, node = x.numpy(), layer.q_node
-    library = lambda: node.forward_real(xn, m, np.float32)  # noqa: E731
+    n, ch, h, wd = x.shape
+    out_shape, call = node.bind_real(m, np.float32, np.float32, tuple(x.shape),
+                                     (ch * h * wd, h * wd, wd, 1))
+
+    def library():
+        out = np.empty(out_shape, np.float32)
+        with ffi.from_buffer(xn) as x_p, ffi.from_buffer(out, require_writable=True) as out_p:
+            call(x_p, out_p)
+        return out
+
     with torch.no_grad():  # the same work: the same bits
         assert np.array_equal(library(), approx(x).numpy()), "library path differs from the layer"
     # single calls of the three in a shuffled order, OVERHEAD_SAMPLES times:
