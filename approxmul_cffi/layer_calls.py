@@ -327,3 +327,70 @@ class LinearRequantizer(_Stage):
             else:
                 check(lib.approxmul_requantize_dequantize(*common, *self._real, out_p))
         return out.reshape(*lead, self._out_features)
+
+    def bind_real(self, x_type, shape, strides, x_scale, x_qmin, x_qmax, x_dtype):
+        """The real output (``real`` given at construction) for real inputs of
+        one layout, prepared once: ``(out_shape, call)`` as
+        :meth:`Conv2dRequantizer.bind_real` gives them. ``shape`` is
+        ``(..., in_features)`` and x C-contiguous (``strides`` in elements,
+        checked here); ``call`` quantizes x with one scale, the x zero point
+        and the codes ``x_qmin..x_qmax`` of ``x_dtype`` (the multiplier's
+        domain) as ``approxmul_quantize_finite`` does, then runs this stage on
+        those codes: three C calls on arguments converted once. NaN or
+        infinity in x raises :class:`~approxmul_cffi.errors.InvalidArgumentError`
+        before anything is written to the output.
+
+        >>> import approxmul_cffi as am
+        >>> from approxmul_cffi._library import ffi
+        >>> from approxmul_cffi.quant import quantize_multiplier
+        >>> m, s = quantize_multiplier(0.25)
+        >>> w = np.array([[1, 1], [2, 0]], np.uint8)
+        >>> stage = LinearRequantizer(w, am.Multiplier.exact(8), 0, m, s, 0, 0, 255,
+        ...                           real=(0.5, np.float32))
+        >>> shape, call = stage.bind_real(np.float32, (1, 2), (2, 1), 0.25, 0, 255, np.uint8)
+        >>> x, out = np.array([[1.0, 2.0]], np.float32), np.empty(shape, np.float32)
+        >>> call(ffi.from_buffer(x), ffi.from_buffer(out))
+        >>> out.tolist()
+        [[1.5, 1.0]]
+        """
+        if self._real is None:
+            raise InvalidArgumentError("bind_real: the stage was made without real=(scale, dtype)")
+        name = dtype_name(np.dtype(x_type))
+        if name not in REAL_TYPES:
+            raise DTypeError(f"x: float32 or float64, got {np.dtype(x_type)}")
+        shape = tuple(int(v) for v in shape)
+        if not shape or shape[-1] != self._in_features:
+            raise ShapeError(f"x: shape {shape}; the layer takes (..., {self._in_features})")
+        dense = tuple(int(np.prod(shape[i + 1:])) for i in range(len(shape)))
+        if any(n > 1 and int(s) != d for n, s, d in zip(shape, strides, dense)):
+            raise InvalidArgumentError(f"x: strides {tuple(strides)}; the call takes C order")
+        rows, inner, cols = int(np.prod(shape[:-1])), self._in_features, self._out_features
+        codes_type = np.dtype(x_dtype)
+        acc_code = DTYPES[dtype_name(self._acc_dtype)]
+        parameters, (w_code, w_row_stride, w_col_stride, w_type) = self._c_arrays()
+        scale, zero = ffi.new("double[1]", [float(x_scale)]), ffi.new("int32_t[1]", [
+            int(self._zero_points[0])])
+        quantize = lib.with_work("approxmul_quantize_finite", rows * inner)
+        qmin, qmax = int(x_qmin), int(x_qmax)
+        matmul = lib.with_work("approxmul_matmul", rows * cols * inner)
+        stage = lib.with_work("approxmul_requantize_dequantize", rows * cols)
+        x_code, codes_code = REAL_TYPES[name], DTYPES[dtype_name(codes_type)]
+        handle, w = _handle(self._multiplier), self._w
+        tail = (*parameters, *self._stage, *self._real)
+
+        def call(x_p, out_p):
+            if rows * cols == 0:
+                return
+            codes = np.empty(rows * inner, codes_type)
+            acc = np.empty(rows * cols, self._acc_dtype)
+            w_buffer, w_p = _export_weights(w, w_type, 2)
+            with ffi.from_buffer(codes, require_writable=True) as c_p, \
+                    ffi.from_buffer(acc, require_writable=True) as a_p, w_buffer:
+                check(quantize(1, 1, rows * inner, x_code, x_p, scale, zero, qmin, qmax,
+                               codes_code, c_p))
+                check(matmul(handle, rows, cols, inner, codes_code, c_p, inner, 1, w_code, w_p,
+                             w_row_stride, w_col_stride, *self._zero_points, acc_code, a_p,
+                             cols, 1))
+                check(stage(rows, cols, 1, acc_code, a_p, *tail, out_p))
+
+        return (*shape[:-1], cols), call

@@ -108,6 +108,47 @@ def test_prepared_linear_equals_linear_then_requantize(real, signed):
         np.testing.assert_array_equal(got, want)
 
 
+@pytest.mark.parametrize("real", [np.float32, np.float64])
+@pytest.mark.parametrize("signed", [False, True])
+def test_bound_linear_equals_quantize_then_the_stage(real, signed):
+    """LinearRequantizer.bind_real: quantize, matmul and output stage as three C calls on
+    arguments converted once, the bits of quantizing first; a refused input writes nothing."""
+    from approxmul_cffi._library import ffi
+    from approxmul_cffi.errors import InvalidArgumentError, ShapeError
+    rng = np.random.default_rng(9)
+    m = am.multiplier("drum:k=4,signed=1" if signed else "drum:k=4")
+    lo, hi = quant.code_range(signed)
+    w = rng.integers(lo, hi + 1, (5, 37)).astype(np.int8 if signed else np.uint8)
+    bias, mantissa, shift, _, _, _ = stage_arguments(rng, 5)
+    zx = -4 if signed else 124
+    prepared = layer_calls.LinearRequantizer(w, m, bias, mantissa, shift, 7, lo + 2, hi,
+                                             x_zero_point=zx, w_zero_point=2, real=(0.05, real))
+    grid = quant.QParams(0.03, zx, signed)
+    for shape in [(6, 37), (37,), (2, 3, 37), (0, 37)]:
+        x = rng.normal(0, 2, shape).astype(real)
+        strides = [1] * len(shape)
+        for i in range(len(shape) - 2, -1, -1):
+            strides[i] = strides[i + 1] * shape[i + 1]
+        out_shape, call = prepared.bind_real(real, shape, strides, 0.03, lo, hi, grid.dtype)
+        out = np.full(out_shape, 7.5, real)
+        call(ffi.from_buffer(x), ffi.from_buffer(out, require_writable=True))
+        want = prepared(grid.quantize(x, finite=True))
+        assert out.shape == want.shape
+        np.testing.assert_array_equal(out, want)
+        assert out.size <= 5 or len(np.unique(out)) > 5
+    x = rng.normal(0, 2, (6, 37)).astype(real)
+    x[4, 30] = np.inf
+    out = np.full((6, 5), 7.5, real)
+    _, call = prepared.bind_real(real, x.shape, (37, 1), 0.03, lo, hi, grid.dtype)
+    with pytest.raises(InvalidArgumentError, match=r"x\[178\] is infinite"):
+        call(ffi.from_buffer(x), ffi.from_buffer(out, require_writable=True))
+    assert (out == 7.5).all()
+    with pytest.raises(InvalidArgumentError, match="C order"):
+        prepared.bind_real(real, (6, 37), (1, 6), 0.03, lo, hi, grid.dtype)
+    with pytest.raises(ShapeError, match=r"\(\.\.\., 37\)"):
+        prepared.bind_real(real, (6, 36), (36, 1), 0.03, lo, hi, grid.dtype)
+
+
 def small_layer(rng, kind):
     layer = nn.Conv2d(3, 4, 3, padding=1) if kind == "conv" else nn.Linear(3, 4)
     shape = (4, 3, 3, 3) if kind == "conv" else (4, 3)

@@ -47,6 +47,29 @@ def test_bound_call_equals_the_general_path_and_is_made_once_per_layout(spec):
             bound = layer._q_bound
 
 
+@pytest.mark.parametrize("spec", ["exact", "drum:k=3,signed=1"])
+def test_linear_and_conv1d_bind_their_calls_too(spec):
+    torch.manual_seed(1)
+    net = torch.nn.Sequential(torch.nn.Conv1d(3, 6, 5, padding=2, stride=2), torch.nn.ReLU(),
+                              torch.nn.Flatten(), torch.nn.Linear(6 * 8, 10)).eval()
+    model = approximate(net, spec, calibration=[torch.randn(8, 3, 16) * 2],
+                        gradient="none")
+    x = torch.randn(5, 3, 16) * 2
+    with torch.no_grad():
+        for layer, z in ((model[0], x), (model[3], torch.randn(5, 48) * 3),
+                         (model[3], torch.randn(2, 3, 48, dtype=torch.float64))):
+            out = layer(z)
+            assert layer._q_bound is not None and out.dtype == z.dtype
+            want = general_path(layer, z)
+            assert out.shape == want.shape and torch.equal(out, want)
+            assert len(torch.unique(out)) > 10
+        v = torch.randn(48, generator=torch.Generator().manual_seed(0)) * 3
+        single = model[3](v)  # one sample, no batch axis: as torch's Linear takes it
+        assert single.shape == (10,) and torch.equal(single, general_path(model[3], v))
+        y = model(x)
+        assert torch.equal(y, general_path(model[3], torch.relu(general_path(model[0], x)).flatten(1)))
+
+
 def test_layouts_and_types_the_call_does_not_take_use_the_general_path():
     model = conv_model()
     layer = model[0]

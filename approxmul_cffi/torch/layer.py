@@ -51,7 +51,7 @@ class ApproxLayer:
         self.code_dtype = torch.from_numpy(np.empty(0, quant.code_dtype(multiplier.signed, bits))).dtype
         self.q_mask = (1 << bits) - 1  # a code's bit pattern: its row in the multiplier's tables
         self._q_versions, self._q_cache, self._q_tables = None, {}, {}
-        self._q_bound = None  # (key, C call) of inference's last input layout (_infer)
+        self._q_bound = None  # the C call bound to inference's last input layout (_bind)
         self._q_float = False
         if not hasattr(self, "q_key"):
             self.q_key = _op.register(self)
@@ -230,25 +230,33 @@ class ApproxLayer:
             if not refuses_nonfinite(error):
                 raise
             raise nonfinite_error(f"input of layer {self.q_name!r}", f" ({error})") from None
-        return out
+        return out if bound[4] is None else out.view(bound[4])
 
     def _bind(self, x, key, layout):
         """(key, multiplier, output shape, C call) for inputs like x, kept as
-        the layer's bound call; None where _infer takes the general path (a
-        Linear or Conv1d, another dtype or layout, an empty batch)."""
+        the layer's bound call; None where _infer takes the general path
+        (another dtype or layout, an empty batch)."""
         self._check_shape(x)
-        if not self.q_conv or self.q_conv1d or layout is None or x.numel() == 0 or \
-                x.dtype not in (torch.float32, torch.float64):
+        channels_last = layout is torch.channels_last
+        if layout is None or x.numel() == 0 or x.dtype not in (torch.float32, torch.float64) or \
+                (channels_last and (not self.q_conv or self.q_conv1d)):
             return None
         real = np.float32 if x.dtype == torch.float32 else np.float64
-        n, c, h, w = x.shape
+        shape = self.conv_in_shape(tuple(x.shape)) if self.q_conv else tuple(x.shape)
         # the layout's own strides (a size-1 axis may carry any stride in torch)
-        strides = (c * h * w, h * w, w, 1) if layout is torch.contiguous_format else \
-            (h * w * c, 1, w * c, c)
-        bound = self.q_node.bind_real(self.q_multiplier, real, real, tuple(x.shape), strides)
+        strides = [1] * len(shape)
+        for i in range(len(shape) - 2, -1, -1):
+            strides[i] = strides[i + 1] * shape[i + 1]
+        if channels_last:
+            _, c, h, w = shape
+            strides = (h * w * c, 1, w * c, c)
+        bound = self.q_node.bind_real(self.q_multiplier, real, real, shape, tuple(strides))
         if bound is None:
             return None
-        self._q_bound = (key, self.q_multiplier, *bound)
+        out_shape, call = bound
+        # a Conv1d's output, made 4-D for the call, is returned as the (N, O, L) view of it
+        view = out_shape[:2] + out_shape[3:] if self.q_conv1d else None
+        self._q_bound = (key, self.q_multiplier, out_shape, call, view)
         return self._q_bound
 
     def forward(self, x):
