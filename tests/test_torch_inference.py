@@ -19,6 +19,16 @@ def conv_model(spec="drum:k=4,signed=1", seed=0):
     return approximate(net, spec, calibration=calibration, gradient="none")
 
 
+def bound_conv_layer():
+    """conv_model's first layer, bound to a (4, 3, 10, 10) float32 input; and that input."""
+    layer = conv_model()[0]
+    x = torch.randn(4, 3, 10, 10)
+    with torch.no_grad():
+        layer(x)
+    assert layer._q_bound is not None
+    return layer, x
+
+
 def general_path(layer, x):
     """The layer's output through integer_forward (quantize, then the codes' call)."""
     return layer.integer_forward(x, with_codes=True)[0]
@@ -71,12 +81,9 @@ def test_linear_and_conv1d_bind_their_calls_too(spec):
 
 
 def test_layouts_and_types_the_call_does_not_take_use_the_general_path():
-    model = conv_model()
-    layer = model[0]
-    x = torch.randn(4, 3, 10, 10)
+    layer, x = bound_conv_layer()
+    bound = layer._q_bound
     with torch.no_grad():
-        layer(x)
-        bound = layer._q_bound
         for z in (torch.randn(4, 3, 10, 20)[:, :, :, ::2],  # strided: not dense
                   x.to(torch.bfloat16), x[:0]):
             out = layer(z)
@@ -115,11 +122,8 @@ def test_copies_bind_their_own_call():
 
 
 def test_nonfinite_input_and_wrong_shapes_are_refused_on_the_bound_path():
-    model = conv_model()
-    layer = model[0]
-    x = torch.randn(4, 3, 10, 10)
+    layer, x = bound_conv_layer()
     with torch.no_grad():
-        layer(x)
         bad = x.clone()
         bad[2, 1, 3, 4] = float("nan")
         with pytest.raises(ApproximationError, match="NaN or infinity"):
