@@ -271,9 +271,11 @@ class QuantizedLayer:
     def bind_real(self, multiplier, real, x_type, shape, strides):
         """:meth:`forward_real` for the inputs of one layout (``x_type``,
         ``shape``, ``strides`` in elements), prepared once: ``(out_shape,
-        call)`` as :meth:`~approxmul_cffi.layer_calls.Conv2dRequantizer.bind_real`
-        gives them, the same C call; None where forward_real takes no fused
-        call (a Linear, per-channel grids, onnxruntime's requantization)."""
+        call)`` as the layer's stage gives them
+        (:meth:`~approxmul_cffi.layer_calls.Conv2dRequantizer.bind_real`: the
+        one fused C call; ``LinearRequantizer.bind_real``: quantize, matmul
+        and output stage), the bits of forward_real; None where the layer has
+        no such stage (per-channel grids, onnxruntime's requantization)."""
         in_qp = self.in_qparams
         if in_qp.per_channel or self.out_qparams.axis is not None:
             return None
