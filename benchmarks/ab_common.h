@@ -5,6 +5,7 @@
 #define APPROXMUL_BENCHMARKS_AB_COMMON_H
 
 #include <dlfcn.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <time.h>
 #include <unistd.h>
@@ -20,6 +21,22 @@ static double ab_now(void) {
     return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
 }
 
+typedef approxmul_status (*ab_table_fn)(const int32_t *, int64_t, int, int, approxmul_multiplier **);
+
+/* "random-table:bits=N" (N in 1..8): unsigned N-bit products drawn from a
+ * fixed-seed generator over 0..65535, the kind of table bench_gemm's
+ * "random 8x8 table" row times; the same table in every build. */
+static approxmul_status ab_random_table(void *lib, int bits, approxmul_multiplier **m) {
+    static int32_t table[1 << 16];
+    const int64_t len = (int64_t)1 << (2 * bits);
+    uint64_t state = 0x9e3779b97f4a7c15u;
+    for (int64_t i = 0; i < len; ++i) {
+        state = state * 6364136223846793005u + 1442695040888963407u;
+        table[i] = (int32_t)(state >> 48);
+    }
+    return ((ab_table_fn)dlsym(lib, "approxmul_multiplier_from_table"))(table, len, bits, 0, m);
+}
+
 /* The library at path, or NULL after a message; *m = spec's multiplier. */
 static void *ab_open(const char *path, int threads, const char *spec, approxmul_multiplier **m) {
     void *lib = dlopen(path, RTLD_NOW | RTLD_LOCAL);
@@ -28,7 +45,12 @@ static void *ab_open(const char *path, int threads, const char *spec, approxmul_
         return NULL;
     }
     ((ab_threads_fn)dlsym(lib, "approxmul_set_num_threads"))(threads);
-    if (((ab_spec_fn)dlsym(lib, "approxmul_multiplier_from_spec"))(spec, m) != APPROXMUL_OK) {
+    int table_bits = 0;
+    const approxmul_status status =
+        sscanf(spec, "random-table:bits=%d", &table_bits) == 1 && table_bits >= 1 && table_bits <= 8
+            ? ab_random_table(lib, table_bits, m)
+            : ((ab_spec_fn)dlsym(lib, "approxmul_multiplier_from_spec"))(spec, m);
+    if (status != APPROXMUL_OK) {
         fprintf(stderr, "%s: not a multiplier spec\n", spec);
         return NULL;
     }

@@ -6,6 +6,8 @@
  *   cc -O2 -Icapi/include benchmarks/ab_matmul.c -o /tmp/ab_matmul -ldl
  *   /tmp/ab_matmul OLD.so NEW.so ROWS INNER COLS SPEC THREADS ROUNDS
  *
+ * SPEC is a multiplier spec, or random-table:bits=N for a seeded random
+ * table of unsigned N-bit operands (ab_common.h), the table kernel's case.
  * Operands: random codes of the multiplier's width, stored as (u)int8 up to
  * 8 bits and as (u)int16 above, signed as the multiplier is; rows in memory
  * order (B's columns with AB_B_COLUMNS=1: a Linear layer's x @ W^T, conv2d's

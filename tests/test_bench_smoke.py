@@ -167,6 +167,8 @@ def c_compiler():
 
 @pytest.mark.parametrize("harness, args", [
     ("ab_matmul", ["40", "70", "30", "drum:k=4", "2", "1"]),
+    # the harness's own seeded table: the table kernels' before/after rows
+    ("ab_matmul", ["40", "300", "130", "random-table:bits=8", "2", "1"]),
     ("ab_conv2d", ["4", "6", "exact", "1", "1"]),
     ("ab_quantize", ["5000", "2", "1"]),
 ])
@@ -201,3 +203,4 @@ def test_core_probe_builds_and_counts_each_thread(tmp_path):
     assert result.returncode == 0, result.stderr
     counts = [int(v) for v in result.stdout.split()]
     assert len(counts) == 2 and all(c > 0 for c in counts)
+
