@@ -2,6 +2,7 @@
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -204,3 +205,24 @@ def test_core_probe_builds_and_counts_each_thread(tmp_path):
     counts = [int(v) for v in result.stdout.split()]
     assert len(counts) == 2 and all(c > 0 for c in counts)
 
+
+def test_shuffle_probe_builds_and_times_the_table_kernels_step(tmp_path):
+    """benchmarks/shuffle_throughput.c (the table kernel's bound in
+    docs/benchmarks.md) compiles; on a CPU with AVX-512 VBMI it times the
+    shuffles and the kernel's register step and prints their rates."""
+    from support import cpu_features
+
+    compiler = c_compiler()
+    exe = tmp_path / "shuffles"
+    built = subprocess.run([compiler, "-O2", "-Wall", "-Werror", "-mavx512f", "-mavx512bw",
+                            "-mavx512vbmi", str(ROOT / "benchmarks" / "shuffle_throughput.c"),
+                            "-o", str(exe)], capture_output=True, text=True)
+    assert built.returncode == 0, built.stderr
+    if "avx512vbmi" not in cpu_features():
+        return  # built for the instruction set; running it needs the CPU
+    result = subprocess.run([str(exe)], capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr
+    step = re.search(r"step in registers: ([\d.]+) cycles per 64 products .*"
+                     r"without its 2 shifts ([\d.]+)", result.stdout)
+    assert step, result.stdout
+    assert float(step.group(1)) > 0 and float(step.group(2)) > 0  # rates, not asserted

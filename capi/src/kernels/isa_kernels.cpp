@@ -309,10 +309,21 @@ inline void widen_chunk(__m512i words_lo, __m512i odd_lo, __m512i words_hi, __m5
     }
 }
 
+// A 256-entry byte lookup from the table's four 64-byte quarters q0-q3:
+// vpermi2b looks the codes with the top bit set (`upper`) up in q2:q3 and
+// leaves the others' codes in place, then looks those (`lower`) up in
+// q0:q1. Merge masks instead of two full lookups and a blend: one vector
+// operation fewer per 64 codes, the two masks shared by every table the
+// same codes index.
+inline __m512i lookup_bytes(__m512i idx, __mmask64 upper, __mmask64 lower, __m512i q0,
+                            __m512i q1, __m512i q2, __m512i q3) {
+    return _mm512_mask2_permutex2var_epi8(q0, _mm512_mask2_permutex2var_epi8(q2, idx, upper, q3),
+                                          lower, q1);
+}
+
 // The stationary code's 256 products sit in 8 registers (4 per byte plane);
-// vpermi2b looks 64 streamed codes up in 128 entries, a blend on the codes'
-// top bit picks the right half. One load of the 8 registers serves Chunks
-// streamed vectors. Each plane adds into two 16-bit sums, its whole words
+// vpermi2b looks 64 streamed codes up in them (lookup_bytes). One load of
+// the 8 registers serves Chunks streamed vectors. Each plane adds into two 16-bit sums, its whole words
 // and its odd bytes (widen_chunk recovers the even bytes' sum): one
 // operation fewer per plane than masking out the even bytes.
 template <int Chunks>
@@ -331,11 +342,9 @@ void table_chunks(int64_t inner, const uint8_t *s, const uint8_t *x, int64_t x_s
 #pragma GCC unroll 4
         for (int c = 0; c < Chunks; ++c) {
             const __m512i idx = _mm512_loadu_si512(xk + 64 * c);
-            const __mmask64 upper = _mm512_movepi8_mask(idx);
-            const __m512i lo = _mm512_mask_blend_epi8(upper, _mm512_permutex2var_epi8(l0, idx, l1),
-                                                      _mm512_permutex2var_epi8(l2, idx, l3));
-            const __m512i hi = _mm512_mask_blend_epi8(upper, _mm512_permutex2var_epi8(h0, idx, h1),
-                                                      _mm512_permutex2var_epi8(h2, idx, h3));
+            const __mmask64 upper = _mm512_movepi8_mask(idx), lower = _knot_mask64(upper);
+            const __m512i lo = lookup_bytes(idx, upper, lower, l0, l1, l2, l3);
+            const __m512i hi = lookup_bytes(idx, upper, lower, h0, h1, h2, h3);
             acc[c][0] = _mm512_add_epi16(acc[c][0], lo);
             acc[c][1] = _mm512_add_epi16(acc[c][1], _mm512_srli_epi16(lo, 8));
             acc[c][2] = _mm512_add_epi16(acc[c][2], hi);
@@ -766,8 +775,7 @@ void u8_micro(int64_t kquads, const uint8_t *a, const uint8_t *b, int32_t *c, in
 }
 #endif
 
-// A 256-entry byte table in 4 registers: vpermi2b on each half, blend on
-// the index's top bit.
+// A 256-entry byte table in 4 registers (lookup_bytes).
 struct ByteLut {
     __m512i t0, t1, t2, t3;
     explicit ByteLut(const uint8_t *lut)
@@ -776,8 +784,8 @@ struct ByteLut {
           t2(_mm512_loadu_si512(lut + 128)),
           t3(_mm512_loadu_si512(lut + 192)) {}
     __m512i operator()(__m512i idx) const {
-        return _mm512_mask_blend_epi8(_mm512_movepi8_mask(idx), _mm512_permutex2var_epi8(t0, idx, t1),
-                                      _mm512_permutex2var_epi8(t2, idx, t3));
+        const __mmask64 upper = _mm512_movepi8_mask(idx);
+        return lookup_bytes(idx, upper, _knot_mask64(upper), t0, t1, t2, t3);
     }
 };
 
