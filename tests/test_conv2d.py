@@ -446,6 +446,26 @@ def test_conv2d_resnet20_batch64_variants(stride, groups, zero):
     np.testing.assert_array_equal(got, expected)
 
 
+@pytest.mark.parametrize("threads", [1, 2, 3])
+def test_conv2d_batch64_small_images_balanced_blocks(threads):
+    # 64 images of 64 x 8 x 8 under a random table: on 2 threads the blocks
+    # are 4 whole images (16 jobs), not 9 blocks of 7 and one of 1; the
+    # sums do not depend on the split (4 output channels keep the
+    # reference's lookups few)
+    rng = np.random.default_rng(88)
+    table = rng.integers(0, 60000, (256, 256))
+    m = am.Multiplier.from_table(table)
+    x = rng.integers(0, 256, (64, 64, 8, 8)).astype(np.uint8)
+    wt = rng.integers(0, 256, (4, 64, 3, 3)).astype(np.uint8)
+    expected = im2col_reference(table, x, wt, (1, 1), 9, 140)
+    am.set_num_threads(threads)
+    try:
+        got = am.conv2d(x, wt, m, padding=1, x_zero_point=9, w_zero_point=140)
+    finally:
+        am.set_num_threads(0)
+    np.testing.assert_array_equal(got, expected)
+
+
 @pytest.mark.parametrize("spec", ["drum:k=4", "drum:k=3,signed=1", "drum:bits=6,k=3", "dsm:m=4",
                                   "dsm:m=4,signed=1"])
 @pytest.mark.parametrize("geometry", [
