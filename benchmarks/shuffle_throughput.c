@@ -9,8 +9,9 @@
  * streamed codes, the top-bit mask and its complement, 4 merge-masked
  * vpermi2b (two byte planes), 2 word shifts (the odd bytes' sums) and 4
  * word adds, over 4 independent chunks as the kernel runs them, with no
- * loads; then the same step without the shifts. On cores where shifts and
- * shuffles share ports the step, not the shuffles alone, bounds the kernel.
+ * loads; then the same step without the shifts; and a vpermi2b timed
+ * beside a vpsrlw and beside a vpaddw. On cores where shifts and shuffles
+ * share ports the step, not the shuffles alone, bounds the kernel.
  *
  *   cc -O2 -mavx512f -mavx512bw -mavx512vbmi benchmarks/shuffle_throughput.c -o /tmp/shuffles
  *   /tmp/shuffles
@@ -43,6 +44,30 @@ static double seconds(void) {
         }                                                                                    \
         RESULT = (seconds() - start) / STEPS / 8 * 1e9;                                      \
         sink = _mm512_xor_si512(sink, _mm512_xor_si512(c0, c7));                             \
+    } while (0)
+
+/* ns per pair: 8 chains of OPA beside 8 of OPB, to see which ops share a
+ * port with the permutes (a pair costs the slower op's time where they do
+ * not, up to both ops' where they do) */
+#define PAIRS(OPA, OPB, RESULT)                                                              \
+    do {                                                                                     \
+        __m512i a0 = _mm512_set1_epi8(3), a1 = _mm512_set1_epi8(4), a2 = _mm512_set1_epi8(5), \
+                a3 = _mm512_set1_epi8(6), a4 = _mm512_set1_epi8(7), a5 = _mm512_set1_epi8(8), \
+                a6 = _mm512_set1_epi8(9), a7 = _mm512_set1_epi8(10);                        \
+        __m512i b0 = a0, b1 = a1, b2 = a2, b3 = a3, b4 = a4, b5 = a5, b6 = a6, b7 = a7;      \
+        const double start = seconds();                                                      \
+        for (long i = 0; i < STEPS; ++i) {                                                   \
+            a0 = OPA(a0), a1 = OPA(a1), a2 = OPA(a2), a3 = OPA(a3);                          \
+            a4 = OPA(a4), a5 = OPA(a5), a6 = OPA(a6), a7 = OPA(a7);                          \
+            b0 = OPB(b0), b1 = OPB(b1), b2 = OPB(b2), b3 = OPB(b3);                          \
+            b4 = OPB(b4), b5 = OPB(b5), b6 = OPB(b6), b7 = OPB(b7);                          \
+            __asm__ volatile("" : "+v"(a0), "+v"(a1), "+v"(a2), "+v"(a3), "+v"(a4), "+v"(a5), \
+                             "+v"(a6), "+v"(a7));                                            \
+            __asm__ volatile("" : "+v"(b0), "+v"(b1), "+v"(b2), "+v"(b3), "+v"(b4), "+v"(b5), \
+                             "+v"(b6), "+v"(b7));                                            \
+        }                                                                                    \
+        RESULT = (seconds() - start) / STEPS / 8 * 1e9;                                      \
+        sink = _mm512_xor_si512(sink, _mm512_xor_si512(a0, b7));                             \
     } while (0)
 
 /* ns per 64 products of the table kernel's register work (see the top).
@@ -103,6 +128,13 @@ int main(void) {
            perm / cycle, shuf / cycle);
     printf("table kernel bound: %.1f products per cycle per core (4 vpermi2b per 64)\n",
            64.0 / (4 * permi2 / cycle));
+#define SRLW(x) _mm512_srli_epi16(x, 1)
+#define ADDW(x) _mm512_add_epi16(x, t0)
+    double with_shift, with_add;
+    PAIRS(PERMI2, SRLW, with_shift);
+    PAIRS(PERMI2, ADDW, with_add);
+    printf("a vpermi2b beside a vpsrlw: %.2f cycles; beside a vpaddw: %.2f\n",
+           with_shift / cycle, with_add / cycle);
     const double step = kernel_step(), unshifted = kernel_step_unshifted();
     printf("the kernel's step in registers: %.2f cycles per 64 products (%.1f per cycle); "
            "without its 2 shifts %.2f (%.1f per cycle)\n",
