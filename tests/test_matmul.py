@@ -73,6 +73,27 @@ def test_random_table_matmul_is_bit_exact(rows, cols, inner, signed, threads, a_
     np.testing.assert_array_equal(result, table_matmul(table, a, b, 8))
 
 
+@pytest.mark.parametrize("threads", [1, 2, 3])
+@pytest.mark.parametrize("cols", [320, 577, 1000, 3136])
+def test_random_table_column_jobs_share_the_chunks(cols, threads):
+    # the weight-stationary table kernel's column jobs take the 64-column
+    # chunks evenly, larger jobs first (3136: ten of 4 chunks, three of 3;
+    # 577: 4, 3 and 3, the last chunk one column), and the sums do not
+    # depend on that split
+    rng = np.random.default_rng(cols + threads)
+    table = rng.integers(0, 65536, size=(256, 256))
+    m = am.Multiplier.from_table(table)
+    a = rng.integers(0, 256, (5, 70), dtype=np.uint8)
+    b = rng.integers(0, 256, (70, cols), dtype=np.uint8)
+    am.set_num_threads(threads)
+    try:
+        result = am.matmul(a, b, m)
+    finally:
+        am.set_num_threads(0)
+    assert m.plan == "table"
+    np.testing.assert_array_equal(result, table_matmul(table, a, b, 8))
+
+
 @pytest.mark.parametrize("bits", [1, 2, 3, 5, 7, 8])
 @pytest.mark.parametrize("signed", [False, True])
 def test_narrow_tables(bits, signed):

@@ -268,6 +268,18 @@ bool table_gemm(const KernelTable &kt, const MatmulProblem &p0) {
     const int wanted = wanted_threads(p);
     const int64_t target = 4 * static_cast<int64_t>(wanted);
     const int64_t col_jobs = ceil_div(p.cols, W);
+    // Column job cj's first column and count: the 64-column chunks shared
+    // out evenly, the larger jobs first (3136 columns: ten jobs of 4 chunks,
+    // then three of 3, not twelve of 4 and a last one of 1, whose call loads
+    // the stationary code's 8 registers for one chunk). The threads take
+    // consecutive jobs, so the smaller ones end the last thread's stretch.
+    const int64_t chunks = ceil_div(p.cols, 64), base = chunks / col_jobs,
+                  larger = chunks % col_jobs;
+    auto col_range = [&](int64_t cj) {
+        const int64_t first = (cj * base + std::min(cj, larger)) * 64;
+        const int64_t end = first + (base + (cj < larger)) * 64;
+        return std::pair<int64_t, int64_t>{first, std::min(end, p.cols) - first};
+    };
     const int64_t row_split = col_jobs >= target ? 1 : ceil_div(target, col_jobs);
     const int64_t rb = std::clamp<int64_t>(ceil_div(p.rows, row_split), 1, 256);
     const int64_t row_jobs = ceil_div(p.rows, rb);
@@ -280,7 +292,8 @@ bool table_gemm(const KernelTable &kt, const MatmulProblem &p0) {
     // apart, zero codes up to the 64-column chunks.
     const int64_t k_blocks = ceil_div(p.inner, KC);
     auto pack_x = [&](int64_t cj, int64_t kb, uint8_t *x) {
-        const int64_t j0 = cj * W, nj = std::min(W, p.cols - j0), width = ceil_div(nj, 64) * 64;
+        const auto [j0, nj] = col_range(cj);
+        const int64_t width = ceil_div(nj, 64) * 64;
         const int64_t k0 = kb * KC, nk = std::min(KC, p.inner - k0);
         pack_codes(p.b, mask, k0, nk, j0, nj, x, W);
         if (width > nj)
@@ -304,8 +317,9 @@ bool table_gemm(const KernelTable &kt, const MatmulProblem &p0) {
         w.s.resize(static_cast<size_t>(rb * KC));
         w.acc.assign(static_cast<size_t>(rb * W), 0);
         if (wide) w.wide.assign(static_cast<size_t>(rb * W), 0);
-        const int64_t cj = job % col_jobs, i0 = job / col_jobs * rb, j0 = cj * W;
-        const int64_t ni = std::min(rb, p.rows - i0), nj = std::min(W, p.cols - j0);
+        const int64_t cj = job % col_jobs, i0 = job / col_jobs * rb;
+        const auto [j0, nj] = col_range(cj);
+        const int64_t ni = std::min(rb, p.rows - i0);
         const int64_t width = ceil_div(nj, 64) * 64;
         for (int64_t kb = 0, k0 = 0; k0 < p.inner; ++kb, k0 += KC) {
             const int64_t nk = std::min(KC, p.inner - k0);
