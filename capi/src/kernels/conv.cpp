@@ -741,7 +741,7 @@ private:
         // number of jobs, unless another split gives the busiest thread a
         // sixteenth fewer images (64 images of 8x8 on 2 threads: 9 blocks of
         // 7 and one of 1 left a thread 35 images to the other's 29; blocks of
-        // 4 run the random table's layer in 0.89x the time). Smaller blocks
+        // 4 run the random table's layer in 0.83-0.91x the time). Smaller blocks
         // cost each job a little more, which a smaller gain does not repay
         // (32->32 16x16, exact: 33 -> 32 images measured 1.06-1.10x).
         int64_t first = 0, first_load = 0, best = 0, best_load = 0;

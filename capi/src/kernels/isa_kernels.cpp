@@ -323,9 +323,11 @@ inline __m512i lookup_bytes(__m512i idx, __mmask64 upper, __mmask64 lower, __m51
 
 // The stationary code's 256 products sit in 8 registers (4 per byte plane);
 // vpermi2b looks 64 streamed codes up in them (lookup_bytes). One load of
-// the 8 registers serves Chunks streamed vectors. Each plane adds into two 16-bit sums, its whole words
-// and its odd bytes (widen_chunk recovers the even bytes' sum): one
-// operation fewer per plane than masking out the even bytes.
+// the 8 registers serves Chunks streamed vectors. Each plane adds into two
+// 16-bit sums, its whole words and its odd bytes (widen_chunk recovers the
+// even bytes' sum): one operation fewer per plane than masking out the
+// even bytes. The shifts that bring the odd bytes down share a port with
+// the permutes on Zen 4 and bound the step there (docs/benchmarks.md).
 template <int Chunks>
 void table_chunks(int64_t inner, const uint8_t *s, const uint8_t *x, int64_t x_stride,
                   const uint8_t *planes, uint32_t *acc32) {

@@ -272,7 +272,8 @@ bool table_gemm(const KernelTable &kt, const MatmulProblem &p0) {
     // out evenly, the larger jobs first (3136 columns: ten jobs of 4 chunks,
     // then three of 3, not twelve of 4 and a last one of 1, whose call loads
     // the stationary code's 8 registers for one chunk). The threads take
-    // consecutive jobs, so the smaller ones end the last thread's stretch.
+    // consecutive jobs, so with one row job the smaller ones end the last
+    // thread's stretch.
     const int64_t chunks = ceil_div(p.cols, 64), base = chunks / col_jobs,
                   larger = chunks % col_jobs;
     auto col_range = [&](int64_t cj) {
