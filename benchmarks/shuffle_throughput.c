@@ -28,28 +28,13 @@ static double seconds(void) {
     return t.tv_sec + t.tv_nsec * 1e-9;
 }
 
-/* 8 chains with distinct starting values (equal ones would be merged by
- * the compiler), kept in registers by the empty asm */
-#define CHAINS(OP, RESULT)                                                                   \
-    do {                                                                                     \
-        __m512i c0 = _mm512_set1_epi8(3), c1 = _mm512_set1_epi8(4), c2 = _mm512_set1_epi8(5), \
-                c3 = _mm512_set1_epi8(6), c4 = _mm512_set1_epi8(7), c5 = _mm512_set1_epi8(8), \
-                c6 = _mm512_set1_epi8(9), c7 = _mm512_set1_epi8(10);                        \
-        const double start = seconds();                                                      \
-        for (long i = 0; i < STEPS; ++i) {                                                   \
-            c0 = OP(c0), c1 = OP(c1), c2 = OP(c2), c3 = OP(c3);                              \
-            c4 = OP(c4), c5 = OP(c5), c6 = OP(c6), c7 = OP(c7);                              \
-            __asm__ volatile("" : "+v"(c0), "+v"(c1), "+v"(c2), "+v"(c3), "+v"(c4), "+v"(c5), \
-                             "+v"(c6), "+v"(c7));                                            \
-        }                                                                                    \
-        RESULT = (seconds() - start) / STEPS / 8 * 1e9;                                      \
-        sink = _mm512_xor_si512(sink, _mm512_xor_si512(c0, c7));                             \
-    } while (0)
-
-/* ns per pair: 8 chains of OPA beside 8 of OPB, to see which ops share a
- * port with the permutes (a pair costs the slower op's time where they do
- * not, up to both ops' where they do) */
-#define PAIRS(OPA, OPB, RESULT)                                                              \
+/* ns per step of 8 chains of OPA beside 8 of OPB, each chain with its own
+ * starting value (equal ones would be merged by the compiler), kept in
+ * registers by the empty asm. SAME for OPB times OPA alone; a pair shows
+ * whether two ops share a port (it costs the slower op's time where they
+ * do not, up to both ops' where they do). */
+#define SAME(x) (x)
+#define CHAINS(OPA, OPB, RESULT)                                                             \
     do {                                                                                     \
         __m512i a0 = _mm512_set1_epi8(3), a1 = _mm512_set1_epi8(4), a2 = _mm512_set1_epi8(5), \
                 a3 = _mm512_set1_epi8(6), a4 = _mm512_set1_epi8(7), a5 = _mm512_set1_epi8(8), \
@@ -117,10 +102,10 @@ int main(void) {
 #define PERMI2(x) _mm512_permutex2var_epi8(t0, x, t1)
 #define PERM(x) _mm512_permutexvar_epi8(x, t0)
 #define SHUF(x) _mm512_shuffle_epi8(t0, x)
-    CHAINS(ADD, add);
-    CHAINS(PERMI2, permi2);
-    CHAINS(PERM, perm);
-    CHAINS(SHUF, shuf);
+    CHAINS(ADD, SAME, add);
+    CHAINS(PERMI2, SAME, permi2);
+    CHAINS(PERM, SAME, perm);
+    CHAINS(SHUF, SAME, shuf);
     const double cycle = 2 * add; /* vpaddb: two per cycle */
     printf("ns per instruction (8 chains): vpaddb %.3f, vpermi2b %.3f, vpermb %.3f, vpshufb %.3f\n",
            add, permi2, perm, shuf);
@@ -131,8 +116,8 @@ int main(void) {
 #define SRLW(x) _mm512_srli_epi16(x, 1)
 #define ADDW(x) _mm512_add_epi16(x, t0)
     double with_shift, with_add;
-    PAIRS(PERMI2, SRLW, with_shift);
-    PAIRS(PERMI2, ADDW, with_add);
+    CHAINS(PERMI2, SRLW, with_shift);
+    CHAINS(PERMI2, ADDW, with_add);
     printf("a vpermi2b beside a vpsrlw: %.2f cycles; beside a vpaddw: %.2f\n",
            with_shift / cycle, with_add / cycle);
     const double step = kernel_step(), unshifted = kernel_step_unshifted();
